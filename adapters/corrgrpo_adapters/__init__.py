@@ -1,0 +1,1 @@
+"""Adapters that bring corrgrpo_core estimators into TRL, verl and OpenRLHF."""

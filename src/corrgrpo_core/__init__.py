@@ -1,0 +1,1 @@
+"""Multi-reward advantage estimators for GRPO-style reinforcement learning."""

@@ -1,0 +1,1 @@
+"""The paper's task domains: code generation, tool calling, agent security."""
