@@ -40,7 +40,7 @@ def check_trl_compatibility(trainer_cls: type | None = None) -> None:
     hooked method or its signature changed; warn when the signatures match an untested version."""
     import trl
 
-    cls = trainer_cls if trainer_cls is not None else trl.GRPOTrainer
+    cls = trainer_cls if trainer_cls is not None else trl.GRPOTrainer  # type: ignore[attr-defined]
     problems = []
     for name, expected in HOOKS.items():
         method = getattr(cls, name, None)

@@ -6,8 +6,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from trl import GRPOConfig  # type: ignore[attr-defined]
+
 import corrgrpo_core as cc
-from trl import GRPOConfig
 
 __all__ = ["CorrGRPOConfig"]
 
@@ -75,7 +76,7 @@ class CorrGRPOConfig(GRPOConfig):
     )
 
     def __post_init__(self) -> None:
-        super().__post_init__()
+        super().__post_init__()  # type: ignore[no-untyped-call]
         if isinstance(self.advantage_kwargs, str):
             self.advantage_kwargs = json.loads(self.advantage_kwargs)
         if self.advantage_kwargs is not None and not isinstance(self.advantage_kwargs, dict):
@@ -105,7 +106,8 @@ class CorrGRPOConfig(GRPOConfig):
                 raise ValueError(f"{name} is set, but estimator {spec.name!r} takes no {option!r} option "
                                  f"(its options: {', '.join(spec.options)})")
             options[option] = value
-        for option, value in dict(self.advantage_kwargs or {}).items():
+        extra = self.advantage_kwargs if isinstance(self.advantage_kwargs, dict) else {}
+        for option, value in extra.items():
             if option in _RESERVED:
                 raise ValueError(f"advantage_kwargs cannot set {option!r}: {_RESERVED[option]}")
             if option in options:

@@ -8,10 +8,11 @@ shuffles the returned batch right after, and group membership is lost.
 
 from __future__ import annotations
 
-from typing import Any
+from collections import deque
+from typing import Any, cast
 
 import torch
-from trl import GRPOTrainer
+from trl import GRPOTrainer  # type: ignore[attr-defined]
 
 from ._advantages import advantage_diagnostics, group_advantages
 from ._compat import check_trainer_attributes, check_trl_compatibility
@@ -60,8 +61,12 @@ class CorrGRPOTrainer(GRPOTrainer):
     def _check_estimator_runs(self) -> None:
         # Option *values* (a misspelt placement, a negative floor) are checked by the core; one call on
         # a small random batch surfaces them now instead of after the first generation.
-        probe = torch.rand(2 * self.num_generations, len(self.reward_func_names), generator=torch.Generator().manual_seed(0))
-        group_advantages(probe, self.num_generations, **self._estimator_call())
+        size = self._group_size("train")
+        probe = torch.rand(2 * size, len(self.reward_func_names), generator=torch.Generator().manual_seed(0))
+        group_advantages(probe, size, **self._estimator_call())
+
+    def _group_size(self, mode: str) -> int:
+        return int(self.num_generations if mode == "train" else self.num_generations_eval)  # type: ignore[arg-type]
 
     def _calculate_rewards(self, inputs: Any, prompts: Any, completions: Any, completion_ids_list: Any) -> Any:
         rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
@@ -74,8 +79,8 @@ class CorrGRPOTrainer(GRPOTrainer):
         if rewards is None:
             raise RuntimeError("GRPOTrainer._generate_and_score_completions did not call _calculate_rewards; "
                                "this TRL version is not supported by corrgrpo_adapters.trl")
-        mode = "train" if self.model.training else "eval"
-        group_size = self.num_generations if mode == "train" else self.num_generations_eval
+        mode = "train" if getattr(self.model, "training", False) else "eval"
+        group_size = self._group_size(mode)
         advantages = group_advantages(rewards, group_size, **self._estimator_call())
 
         local = output["advantages"]
@@ -97,7 +102,7 @@ class CorrGRPOTrainer(GRPOTrainer):
     def _replace_logged_advantages(self, advantages: torch.Tensor) -> None:
         # TRL appended its own (now unused) advantages for these rows to the completions-table log;
         # swap in the ones the loss sees.
-        logged = self._logs["advantages"]
+        logged = cast("deque[float]", self._logs["advantages"])
         for _ in range(min(len(logged), advantages.shape[0])):
             logged.pop()
         logged.extend(advantages.tolist())

@@ -16,9 +16,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-import trl_fixtures  # noqa: E402
-
-from corrgrpo_adapters.trl.testing import make_tiny_model  # noqa: E402
+import trl_fixtures
+from corrgrpo_adapters.trl.testing import make_tiny_model
 
 # transformers 5.24 renames gradient_checkpointing and warns from inside TRL's own calls.
 _FRAMEWORK_WARNINGS = (

@@ -7,10 +7,15 @@ from typing import Any
 
 import pytest
 import trl
+from corrgrpo_adapters.trl import (
+    CorrGRPOConfig,
+    CorrGRPOTrainer,
+    UnsupportedTRLError,
+    check_trl_compatibility,
+)
 from trl import GRPOConfig, GRPOTrainer, TrlParser
 
 import corrgrpo_core as cc
-from corrgrpo_adapters.trl import CorrGRPOConfig, CorrGRPOTrainer, UnsupportedTRLError, check_trl_compatibility
 
 CPU = {"output_dir": "unused", "bf16": False, "use_cpu": True, "report_to": "none"}
 
@@ -81,14 +86,15 @@ def test_changed_hook_signature_is_reported(monkeypatch: pytest.MonkeyPatch, tin
     with pytest.raises(UnsupportedTRLError) as info:
         CorrGRPOTrainer(model=tiny_model, reward_funcs=[len], args=CorrGRPOConfig(**CPU))
     message = str(info.value)
-    assert "trl>=1.16,<1.17" in message and "tested with trl==1.16.0" in message
+    assert "trl>=1.16,<1.17" in message
+    assert "tested with trl==1.16.0" in message
     assert "_calculate_rewards(self, inputs, prompts, completions)" in message
     assert f"installed trl {trl.__version__}" in message
 
 
 def test_missing_hook_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delattr(GRPOTrainer, "_generate_and_score_completions")
-    with pytest.raises(UnsupportedTRLError, match="GRPOTrainer._generate_and_score_completions is missing"):
+    with pytest.raises(UnsupportedTRLError, match=r"GRPOTrainer\._generate_and_score_completions is missing"):
         check_trl_compatibility()
 
 

@@ -52,7 +52,7 @@ def test_training_uses_core_advantages_and_logs_diagnostics(trainer_factory: Any
         missing = [k for k in DIAGNOSTICS if k not in entry]
         assert not missing, f"diagnostics missing from the reported logs: {missing}"
         shares = [entry[f"corrgrpo/denominator_share/{n}"] for n in COMPONENTS]
-        assert all(0.0 <= s <= 1.0 + 1e-9 for s in shares)
+        assert all(s >= 0.0 for s in shares)  # above 1 when components are anti-correlated
         assert entry["corrgrpo/groups"] == 2.0
 
 
