@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 import re
-import tempfile
+from pathlib import Path
 
 import torch
 from corrgrpo_adapters.trl import CorrGRPOConfig, CorrGRPOTrainer
@@ -36,13 +36,13 @@ def brevity(completions: list[str], **_: object) -> list[float]:
     return [0.1 / (1 + len(c)) for c in completions]
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", help="checkpoint (hub id or local path); default: a tiny local model on CPU")
     parser.add_argument("--estimator", default="corrgrpo", help="a corrgrpo_core estimator name")
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--output-dir", default="trl-quickstart-out")
-    opts = parser.parse_args()
+    opts = parser.parse_args(argv)
 
     real = opts.model is not None
     gpu = real and torch.cuda.is_available()
@@ -51,7 +51,7 @@ def main() -> None:
     else:
         from corrgrpo_adapters.trl.testing import make_tiny_model
 
-        model = make_tiny_model(tempfile.mkdtemp(prefix="tiny-qwen2-"))
+        model = make_tiny_model(Path(opts.output_dir) / "tiny-model")
 
     pairs = [(a, b) for a in range(10) for b in range(10)]
     data = Dataset.from_dict({"prompt": [f"{a}+{b}=" for a, b in pairs], "answer": [str(a + b) for a, b in pairs]})

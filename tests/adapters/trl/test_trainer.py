@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -91,15 +93,21 @@ def test_rows_without_any_reward_get_zero_advantage(trainer_factory: Any) -> Non
         wrapped.__name__ = fn.__name__
         return wrapped
 
-    funcs = [unscored(f) for f in trl_fixtures.REWARD_FUNCS]
+    def sometimes(completions: list[str], **_: Any) -> list[float | None]:
+        return [None if len(c) % 2 else 1.0 for c in completions]  # missing for some scored rows too
+
+    funcs = [unscored(f) for f in [*trl_fixtures.REWARD_FUNCS, sometimes]]
     trainer = trainer_factory(reward_funcs=funcs, max_steps=2)
     train_and_check(trainer, steps=2)
-    saw_unscored = False
+    saw_unscored = saw_partial = False
     for rewards, adv in zip(trainer.record["rewards"], trainer.record["advantages"], strict=True):
         unscorable = torch.isnan(rewards).all(dim=1)
         saw_unscored |= bool(unscorable.any())
+        saw_partial |= bool((torch.isnan(rewards).any(dim=1) & ~unscorable).any())
         assert (adv[unscorable] == 0).all()
+        assert (adv[~unscorable] != 0).any()
     assert saw_unscored
+    assert saw_partial
 
 
 def test_estimator_runs_on_the_dense_and_ragged_paths_alike() -> None:
@@ -113,3 +121,14 @@ def test_estimator_runs_on_the_dense_and_ragged_paths_alike() -> None:
     torch.testing.assert_close(adv, ragged)
     with pytest.raises(ValueError, match="num_generations=3"):
         group_advantages(rewards, 3)
+
+
+def test_quickstart_example_trains(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = Path(__file__).resolve().parents[3] / "examples" / "trl_quickstart.py"
+    spec = importlib.util.spec_from_file_location("trl_quickstart", path)
+    assert spec is not None
+    assert spec.loader is not None
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    example.main(["--steps", "2", "--output-dir", str(tmp_path)])
+    assert "corrgrpo/c_q/mean" in capsys.readouterr().out
