@@ -45,11 +45,14 @@ def train_and_check(trainer: trl_fixtures.RecordingTrainer, *, steps: int) -> No
 def test_training_uses_core_advantages_and_logs_diagnostics(trainer_factory: Any, estimator: str,
                                                             loss_type: str) -> None:
     logs = LogCapture()
-    extra = {"epsilon_high": 5.0} if loss_type == "cispo" else {}
+    extra: dict[str, Any] = {"epsilon_high": 5.0} if loss_type == "cispo" else {}
+    if loss_type == "grpo":
+        extra["beta"] = 0.04  # a KL term: TRL loads a reference model from the saved tiny model's path
     trainer = trainer_factory(advantage_estimator=estimator, loss_type=loss_type, callbacks=[logs], **extra)
     train_and_check(trainer, steps=3)
     step_logs = [entry for entry in logs.logs if "loss" in entry]
     assert len(step_logs) == 3
+    assert all(("kl" in entry) == ("beta" in extra) for entry in step_logs)
     for entry in step_logs:
         missing = [k for k in DIAGNOSTICS if k not in entry]
         assert not missing, f"diagnostics missing from the reported logs: {missing}"
