@@ -134,4 +134,3 @@ def _at_least_one(denominator: float | Array, like: Array, xp: ModuleType) -> Ar
             raise ValueError(f"num_tokens / num_sequences must be positive, got {denominator}")
         return xp.asarray(float(denominator), dtype=like.dtype, device=device(like))
     return xp.maximum(xp.astype(denominator, like.dtype), xp.ones_like(xp.sum(like)))
-

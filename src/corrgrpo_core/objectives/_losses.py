@@ -105,7 +105,9 @@ def _fraction(condition: Array, m: Array, xp: ModuleType) -> Array:
     return masked_mean(xp.astype(condition, m.dtype), m, xp)
 
 
-def kl_penalty(log_prob: Array, ref_log_prob: Array, /, *, kind: KLKind = "k3", bound: float | None = None) -> Array:
+def kl_penalty(
+    log_prob: Array, ref_log_prob: Array, /, *, kind: KLKind = "k3", bound: float | None = None
+) -> Array:
     r"""Per-token estimate of KL(pi || pi_ref) from log-probabilities of the sampled tokens.
 
     With :math:`\delta = \log\pi_{ref} - \log\pi`:
@@ -186,7 +188,9 @@ def _finish(
     out = dict(metrics)
     if ref_log_prob is not None:
         if tuple(ref_log_prob.shape) != tuple(m.shape):
-            raise ValueError(f"ref_log_prob must have shape {tuple(m.shape)}, got {tuple(ref_log_prob.shape)}")
+            raise ValueError(
+                f"ref_log_prob must have shape {tuple(m.shape)}, got {tuple(ref_log_prob.shape)}"
+            )
         kl = kl_penalty(inp.log_prob, ref_log_prob, kind=kl_kind)
         token_loss = token_loss + kl_coef * kl
         out["kl"] = stop_gradient(_aggregate(kl, m, xp, **agg), xp)  # type: ignore[arg-type]

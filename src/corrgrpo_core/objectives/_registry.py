@@ -164,5 +164,7 @@ def filter_criterion_for(estimator: str) -> FilterCriterion:
     ('total', 'any_component')
     """
     if estimator not in _estimator_names():
-        raise ValueError(f"unknown estimator {estimator!r}; expected one of {tuple(sorted(_estimator_names()))}")
+        raise ValueError(
+            f"unknown estimator {estimator!r}; expected one of {tuple(sorted(_estimator_names()))}"
+        )
     return "total" if estimator in _TOTAL_BASED else "any_component"
