@@ -5,7 +5,7 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Literal, get_args
 
-from ._backend import Array, as_float_mask, device, float_dtype, namespace
+from ._backend import Array, as_float_mask, float_dtype, namespace
 
 __all__ = ["AggregationMode", "aggregate_loss", "aggregation_modes"]
 
@@ -107,8 +107,7 @@ def _aggregate(
     # Multiplying by the mask would turn a NaN in a padded position into NaN; select instead.
     masked = xp.where(m > 0, token_loss, xp.zeros_like(token_loss))
     if mode == "token-mean":
-        denom = xp.sum(m) if num_tokens is None else num_tokens
-        return xp.sum(masked) / _at_least_one(denom, m, xp)
+        return xp.sum(masked) / _denominator(num_tokens, xp.sum(m), xp)
     if mode == "token-sum":
         return xp.sum(masked)
     counts = xp.sum(m, axis=-1)
@@ -118,8 +117,8 @@ def _aggregate(
         seq = xp.sum(masked, axis=-1)
     else:
         raise ValueError(f"unknown aggregation mode {mode!r}; expected one of {aggregation_modes()}")
-    n_seq = xp.sum(xp.astype(counts > 0, m.dtype)) if num_sequences is None else num_sequences
-    loss = xp.sum(seq) / _at_least_one(n_seq, m, xp)
+    nonempty = xp.sum(xp.astype(counts > 0, m.dtype))
+    loss = xp.sum(seq) / _denominator(num_sequences, nonempty, xp)
     if mode == "seq-mean-token-sum-norm":
         scale = token_loss.shape[-1] if loss_scale_factor is None else loss_scale_factor
         if scale <= 0:
@@ -128,9 +127,12 @@ def _aggregate(
     return loss
 
 
-def _at_least_one(denominator: float | Array, like: Array, xp: ModuleType) -> Array:
-    if isinstance(denominator, (int, float)):
-        if denominator <= 0:
-            raise ValueError(f"num_tokens / num_sequences must be positive, got {denominator}")
-        return xp.asarray(float(denominator), dtype=like.dtype, device=device(like))
-    return xp.maximum(xp.astype(denominator, like.dtype), xp.ones_like(xp.sum(like)))
+def _denominator(given: float | Array | None, local: Array, xp: ModuleType) -> Array | float:
+    """``given`` if set (validated when it is a Python number), else ``local`` floored at 1."""
+    if given is None:
+        return xp.maximum(local, xp.ones_like(local))
+    if isinstance(given, (int, float)):
+        if given <= 0:
+            raise ValueError(f"num_tokens / num_sequences must be positive, got {given}")
+        return float(given)
+    return xp.astype(given, local.dtype)
