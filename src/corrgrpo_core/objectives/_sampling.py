@@ -19,6 +19,8 @@ def informative_groups(
     criterion: FilterCriterion = "total",
     weights: Array | None = None,
     atol: float = 1e-6,
+    zero_variance_rtol: float | None = None,
+    nan_policy: str = "raise",
 ) -> Array:
     r"""Which groups carry a learning signal: DAPO's dynamic-sampling filter, per row.
 
@@ -28,7 +30,8 @@ def informative_groups(
     ``criterion="total"`` (DAPO's, verl's ``filter_groups``)
         keep a group when the weighted total :math:`R^i=\sum_k w_k R^i_k` varies in it
         (group std > ``atol``). Right for GRPO, Dr.GRPO, RLOO and CorrGRPO, whose advantage
-        numerator is the centred weighted total: a group with tied totals gets zero advantage.
+        numerator is the centred weighted total: a group with tied totals gets zero advantage
+        from them, so ``"dapo+corrgrpo"`` filters on the (weighted) total.
     ``criterion="any_component"``
         keep a group when at least one component varies in it. Right for estimators that
         normalise each component before summing (GDPO, GDPO-corr, MO-GRPO, DARA): they give
@@ -52,6 +55,9 @@ def informative_groups(
     atol : float, default 1e-6
         A group whose total has std at most this counts as tied (absorbs round-off such as
         0.1 + 0.2 != 0.3; scale it with the rewards).
+    zero_variance_rtol, nan_policy
+        As in :func:`corrgrpo_core.corr_normalized_advantage`: the component rule for
+        ``"any_component"`` and the handling of missing rewards.
 
     Returns
     -------
@@ -78,7 +84,9 @@ def informative_groups(
         raise ValueError(f"unknown criterion {criterion!r}; expected 'total' or 'any_component'")
     if not atol >= 0:
         raise ValueError(f"atol must be non-negative, got {atol!r}")
-    stats = cc.advantage_stats(scores, group_ids, weights=weights)
+    stats = cc.advantage_stats(
+        scores, group_ids, weights=weights, zero_variance_rtol=zero_variance_rtol, nan_policy=nan_policy
+    )
     if criterion == "total":
         return stats.total_std > atol
     n_components = scores.shape[-1]
