@@ -175,7 +175,9 @@ def _finish(
     ref_log_prob: Array | None,
     kl_coef: float,
     kl_kind: KLKind,
+    kl_importance_weighted: bool,
 ) -> PolicyLoss:
+    """Add the KL term, aggregate, and collect metrics; ``ratio`` is the objective's (differentiable) ratio."""
     xp, m = inp.xp, inp.mask
     agg = {
         "mode": aggregation,
@@ -192,6 +194,8 @@ def _finish(
                 f"ref_log_prob must have shape {tuple(m.shape)}, got {tuple(ref_log_prob.shape)}"
             )
         kl = kl_penalty(inp.log_prob, ref_log_prob, kind=kl_kind)
+        if kl_importance_weighted:
+            kl = kl * ratio
         token_loss = token_loss + kl_coef * kl
         out["kl"] = stop_gradient(_aggregate(kl, m, xp, **agg), xp)  # type: ignore[arg-type]
     elif kl_coef != 0.0:
@@ -249,6 +253,7 @@ def ppo_clip_loss(
     ref_log_prob: Array | None = None,
     kl_coef: float = 0.0,
     kl_kind: KLKind = "k3",
+    kl_importance_weighted: bool = False,
 ) -> PolicyLoss:
     r"""PPO / GRPO clipped surrogate loss.
 
@@ -289,6 +294,10 @@ def ppo_clip_loss(
         KL coefficient (TRL's ``beta``, verl's ``kl_loss_coef``).
     kl_kind : {"k1", "k2", "k3"}, default "k3"
         See :func:`kl_penalty`.
+    kl_importance_weighted : bool, default False
+        Multiply the per-token KL by the (differentiable) importance ratio, which makes its
+        gradient the unbiased reverse-KL gradient off-policy. TRL does this by default
+        (``use_bias_correction_kl=True``); verl does not.
 
     Returns
     -------
@@ -323,6 +332,7 @@ def ppo_clip_loss(
         ref_log_prob=ref_log_prob,
         kl_coef=kl_coef,
         kl_kind=kl_kind,
+        kl_importance_weighted=kl_importance_weighted,
     )
 
 
@@ -344,6 +354,7 @@ def dapo_loss(
     ref_log_prob: Array | None = None,
     kl_coef: float = 0.0,
     kl_kind: KLKind = "k3",
+    kl_importance_weighted: bool = False,
 ) -> PolicyLoss:
     r"""DAPO's loss: the clipped surrogate with Clip-Higher and token-level averaging.
 
@@ -378,6 +389,7 @@ def dapo_loss(
         ref_log_prob=ref_log_prob,
         kl_coef=kl_coef,
         kl_kind=kl_kind,
+        kl_importance_weighted=kl_importance_weighted,
     )
 
 
@@ -402,6 +414,7 @@ def cispo_loss(
     ref_log_prob: Array | None = None,
     kl_coef: float = 0.0,
     kl_kind: KLKind = "k3",
+    kl_importance_weighted: bool = False,
 ) -> PolicyLoss:
     r"""CISPO loss: REINFORCE weighted by a clipped, stop-gradient importance ratio.
 
@@ -449,7 +462,8 @@ def cispo_loss(
         raise ValueError(f"unknown CISPO bound {bound!r}; expected 'relative' or 'absolute'")
     inp = _prepare(log_prob, old_log_prob, advantages, mask)
     xp = inp.xp
-    ratio = stop_gradient(xp.exp(_clamp_log_ratio(inp.log_ratio, log_ratio_limit, xp)), xp)
+    raw_ratio = xp.exp(_clamp_log_ratio(inp.log_ratio, log_ratio_limit, xp))
+    ratio = stop_gradient(raw_ratio, xp)
     weight = xp.clip(ratio, lo, hi)
     token = -weight * inp.advantages * inp.log_prob
     m = inp.mask
@@ -463,7 +477,7 @@ def cispo_loss(
     return _finish(
         inp,
         token,
-        ratio,
+        raw_ratio,
         metrics,
         aggregation=aggregation,
         num_tokens=num_tokens,
@@ -472,6 +486,7 @@ def cispo_loss(
         ref_log_prob=ref_log_prob,
         kl_coef=kl_coef,
         kl_kind=kl_kind,
+        kl_importance_weighted=kl_importance_weighted,
     )
 
 
@@ -492,6 +507,7 @@ def gspo_loss(
     ref_log_prob: Array | None = None,
     kl_coef: float = 0.0,
     kl_kind: KLKind = "k3",
+    kl_importance_weighted: bool = False,
 ) -> PolicyLoss:
     r"""GSPO loss (GSPO-token form): the clipped surrogate on a sequence-level ratio.
 
@@ -541,4 +557,5 @@ def gspo_loss(
         ref_log_prob=ref_log_prob,
         kl_coef=kl_coef,
         kl_kind=kl_kind,
+        kl_importance_weighted=kl_importance_weighted,
     )
