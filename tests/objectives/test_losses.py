@@ -260,7 +260,8 @@ def test_dapo_gradient_vanishes_exactly_in_clipped_regions(ad: Any, make_batch: 
     a = b["advantages"][:, None] + 0 * r
     clipped = ((a > 0) & (r > 1.28)) | ((a < 0) & (r < 0.8))
     m = b["mask"]
-    assert clipped[m].any() and (~clipped)[m].any()
+    assert clipped[m].any()
+    assert (~clipped)[m].any()
     # d(-A r)/d log_prob = -A r, over the token count
     expected = np.where(clipped, 0.0, -a * r) * m / m.sum()
     np.testing.assert_allclose(g, expected, rtol=1e-10, atol=1e-15)
@@ -286,7 +287,8 @@ def test_gspo_gradient_is_sequence_level(ad: Any, make_batch: Any) -> None:
     s = np.exp(((b["log_prob"] - b["old_log_prob"]) * m).sum(-1) / n)
     a = b["advantages"]
     clipped = ((a > 0) & (s > 1.05)) | ((a < 0) & (s < 0.95))
-    assert clipped.any() and (~clipped).any()
+    assert clipped.any()
+    assert (~clipped).any()
     # d/dlog_prob_t of -A s_i = -A s_i / |o_i| on each valid token; then the mean over sequences
     expected = np.where(clipped, 0.0, -a * s / n)[:, None] * m / m.shape[0]
     np.testing.assert_allclose(g, expected, rtol=1e-10, atol=1e-15)
@@ -302,7 +304,8 @@ def test_gspo_with_one_token_per_sequence_is_grpo(ad: Any, make_batch: Any, to_n
     g_gspo = _grad_wrt_log_prob(ad, b, "gspo", **opts)
     g_ppo = _grad_wrt_log_prob(ad, b, "ppo", **opts)
     np.testing.assert_allclose(g_gspo, g_ppo, rtol=1e-12)
-    assert np.any(g_ppo == 0) and np.any(g_ppo != 0)
+    assert np.any(g_ppo == 0)
+    assert np.any(g_ppo != 0)
 
 
 def test_k3_gradient(ad: Any, make_batch: Any) -> None:
@@ -327,7 +330,9 @@ def test_no_gradient_reaches_old_log_prob_or_advantages(name: str, make_batch: A
     out = policy_loss(lp, old, adv, torch.tensor(b["mask"]), objective=name, ref_log_prob=ref, kl_coef=0.1)
     out.loss.backward()
     assert lp.grad is not None
-    assert old.grad is None and adv.grad is None and ref.grad is None
+    assert old.grad is None
+    assert adv.grad is None
+    assert ref.grad is None
     assert all(not v.requires_grad for v in out.metrics.values())
 
 
@@ -390,3 +395,21 @@ def test_mixed_namespaces_rejected(make_batch: Any) -> None:
     b = make_batch(18)
     with pytest.raises(TypeError, match="one library"):
         ppo_clip_loss(torch.tensor(b["log_prob"]), b["old_log_prob"], b["advantages"], b["mask"])
+
+
+def test_importance_weighted_k3_gradient(ad: Any, make_batch: Any) -> None:
+    """TRL's bias-corrected KL: r * k3, with r differentiable (d/dlp of r*k3 = r*k3 + r*(1 - e^delta))."""
+    b = make_batch(19)
+    b["advantages"] = np.zeros_like(b["advantages"])
+    ref = b["old_log_prob"] + 0.2
+    old, adv, m, rf = (ad.asarray(x) for x in (b["old_log_prob"], b["advantages"], b["mask"], ref))
+
+    def loss(lp: Any) -> Any:
+        return cispo_loss(lp, old, adv, m, ref_log_prob=rf, kl_coef=1.0, kl_importance_weighted=True).loss
+
+    g = ad.grad(loss, b["log_prob"])
+    r = np.exp(b["log_prob"] - b["old_log_prob"])
+    d = ref - b["log_prob"]
+    k3 = np.exp(d) - d - 1
+    mask = b["mask"].astype(float)
+    np.testing.assert_allclose(g, (r * k3 + r * (1 - np.exp(d))) * mask / mask.sum(), rtol=1e-10, atol=1e-15)

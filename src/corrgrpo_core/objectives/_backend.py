@@ -30,7 +30,7 @@ def namespace(*arrays: Array) -> ModuleType:
     """Return the one array namespace shared by ``arrays`` (``None`` entries are skipped)."""
     present = [a for a in arrays if a is not None]
     try:
-        return array_namespace(*present)  # type: ignore[no-any-return]
+        return array_namespace(*present)
     except TypeError as exc:
         raise TypeError(f"inputs must be arrays of one library (numpy, torch, jax, ...): {exc}") from exc
 

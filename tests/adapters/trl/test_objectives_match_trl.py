@@ -20,7 +20,7 @@ transformers = pytest.importorskip("transformers")
 datasets = pytest.importorskip("datasets")
 tokenizers = pytest.importorskip("tokenizers")
 
-from corrgrpo_core.objectives import (  # noqa: E402
+from corrgrpo_core.objectives import (
     cispo_loss,
     dapo_loss,
     gspo_loss,
@@ -138,7 +138,7 @@ def _compare(trainer: Any, inputs: dict[str, Any], ours_fn: Any) -> None:
 @pytest.mark.parametrize("cap", [5.0, 1.1])
 def test_cispo_absolute_matches_trl(model_dir: str, tmp_path: Any, cap: float) -> None:
     trainer = _trainer(model_dir, tmp_path, loss_type="cispo", epsilon_high=cap)
-    inputs, mask = _inputs(trainer, seed=1, spread=2.0)
+    inputs, _mask = _inputs(trainer, seed=1, spread=2.0)
     n_tok = inputs["num_items_in_batch"]
 
     def ours(lp: Any, old: Any, adv: Any, m: Any) -> Any:
