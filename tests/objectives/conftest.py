@@ -45,6 +45,12 @@ def xp(request: pytest.FixtureRequest) -> Any:
     return _load(request.param)
 
 
+@pytest.fixture
+def xp_for() -> Callable[[str], Any]:
+    """``xp_for(name)``: the namespace of one backend (skips when it is not installed)."""
+    return _load
+
+
 @pytest.fixture(params=("torch", "jax"))
 def ad(request: pytest.FixtureRequest) -> Autodiff:
     """An autograd backend: ``ad.grad(f, x)`` differentiates a scalar function of one array."""
