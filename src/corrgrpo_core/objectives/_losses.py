@@ -162,28 +162,30 @@ def kl_penalty(
     return kl
 
 
+class _Tail(NamedTuple):
+    """The options every objective shares: aggregation and the KL term."""
+
+    aggregation: AggregationMode
+    num_tokens: float | Array | None
+    num_sequences: float | Array | None
+    loss_scale_factor: float | None
+    ref_log_prob: Array | None
+    kl_coef: float
+    kl_kind: KLKind
+    kl_importance_weighted: bool
+
+
 def _finish(
-    inp: _Inputs,
-    pg_token: Array,
-    ratio: Array,
-    metrics: dict[str, Array],
-    *,
-    aggregation: AggregationMode,
-    num_tokens: float | Array | None,
-    num_sequences: float | Array | None,
-    loss_scale_factor: float | None,
-    ref_log_prob: Array | None,
-    kl_coef: float,
-    kl_kind: KLKind,
-    kl_importance_weighted: bool,
+    inp: _Inputs, pg_token: Array, ratio: Array, metrics: dict[str, Array], tail: _Tail
 ) -> PolicyLoss:
     """Add the KL term, aggregate, and collect metrics; ``ratio`` is the objective's (differentiable) ratio."""
     xp, m = inp.xp, inp.mask
+    ref_log_prob, kl_coef = tail.ref_log_prob, tail.kl_coef
     agg = {
-        "mode": aggregation,
-        "num_tokens": num_tokens,
-        "num_sequences": num_sequences,
-        "loss_scale_factor": loss_scale_factor,
+        "mode": tail.aggregation,
+        "num_tokens": tail.num_tokens,
+        "num_sequences": tail.num_sequences,
+        "loss_scale_factor": tail.loss_scale_factor,
     }
     token_loss = pg_token
     policy = _aggregate(pg_token, m, xp, **agg)  # type: ignore[arg-type]
@@ -193,8 +195,8 @@ def _finish(
             raise ValueError(
                 f"ref_log_prob must have shape {tuple(m.shape)}, got {tuple(ref_log_prob.shape)}"
             )
-        kl = kl_penalty(inp.log_prob, ref_log_prob, kind=kl_kind)
-        if kl_importance_weighted:
+        kl = kl_penalty(inp.log_prob, ref_log_prob, kind=tail.kl_kind)
+        if tail.kl_importance_weighted:
             kl = kl * ratio
         token_loss = token_loss + kl_coef * kl
         out["kl"] = stop_gradient(_aggregate(kl, m, xp, **agg), xp)  # type: ignore[arg-type]
@@ -314,26 +316,39 @@ def ppo_clip_loss(
     >>> float(out.loss), float(out.metrics["clip_fraction"])
     (-1.1, 0.5)
     """
+    tail = _Tail(
+        aggregation,
+        num_tokens,
+        num_sequences,
+        loss_scale_factor,
+        ref_log_prob,
+        kl_coef,
+        kl_kind,
+        kl_importance_weighted,
+    )
     high = eps_low if eps_high is None else eps_high
+    return _ppo_clip(
+        log_prob, old_log_prob, advantages, mask, eps_low, high, dual_clip, log_ratio_limit, tail
+    )
+
+
+def _ppo_clip(
+    log_prob: Array,
+    old_log_prob: Array,
+    advantages: Array,
+    mask: Array,
+    eps_low: float,
+    eps_high: float,
+    dual_clip: float | None,
+    log_ratio_limit: float | None,
+    tail: _Tail,
+) -> PolicyLoss:
     _check_eps("eps_low", eps_low)
-    _check_eps("eps_high", high)
+    _check_eps("eps_high", eps_high)
     inp = _prepare(log_prob, old_log_prob, advantages, mask)
     ratio = inp.xp.exp(_clamp_log_ratio(inp.log_ratio, log_ratio_limit, inp.xp))
-    token, metrics = _clipped_surrogate(inp, ratio, eps_low=eps_low, eps_high=high, dual_clip=dual_clip)
-    return _finish(
-        inp,
-        token,
-        ratio,
-        metrics,
-        aggregation=aggregation,
-        num_tokens=num_tokens,
-        num_sequences=num_sequences,
-        loss_scale_factor=loss_scale_factor,
-        ref_log_prob=ref_log_prob,
-        kl_coef=kl_coef,
-        kl_kind=kl_kind,
-        kl_importance_weighted=kl_importance_weighted,
-    )
+    token, metrics = _clipped_surrogate(inp, ratio, eps_low=eps_low, eps_high=eps_high, dual_clip=dual_clip)
+    return _finish(inp, token, ratio, metrics, tail)
 
 
 def dapo_loss(
@@ -373,23 +388,18 @@ def dapo_loss(
     >>> float(dapo_loss(lp, old, np.asarray([1.0]), np.asarray([[1]])).loss)
     -1.28
     """
-    return ppo_clip_loss(
-        log_prob,
-        old_log_prob,
-        advantages,
-        mask,
-        eps_low=eps_low,
-        eps_high=eps_high,
-        dual_clip=dual_clip,
-        aggregation=aggregation,
-        num_tokens=num_tokens,
-        num_sequences=num_sequences,
-        loss_scale_factor=loss_scale_factor,
-        log_ratio_limit=log_ratio_limit,
-        ref_log_prob=ref_log_prob,
-        kl_coef=kl_coef,
-        kl_kind=kl_kind,
-        kl_importance_weighted=kl_importance_weighted,
+    tail = _Tail(
+        aggregation,
+        num_tokens,
+        num_sequences,
+        loss_scale_factor,
+        ref_log_prob,
+        kl_coef,
+        kl_kind,
+        kl_importance_weighted,
+    )
+    return _ppo_clip(
+        log_prob, old_log_prob, advantages, mask, eps_low, eps_high, dual_clip, log_ratio_limit, tail
     )
 
 
@@ -474,20 +484,17 @@ def cispo_loss(
         "clip_fraction_low": _fraction(low, m, xp),
         "clip_fraction_high": _fraction(high_hit, m, xp),
     }
-    return _finish(
-        inp,
-        token,
-        raw_ratio,
-        metrics,
-        aggregation=aggregation,
-        num_tokens=num_tokens,
-        num_sequences=num_sequences,
-        loss_scale_factor=loss_scale_factor,
-        ref_log_prob=ref_log_prob,
-        kl_coef=kl_coef,
-        kl_kind=kl_kind,
-        kl_importance_weighted=kl_importance_weighted,
+    tail = _Tail(
+        aggregation,
+        num_tokens,
+        num_sequences,
+        loss_scale_factor,
+        ref_log_prob,
+        kl_coef,
+        kl_kind,
+        kl_importance_weighted,
     )
+    return _finish(inp, token, raw_ratio, metrics, tail)
 
 
 def gspo_loss(
@@ -545,17 +552,14 @@ def gspo_loss(
         log_s = xp.clip(log_s, None, log_ratio_limit)
     ratio = xp.exp(log_s)
     token, metrics = _clipped_surrogate(inp, ratio, eps_low=eps_low, eps_high=eps_high, dual_clip=None)
-    return _finish(
-        inp,
-        token,
-        ratio,
-        metrics,
-        aggregation=aggregation,
-        num_tokens=num_tokens,
-        num_sequences=num_sequences,
-        loss_scale_factor=loss_scale_factor,
-        ref_log_prob=ref_log_prob,
-        kl_coef=kl_coef,
-        kl_kind=kl_kind,
-        kl_importance_weighted=kl_importance_weighted,
+    tail = _Tail(
+        aggregation,
+        num_tokens,
+        num_sequences,
+        loss_scale_factor,
+        ref_log_prob,
+        kl_coef,
+        kl_kind,
+        kl_importance_weighted,
     )
+    return _finish(inp, token, ratio, metrics, tail)

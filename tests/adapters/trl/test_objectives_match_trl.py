@@ -152,14 +152,36 @@ def test_cispo_absolute_matches_trl(model_dir: str, tmp_path: Any, cap: float) -
     _compare(trainer, inputs, ours)
 
 
-def test_dapo_matches_trl(model_dir: str, tmp_path: Any) -> None:
-    trainer = _trainer(model_dir, tmp_path, loss_type="dapo", epsilon=0.2, epsilon_high=0.28)
-    inputs, _ = _inputs(trainer, seed=2, spread=0.6)
-    n_tok = inputs["num_items_in_batch"]
+@pytest.mark.parametrize(
+    ("config", "ours_fn", "spread"),
+    [
+        (  # DAPO: clip-higher, token-mean over the batch's tokens
+            {"loss_type": "dapo", "epsilon": 0.2, "epsilon_high": 0.28},
+            lambda lp, old, adv, m, n_tok: dapo_loss(lp, old, adv, m, log_ratio_limit=None, num_tokens=n_tok),
+            0.6,
+        ),
+        (  # GSPO: TRL's sequence-level ratio vs our GSPO-token form, same value and gradient
+            {
+                "loss_type": "grpo",
+                "importance_sampling_level": "sequence",
+                "epsilon": 0.05,
+                "epsilon_high": 0.08,
+            },
+            lambda lp, old, adv, m, n_tok: gspo_loss(lp, old, adv, m, eps_low=0.05, eps_high=0.08),
+            0.3,
+        ),
+    ],
+    ids=["dapo", "gspo"],
+)
+def test_clipped_objectives_match_trl(
+    model_dir: str, tmp_path: Any, config: dict[str, Any], ours_fn: Any, spread: float
+) -> None:
+    trainer = _trainer(model_dir, tmp_path, **config)
+    inputs, _ = _inputs(trainer, seed=2, spread=spread)
 
     def ours(lp: Any, old: Any, adv: Any, m: Any) -> Any:
-        out = dapo_loss(lp, old, adv, m, log_ratio_limit=None, num_tokens=n_tok)
-        assert 0 < float(out.metrics["clip_fraction"]) < 1
+        out = ours_fn(lp, old, adv, m, inputs["num_items_in_batch"])
+        assert 0 < float(out.metrics["clip_fraction"]) < 1  # both branches exercised
         return out
 
     _compare(trainer, inputs, ours)
@@ -186,25 +208,6 @@ def test_dapo_with_kl_matches_trl(model_dir: str, tmp_path: Any) -> None:
             kl_importance_weighted=True,  # TRL default use_bias_correction_kl=True
         ),
     )
-
-
-def test_gspo_matches_trl_sequence_level(model_dir: str, tmp_path: Any) -> None:
-    trainer = _trainer(
-        model_dir,
-        tmp_path,
-        loss_type="grpo",
-        importance_sampling_level="sequence",
-        epsilon=0.05,
-        epsilon_high=0.08,
-    )
-    inputs, _ = _inputs(trainer, seed=4, spread=0.3)
-
-    def ours(lp: Any, old: Any, adv: Any, m: Any) -> Any:
-        out = gspo_loss(lp, old, adv, m, eps_low=0.05, eps_high=0.08)
-        assert 0 < float(out.metrics["clip_fraction"]) < 1
-        return out
-
-    _compare(trainer, inputs, ours)
 
 
 def test_dr_grpo_matches_trl(model_dir: str, tmp_path: Any) -> None:
