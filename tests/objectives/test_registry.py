@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import doctest
+import importlib
 import inspect
 
 import pytest
@@ -79,3 +81,11 @@ def test_filter_criterion_covers_every_estimator() -> None:
 def test_get_objective_error_names_choices() -> None:
     with pytest.raises(ValueError, match=r"\('cispo', 'dapo', 'gspo', 'ppo'\)"):
         obj.get_objective("vanilla")
+
+
+@pytest.mark.parametrize("module", ["_aggregate", "_losses", "_registry", "_sampling"])
+def test_docstring_examples_run(module: str) -> None:
+    mod = importlib.import_module(f"corrgrpo_core.objectives.{module}")
+    result = doctest.testmod(mod, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 0
+    assert result.failed == 0
