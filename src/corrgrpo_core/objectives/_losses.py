@@ -181,14 +181,20 @@ def _finish(
     """Add the KL term, aggregate, and collect metrics; ``ratio`` is the objective's (differentiable) ratio."""
     xp, m = inp.xp, inp.mask
     ref_log_prob, kl_coef = tail.ref_log_prob, tail.kl_coef
-    agg = {
-        "mode": tail.aggregation,
-        "num_tokens": tail.num_tokens,
-        "num_sequences": tail.num_sequences,
-        "loss_scale_factor": tail.loss_scale_factor,
-    }
+
+    def agg(x: Array) -> Array:
+        return _aggregate(
+            x,
+            m,
+            xp,
+            mode=tail.aggregation,
+            num_tokens=tail.num_tokens,
+            num_sequences=tail.num_sequences,
+            loss_scale_factor=tail.loss_scale_factor,
+        )
+
     token_loss = pg_token
-    policy = _aggregate(pg_token, m, xp, **agg)  # type: ignore[arg-type]
+    policy = agg(pg_token)
     out = dict(metrics)
     if ref_log_prob is not None:
         if tuple(ref_log_prob.shape) != tuple(m.shape):
@@ -199,10 +205,10 @@ def _finish(
         if tail.kl_importance_weighted:
             kl = kl * ratio
         token_loss = token_loss + kl_coef * kl
-        out["kl"] = stop_gradient(_aggregate(kl, m, xp, **agg), xp)  # type: ignore[arg-type]
+        out["kl"] = stop_gradient(agg(kl), xp)
     elif kl_coef != 0.0:
         raise ValueError("kl_coef is non-zero but ref_log_prob was not given")
-    loss = _aggregate(token_loss, m, xp, **agg)  # type: ignore[arg-type]
+    loss = agg(token_loss)
     r = stop_gradient(ratio, xp)
     r = xp.broadcast_to(r, m.shape)
     out["policy_loss"] = stop_gradient(policy, xp)
