@@ -116,8 +116,9 @@ def test_corrgrpo_gives_zero_advantage_on_tied_totals_gdpo_does_not() -> None:
     assert filter_criterion_for("gdpo") == "any_component"
 
 
-def test_filter_under_jax_jit() -> None:
+def test_filter_under_jax_jit(xp_for: Any) -> None:
     jax = pytest.importorskip("jax")
+    xp_for("jax")  # x64 on, as everywhere in these tests
     scores = jax.numpy.asarray([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [1.0, 1.0]])
     ids = jax.numpy.asarray([0, 0, 1, 1])
     f = jax.jit(lambda s, i: informative_groups(s, i, criterion="any_component"))
