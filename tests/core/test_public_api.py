@@ -27,4 +27,5 @@ def test_every_public_function_has_a_docstring_with_an_example():
         if inspect.ismodule(obj):
             continue
         if callable(obj) and not isinstance(obj, type):
-            assert obj.__doc__ and ">>>" in obj.__doc__, name
+            assert obj.__doc__, name
+            assert ">>>" in obj.__doc__, name
