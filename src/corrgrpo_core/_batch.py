@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
-from ._groups import Groups, dense_groups, ragged_groups
+from ._groups import Groups, dense_groups, equal_runs, ragged_groups
 from ._lib._compat import (
     Array,
     Namespace,
@@ -40,10 +41,11 @@ class Batch:
     lead_shape: tuple[int, ...]
     out_dtype: Any
     device: Any
+    unit_weights: bool = False  # no weights given: ``weighted`` is ``raw`` itself
 
-    @property
+    @cached_property
     def weighted(self) -> Array:
-        return self.raw * self.weights
+        return self.raw if self.unit_weights else self.raw * self.weights
 
     def finish(self, adv: Array) -> Array:
         """(rows..., 1) internal advantages -> the scores' leading shape and floating dtype."""
@@ -115,7 +117,8 @@ def prepare(
     lead = tuple(scores.shape[:-1]) if scores.ndim != 2 or group_ids is not None else (scores.shape[0],)
 
     w = _weights(weights, k, xp, dtype, dev, lazy)
-    x = xp.astype(scores, dtype)
+    # No copy when the scores already have the working dtype: nothing below writes into x.
+    x = xp.astype(scores, dtype, copy=False)
     if scores.ndim == 2 and group_ids is None:
         x = xp.reshape(x, (1, *x.shape))
     valid = row_valid = None
@@ -130,7 +133,15 @@ def prepare(
         groups = dense_groups(xp, tuple(x.shape), dtype, dev)
     else:
         ids = _group_ids(group_ids, scores.shape[0], xp, dev)
-        groups = ragged_groups(xp, ids, dtype, dev, lazy=lazy)
+        n = equal_runs(xp, ids)
+        if n:  # ids in runs of one size (verl's layout): the dense path, no index at all
+            x = xp.reshape(x, (x.shape[0] // n, n, k))
+            if valid is not None:
+                valid = xp.reshape(valid, x.shape)
+                row_valid = xp.reshape(row_valid, (*x.shape[:-1], 1))
+            groups = dense_groups(xp, tuple(x.shape), dtype, dev)
+        else:
+            groups = ragged_groups(xp, ids, dtype, dev, lazy=lazy)
     if singleton == "raise" and not lazy:
         _check_no_singletons(groups, x, group_ids is None, xp)
     return Batch(
@@ -143,6 +154,7 @@ def prepare(
         lead_shape=lead,
         out_dtype=out_dtype,
         device=dev,
+        unit_weights=weights is None,
     )
 
 
@@ -206,6 +218,10 @@ def _rows(mask: Array, xp: Namespace, dense: bool) -> str:
 
 
 def _check_finite(x: Array, nan_policy: str, *, dense: bool, xp: Namespace) -> None:
+    # One reduction without a temporary decides the common case: the sum is finite only if
+    # every entry is (a finite sum that overflows falls through to the exact checks below).
+    if bool(xp.isfinite(xp.sum(x))):
+        return
     infinite = xp.any(xp.isinf(x), axis=-1)
     if bool(xp.any(infinite)):
         raise ValueError(f"scores contain inf in rows {_rows(infinite, xp, dense)}")

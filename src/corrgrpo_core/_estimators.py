@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ._batch import Batch
-from ._lib._compat import Array, Namespace
+from ._lib._compat import Array, Namespace, is_numpy_namespace
 from ._stats import Moments, batch_moments, group_moments
 
 
@@ -27,14 +27,22 @@ def safe_divide(num: Array, den: Array, xp: Namespace) -> Array:
     return xp.where(ok, num / xp.where(ok, den, xp.ones_like(den)), xp.zeros_like(num))
 
 
+def _zscore_den(m: Moments, eps: float, placement: str, xp: Namespace) -> Array:
+    """Scope level: the z-score denominator, inf where the z-score is 0 (no variation, or 0)."""
+    den = denominator(m.var_g, eps, placement, xp)
+    return xp.where(m.varies_g & (den > 0), den, xp.full_like(den, float("inf")))
+
+
 def _zscores(m: Moments, eps: float, placement: str, xp: Namespace) -> Array:
     """GDPO-style z-scores (x - mean) / (std + eps), zero for components that do not vary."""
-    return xp.where(
-        m.varies, safe_divide(m.centred, denominator(m.var, eps, placement, xp), xp), xp.zeros_like(m.centred)
-    )
+    return m.centred / m.scope.expand(_zscore_den(m, eps, placement, xp))
 
 
 def _sum_k(x: Array, xp: Namespace) -> Array:
+    if is_numpy_namespace(xp):  # einsum: one tight loop over a short last axis
+        import numpy as np
+
+        return np.einsum("...k->...", x)[..., None]
     return xp.sum(x, axis=-1, keepdims=True)
 
 
@@ -86,7 +94,12 @@ class CorrParts:
 
     components: Moments  # group moments of the weighted components
     numerator: Array  # centred total, sum_k c_ik
-    correlation_sum: Array  # sum_{l,m} rho_lm of the group, per row (before the floor)
+    correlation_sum_g: Array  # sum_{l,m} rho_lm of each group, group level (before the floor)
+
+    @property
+    def correlation_sum(self) -> Array:
+        """Per row: the correlation sum of the row's group."""
+        return self.components.scope.expand(self.correlation_sum_g)
 
 
 def corr_parts(batch: Batch, *, ddof: int, rtol: float) -> CorrParts:
@@ -96,27 +109,42 @@ def corr_parts(batch: Batch, *, ddof: int, rtol: float) -> CorrParts:
     its row sums, so the K x K Pearson matrix is never formed.
     """
     xp = batch.xp
-    m = group_moments(batch.weighted, batch.valid, batch.groups, ddof=ddof, rtol=rtol)
-    zsum = _sum_k(m.z, xp)
-    rows = (
-        batch.groups.count
-        if batch.row_valid is None
-        else batch.groups.group_sum(xp.astype(batch.row_valid, zsum.dtype))
-    )
+    g = batch.groups
+    m = group_moments(batch.weighted, batch.valid, g, ddof=ddof, rtol=rtol)
+    zsum = m.z_row_sum()
+    rows = g.count_g if batch.row_valid is None else g.reduce(xp.astype(batch.row_valid, zsum.dtype))
     dof = rows - ddof
     corr = xp.where(
-        dof > 0,
-        batch.groups.group_sum(zsum * zsum) / xp.where(dof > 0, dof, xp.ones_like(dof)),
-        xp.zeros_like(zsum),
+        dof > 0, g.reduce_sq(zsum) / xp.where(dof > 0, dof, xp.ones_like(dof)), xp.zeros_like(dof)
     )
-    return CorrParts(components=m, numerator=_sum_k(m.centred, xp), correlation_sum=corr)
+    return CorrParts(components=m, numerator=_sum_k(m.centred, xp), correlation_sum_g=corr)
+
+
+def _corr_denominator_g(
+    parts: CorrParts, *, eps: float, eps_placement: str, min_correlation_sum: float, xp: Namespace
+) -> Array:
+    corr = parts.correlation_sum_g
+    return denominator(xp.maximum(corr, xp.full_like(corr, min_correlation_sum)), eps, eps_placement, xp)
 
 
 def corr_denominator(
     parts: CorrParts, *, eps: float, eps_placement: str, min_correlation_sum: float, xp: Namespace
 ) -> Array:
-    floor = xp.maximum(parts.correlation_sum, xp.full_like(parts.correlation_sum, min_correlation_sum))
-    return denominator(floor, eps, eps_placement, xp)
+    """Per row: the CorrGRPO denominator of the row's group."""
+    den = _corr_denominator_g(
+        parts, eps=eps, eps_placement=eps_placement, min_correlation_sum=min_correlation_sum, xp=xp
+    )
+    return parts.components.scope.expand(den)
+
+
+def corr_advantage(parts: CorrParts, numerator: Array, *, eps: float, eps_placement: str,
+                   min_correlation_sum: float, xp: Namespace) -> Array:
+    """numerator / denominator per row, 0 where the denominator is 0 (only possible with eps = 0)."""
+    den = _corr_denominator_g(
+        parts, eps=eps, eps_placement=eps_placement, min_correlation_sum=min_correlation_sum, xp=xp
+    )
+    den = xp.where(den > 0, den, xp.full_like(den, float("inf")))
+    return numerator / parts.components.scope.expand(den)
 
 
 def corrgrpo(
@@ -125,10 +153,15 @@ def corrgrpo(
     """sum_k c_ik / sqrt(max(sum_{l,m} rho_lm, floor) + eps)."""
     xp = batch.xp
     parts = corr_parts(batch, ddof=ddof, rtol=rtol)
-    den = corr_denominator(
-        parts, eps=eps, eps_placement=eps_placement, min_correlation_sum=min_correlation_sum, xp=xp
+    adv = corr_advantage(
+        parts,
+        parts.numerator,
+        eps=eps,
+        eps_placement=eps_placement,
+        min_correlation_sum=min_correlation_sum,
+        xp=xp,
     )
-    return _rows_only(batch, safe_divide(parts.numerator, den, xp))
+    return _rows_only(batch, adv)
 
 
 # --- per-component z-score family (MO-GRPO, GDPO, GDPO-corr, DARA) --------------------------
@@ -140,6 +173,22 @@ def component_zscores(batch: Batch, *, eps: float, eps_placement: str, ddof: int
     return _zscores(m, eps, eps_placement, batch.xp)
 
 
+def _weighted_zscores(batch: Batch, *, eps: float, eps_placement: str, ddof: int, rtol: float) -> Moments:
+    """Group moments of the unweighted components, whose ``inv_std_g`` is replaced by w_k / (std + eps)."""
+    xp = batch.xp
+    m = group_moments(batch.raw, batch.valid, batch.groups, ddof=ddof, rtol=rtol)
+    factor = batch.weights / _zscore_den(m, eps, eps_placement, xp)
+    return Moments(
+        scope=m.scope,
+        centred=m.centred,
+        count_g=m.count_g,
+        var_g=m.var_g,
+        std_g=m.std_g,
+        varies_g=m.varies_g,
+        inv_std_g=factor,
+    )
+
+
 def batch_zscore(batch: Batch, h: Array, *, eps: float, eps_placement: str, ddof: int, rtol: float) -> Array:
     """(h - mean_B h) / (std_B h + eps) over the rows that have a valid component."""
     xp = batch.xp
@@ -149,8 +198,8 @@ def batch_zscore(batch: Batch, h: Array, *, eps: float, eps_placement: str, ddof
 
 def mo_grpo(batch: Batch, *, eps: float, eps_placement: str, ddof: int, rtol: float) -> Array:
     """sum_k w_k z_ik."""
-    z = component_zscores(batch, eps=eps, eps_placement=eps_placement, ddof=ddof, rtol=rtol)
-    return _rows_only(batch, _sum_k(z * batch.weights, batch.xp))
+    m = _weighted_zscores(batch, eps=eps, eps_placement=eps_placement, ddof=ddof, rtol=rtol)
+    return _rows_only(batch, m.z_row_sum())
 
 
 def gdpo(batch: Batch, *, eps: float, eps_placement: str, ddof: int, rtol: float) -> Array:
@@ -171,11 +220,10 @@ def gdpo_corr(
 ) -> Array:
     """(H - mean_B H) / sqrt(Var_B(sum_k u_ik) + eps), u the batch z-scores of U_k = w_k z_k."""
     xp = batch.xp
-    z = component_zscores(batch, eps=eps, eps_placement=group_eps_placement, ddof=ddof, rtol=rtol)
-    u = z * batch.weights
+    u = _weighted_zscores(batch, eps=eps, eps_placement=group_eps_placement, ddof=ddof, rtol=rtol).z
     valid = None if batch.row_valid is None else xp.broadcast_to(batch.row_valid, u.shape)
     m = batch_moments(u, valid, batch.groups, ddof=ddof, rtol=rtol)
-    zsum = _sum_k(m.z, xp)
+    zsum = m.z_row_sum()
     rows = m.count[..., :1]
     dof = rows - ddof
     corr = xp.where(
@@ -238,7 +286,7 @@ def dara(
     parts = corr_parts(batch, ddof=ddof, rtol=rtol)
     density = dara_weights(batch, parts.components.varies, max_weight=max_weight)
     num = _sum_k(_dara_calibrate(parts.components.centred, density, variant, xp), xp)
-    den = corr_denominator(
-        parts, eps=eps, eps_placement=eps_placement, min_correlation_sum=min_correlation_sum, xp=xp
+    adv = corr_advantage(
+        parts, num, eps=eps, eps_placement=eps_placement, min_correlation_sum=min_correlation_sum, xp=xp
     )
-    return _rows_only(batch, safe_divide(num, den, xp))
+    return _rows_only(batch, adv)

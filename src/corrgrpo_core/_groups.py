@@ -1,84 +1,170 @@
-"""Group layouts: per-row group sums for dense ``(B, n, K)`` and ragged ``(N, K)`` batches.
+"""Group layouts: group-level sums for dense ``(B, n, K)`` and ragged ``(N, K)`` batches.
 
-Every statistic the estimators need is a sum over a group (or over the batch) broadcast back to
-the rows, so one primitive, :meth:`Groups.group_sum`, serves them all. Dense groups reduce along
-an axis. Ragged groups are ranked once by a stable sort of their ids; each row's group is then
-named by the sorted position of its group's first row (an integer in ``[0, N)``), which lets
-numpy (``bincount``), torch (``index_add_``) and jax (``segment_sum``) sum segments natively
-without a value-dependent number of groups. Other namespaces use a segmented doubling scan
-written in the array API alone.
+Statistics live at *group level* (one row per group) and are broadcast back to the rows only
+where a row-level value is needed, so each pass over the ``N x K`` data is a reduction or an
+elementwise update, never a per-row gather of a per-row sum.
+
+- Dense groups reduce along axis 1; numpy uses ``einsum`` (one tight loop, no temporary for the
+  sum of squares), which is several times faster than ``sum(axis=1)`` on a short middle axis.
+- Ragged groups carry a *label* per row. numpy labels the groups ``0..G-1`` without sorting when
+  it can (ids already in runs, or ids in a compact range) and sums with ``bincount``. torch
+  (``index_add_``) and jax (``segment_sum``) label each group by the sorted position of its first
+  row, an integer in ``[0, N)``, so that no shape depends on the values: no host synchronisation
+  on an accelerator and nothing that stops ``jax.jit``. Other namespaces use a segmented doubling
+  scan written in the array API alone.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ._lib._compat import Array, Namespace, is_jax_namespace, is_numpy_namespace, is_torch_namespace
 
+# numpy labels ids in a range this many times the row count by direct addressing (no sort).
+_DIRECT_SPAN = 4
+
 
 @dataclass(frozen=True)
 class RaggedIndex:
-    """Where each row of a ragged batch sits once the rows are sorted by group id."""
+    """Which group each row of a ragged batch belongs to.
 
-    segment: Array  # (N,) sorted position of the first row of the row's group
-    order: Array  # (N,) stable argsort of the ids
-    inverse: Array  # (N,) inverse permutation of ``order``
-    seg_start: Array  # (N,) in sorted order: first index of the row's group
-    seg_end: Array  # (N,) in sorted order: one past the last index
-    max_size: int  # largest group; only needed (and only computed) by the generic scan
+    ``labels`` (N,) names each row's group in ``[0, num)``; group-level arrays have ``num`` rows
+    (entries of unused labels are never read). ``member`` (num,) is one row of each group, the
+    shift that centres a constant component to exactly zero. ``size`` (num,) is the group size
+    (None for torch and jax, which sum ones for it).
+    """
+
+    labels: Array
+    num: int
+    member: Array
+    size: Array | None
+    order: Array | None = None  # generic scan only: stable argsort of the ids
+    seg_end: Array | None = None  # generic scan only: one past each sorted row's group
+    seg_start: Array | None = None  # generic scan only
+    max_size: int = 0  # generic scan only: largest group
+    _flat: dict[int, Array] = field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
 class Groups:
     """How the rows of a batch form groups.
 
-    Internal arrays always carry a trailing component axis: ``(B, n, K)`` (dense) or ``(N, K)``
-    (ragged). ``count`` is each row's group size, shaped to broadcast against them.
+    Row-level arrays carry a trailing component axis: ``(B, n, K)`` (dense) or ``(N, K)``
+    (ragged). Group-level arrays are ``(B, 1, K)`` (dense) or ``(num, K)`` (ragged);
+    :meth:`expand` broadcasts them back against the rows.
     """
 
     xp: Namespace
-    count: Array
+    count_g: Array  # group sizes, group level, in the working dtype
     ragged: RaggedIndex | None = None
 
     @property
     def dense(self) -> bool:
         return self.ragged is None
 
-    def group_sum(self, x: Array) -> Array:
-        """Sum of ``x`` over each row's group, broadcastable against ``x``."""
+    @property
+    def count(self) -> Array:
+        """Each row's group size, broadcastable against the rows."""
+        return self.expand(self.count_g)
+
+    def expand(self, g: Array) -> Array:
+        """Group-level values broadcastable against the rows."""
+        r = self.ragged
+        return g if r is None else self.xp.take(g, r.labels, axis=0)
+
+    def reduce(self, x: Array) -> Array:
+        """Group-level sums of the row-level ``x``."""
         xp, r = self.xp, self.ragged
         if r is None:
+            if is_numpy_namespace(xp) and x.ndim == 3:
+                return _numpy_dense_sum(x, None)
             return xp.sum(x, axis=1, keepdims=True)
         if is_numpy_namespace(xp):
-            return _numpy_segment_sum(xp, x, r.segment)
+            return self._bincount(x, None)
         if is_torch_namespace(xp):
-            sums = xp.zeros(x.shape, dtype=x.dtype, device=x.device).index_add_(0, r.segment, x)
-            return sums[r.segment, ...]
+            return xp.zeros((r.num, *x.shape[1:]), dtype=x.dtype, device=x.device).index_add_(0, r.labels, x)
         if is_jax_namespace(xp):
             import jax
 
-            sums = jax.ops.segment_sum(x, r.segment, num_segments=x.shape[0])
-            return xp.take(sums, r.segment, axis=0)
+            return jax.ops.segment_sum(x, r.labels, num_segments=r.num)
         return _scan_sum(xp, x, r)
+
+    def reduce_sq(self, x: Array) -> Array:
+        """Group-level sums of ``x * x``."""
+        if self.ragged is None and is_numpy_namespace(self.xp) and x.ndim == 3:
+            return _numpy_dense_sum(x, x)
+        if self.ragged is not None and is_numpy_namespace(self.xp):
+            return self._bincount(x, x)
+        return self.reduce(x * x)
+
+    def row_dot(self, x: Array, g: Array) -> Array:
+        """sum_k x_ik g_k over the components, with ``g`` the group-level value of the row's group."""
+        xp = self.xp
+        if self.ragged is None and is_numpy_namespace(xp) and x.ndim == 3:
+            import numpy as np
+
+            return np.einsum("bnk,bk->bn", x, g[:, 0, :])[..., None]
+        return xp.sum(x * self.expand(g), axis=-1, keepdims=True)
+
+    def group_sum(self, x: Array) -> Array:
+        """Sum of ``x`` over each row's group, broadcastable against ``x``."""
+        return self.expand(self.reduce(x))
+
+    def reference(self, x: Array) -> Array:
+        """Group level: the value of one row of each group."""
+        r = self.ragged
+        if r is None:
+            return x[:, :1, ...]
+        return self.xp.take(x, r.member, axis=0)
 
     def batch_sum(self, x: Array) -> Array:
         """Sum of ``x`` over every row of the batch, broadcastable against ``x``."""
         axes = (0, 1) if self.ragged is None else (0,)
         return self.xp.sum(x, axis=axes, keepdims=True)
 
-    def first_of_group(self, x: Array) -> Array:
-        """The value of each row's group at the group's first row, broadcastable against ``x``."""
+    def _bincount(self, x: Array, y: Array | None) -> Array:
+        import numpy as np
+
         r = self.ragged
-        if r is None:
-            return x[:, :1, ...]
-        return self.xp.take(x, self.xp.take(r.order, r.segment), axis=0)
+        assert r is not None
+        k = 1
+        for size in x.shape[1:]:
+            k *= size
+        weights = np.reshape(x, (-1,)) if y is None else np.reshape(x * y, (-1,))
+        if k == 1:
+            sums = np.bincount(r.labels, weights=weights, minlength=r.num)
+        else:
+            flat = r._flat.get(k)
+            if flat is None:  # one (N*K,) index per batch, built on first use
+                flat = (r.labels[:, None] * k + np.arange(k)).reshape(-1)
+                r._flat[k] = flat
+            sums = np.bincount(flat, weights=weights, minlength=r.num * k)
+        return np.reshape(sums, (r.num, *x.shape[1:]))
+
+
+def _numpy_dense_sum(x: Array, y: Array | None) -> Array:
+    """(B, 1, K) sums over axis 1 of x (or of x * y), each in row order whatever K is.
+
+    The order matters: a constant extra component must leave the others' statistics bit for
+    bit unchanged. einsum adds a strided column in row order but vectorises a lone contiguous
+    one, so K = 1 takes the last entry of a running sum instead.
+    """
+    import numpy as np
+
+    if x.shape[2] == 1:
+        v = x if y is None else x * y
+        return np.cumsum(v, axis=1)[:, -1:, :] if v.shape[1] else np.zeros_like(v[:, :1])
+    if y is None:
+        return np.einsum("bnk->bk", x)[:, None, :]
+    return np.einsum("bnk,bnk->bk", x, y)[:, None, :]
 
 
 def _scan_sum(xp: Namespace, x: Array, r: RaggedIndex) -> Array:
     # Segmented inclusive scan by doubling: exact within a segment (no prefix-sum
-    # cancellation across groups), log2(largest group) passes.
+    # cancellation across groups), log2(largest group) passes. Labels are sorted positions of
+    # the groups' first rows, so the totals indexed by sorted position are the group level.
+    assert r.order is not None and r.seg_start is not None and r.seg_end is not None
     n = x.shape[0]
     scan = xp.take(x, r.order, axis=0)
     index = xp.arange(n, dtype=r.seg_start.dtype, device=_device(x))
@@ -89,8 +175,7 @@ def _scan_sum(xp: Namespace, x: Array, r: RaggedIndex) -> Array:
         same = xp.reshape(index - shift >= r.seg_start, (n,) + (1,) * (x.ndim - 1))
         scan = xp.where(same, scan + previous, scan)
         shift *= 2
-    totals = xp.take(scan, r.seg_end - 1, axis=0)
-    return xp.take(totals, r.inverse, axis=0)
+    return xp.take(scan, r.seg_end - 1, axis=0)
 
 
 def _device(x: Array) -> Any:
@@ -99,49 +184,136 @@ def _device(x: Array) -> Any:
     return device(x)
 
 
-def _numpy_segment_sum(xp: Namespace, x: Array, segment: Array) -> Array:
-    import numpy as np
-
-    n, k = x.shape[0], math.prod(x.shape[1:])
-    flat = np.reshape(segment, (n, 1)) * k + np.arange(k)
-    sums = np.bincount(flat.ravel(), weights=np.reshape(x, (-1,)), minlength=n * k)
-    return xp.take(xp.reshape(xp.asarray(sums, dtype=x.dtype), x.shape), segment, axis=0)
-
-
 def dense_groups(xp: Namespace, shape: tuple[int, ...], dtype: Any, dev: Any) -> Groups:
     """Groups for an internal ``(B, n, K)`` array."""
     count = xp.full((1, 1, 1), float(shape[1]), dtype=dtype, device=dev)
-    return Groups(xp=xp, count=count)
+    return Groups(xp=xp, count_g=count)
+
+
+def equal_runs(xp: Namespace, group_ids: Array) -> int:
+    """numpy only: the common size n >= 2 when the ids form runs of n equal ids, each id once; else 0.
+
+    Such a batch (verl's layout: each prompt's rollouts adjacent) is a dense ``(N / n, n, K)``.
+    """
+    if not is_numpy_namespace(xp) or group_ids.shape[0] < 2:
+        return 0
+    runs = _numpy_runs(group_ids)
+    if runs is None:
+        return 0
+    starts = runs[0]
+    n = int(group_ids.shape[0]) // int(starts.shape[0])
+    if n < 2 or n * starts.shape[0] != group_ids.shape[0]:
+        return 0
+    import numpy as np
+
+    return n if bool(np.all(np.diff(starts) == n)) else 0
 
 
 def ragged_groups(xp: Namespace, group_ids: Array, dtype: Any, dev: Any, *, lazy: bool) -> Groups:
     """Groups for an internal ``(N, K)`` array whose rows belong to ``group_ids``."""
+    if is_numpy_namespace(xp):
+        index = _numpy_index(group_ids)
+        assert index.size is not None
+        return Groups(xp=xp, count_g=xp.astype(index.size[:, None], dtype), ragged=index)
+    n = group_ids.shape[0]
+    if is_torch_namespace(xp) or is_jax_namespace(xp):
+        index = _native_index(xp, group_ids, dev)
+        ones = xp.ones((n, 1), dtype=dtype, device=dev)
+        groups = Groups(xp=xp, count_g=ones, ragged=index)
+        return Groups(xp=xp, count_g=groups.reduce(ones), ragged=index)
     order = xp.argsort(group_ids, stable=True)
     sorted_ids = xp.take(group_ids, order)
     start = xp.searchsorted(sorted_ids, sorted_ids, side="left")
     end = xp.searchsorted(sorted_ids, sorted_ids, side="right")
-    n = group_ids.shape[0]
-    inverse = _inverse_permutation(xp, order, dev)
-    segment = xp.take(start, inverse)
-    count = xp.reshape(xp.astype(xp.take(end - start, inverse), dtype), (n, 1))
-    native = is_numpy_namespace(xp) or is_torch_namespace(xp) or is_jax_namespace(xp)
-    max_size = 0 if native or lazy or n == 0 else int(xp.max(end - start))
+    segment = xp.take(start, xp.argsort(order))
+    size = end - start  # indexed by sorted position, which is what the labels are
+    max_size = 0 if lazy or n == 0 else int(xp.max(size))
     index = RaggedIndex(
-        segment=segment, order=order, inverse=inverse, seg_start=start, seg_end=end, max_size=max_size
+        labels=segment,
+        num=n,
+        member=order,  # the row at sorted position s: for a group's label s, its first row
+        size=size,
+        order=order,
+        seg_start=start,
+        seg_end=end,
+        max_size=max_size,
     )
-    return Groups(xp=xp, count=count, ragged=index)
+    return Groups(xp=xp, count_g=xp.reshape(xp.astype(size, dtype), (n, 1)), ragged=index)
 
 
-def _inverse_permutation(xp: Namespace, order: Array, dev: Any) -> Array:
-    n = order.shape[0]
-    if is_numpy_namespace(xp):
-        import numpy as np
+def _native_index(xp: Namespace, ids: Array, dev: Any) -> RaggedIndex:
+    """torch / jax: label = sorted position of the group's first row; shapes independent of values.
 
-        inverse = np.empty_like(order)
-        inverse[order] = np.arange(n, dtype=order.dtype)
-        return inverse
+    The start of each sorted row's run is a running maximum of the run starts (no searchsorted,
+    which is slow on long runs of equal keys in torch).
+    """
+    n = ids.shape[0]
+    order = xp.argsort(ids)  # any order within a group will do
+    sorted_ids = xp.take(ids, order)
+    position = xp.arange(n, device=dev)
+    if n:
+        first = xp.concat([xp.ones((1,), dtype=xp.bool, device=dev), sorted_ids[1:] != sorted_ids[:-1]])
+    else:
+        first = xp.zeros((0,), dtype=xp.bool, device=dev)
+    marked = xp.where(first, position, xp.zeros_like(position))
     if is_torch_namespace(xp):
-        return xp.empty_like(order).scatter_(0, order, xp.arange(n, dtype=order.dtype, device=dev))
-    if is_jax_namespace(xp):
-        return xp.zeros_like(order).at[order].set(xp.arange(n, dtype=order.dtype, device=dev))
-    return xp.argsort(order)
+        import torch
+
+        start = torch.cummax(marked, 0).values
+        labels = torch.empty_like(start).scatter_(0, order, start)
+    else:
+        import jax
+
+        start = jax.lax.cummax(marked, axis=0)
+        labels = xp.zeros_like(start).at[order].set(start)
+    return RaggedIndex(labels=labels, num=n, member=order, size=None)
+
+
+def _numpy_runs(ids: Array) -> tuple[Array, Array] | None:
+    """(run starts, run labels per row) when every id forms one run of adjacent rows, else None."""
+    import numpy as np
+
+    change = ids[1:] != ids[:-1]
+    starts = np.concatenate(([0], np.flatnonzero(change) + 1))
+    run_ids = ids[starts]
+    if starts.shape[0] > 1:
+        step = np.diff(run_ids)
+        monotonic = bool(np.all(step > 0)) or bool(np.all(step < 0))
+        if not monotonic and np.unique(run_ids).shape[0] != run_ids.shape[0]:
+            return None  # some id comes back after another: not runs
+    labels = np.empty(ids.shape[0], dtype=np.intp)
+    labels[0] = 0
+    np.cumsum(change, out=labels[1:])
+    return starts, labels
+
+
+def _numpy_index(ids: Array) -> RaggedIndex:
+    """Labels 0..G-1 without a sort when the ids are in runs or in a compact range."""
+    import numpy as np
+
+    n = ids.shape[0]
+    if n == 0:
+        empty = np.zeros(0, dtype=np.intp)
+        return RaggedIndex(labels=empty, num=0, member=empty, size=empty)
+    runs = _numpy_runs(ids)
+    if runs is not None:
+        starts, labels = runs
+        size = np.diff(np.append(starts, n))
+        return RaggedIndex(labels=labels, num=int(starts.shape[0]), member=starts, size=size)
+    lo, hi = int(ids.min()), int(ids.max())
+    if hi - lo < _DIRECT_SPAN * n:  # direct addressing: O(N + span), no comparison sort
+        wide = ids if ids.dtype.itemsize >= 8 else ids.astype(np.int64)
+        key = wide - wide.dtype.type(lo)  # in [0, span): no overflow in a type of 8 bytes
+        present = np.zeros(hi - lo + 1, dtype=bool)
+        present[key] = True
+        table = np.cumsum(present, dtype=np.intp) - 1
+        labels = table[key]
+        num = int(table[-1]) + 1
+    else:
+        uniq, labels = np.unique(ids, return_inverse=True)
+        labels = labels.astype(np.intp, copy=False)
+        num = int(uniq.shape[0])
+    size = np.bincount(labels, minlength=num)
+    member = np.empty(num, dtype=np.intp)
+    member[labels] = np.arange(n, dtype=np.intp)  # any row of the group serves as its shift
+    return RaggedIndex(labels=labels, num=num, member=member, size=size)
