@@ -1,3 +1,8 @@
-from ._cli import main
+import os
+
+# One thread per backend, as everywhere in this project (and a fair match for numpy).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+from ._cli import main  # noqa: E402
 
 raise SystemExit(main())

@@ -39,7 +39,8 @@ COLUMNS = [
     ("peak extra MB", "peak_extra_bytes", "mb"),
     ("peak / input", "peak_extra_x_input", "{:.2f}"),
     ("x floor", "x_floor", "{:.1f}"),
-    ("vs loop", "x_loop", "{:.0f}x"),
+    ("vs loop (torch)", "x_loop", "{:.0f}x"),
+    ("vs loop (numpy)", "x_loop_numpy", "{:.0f}x"),
     ("vs verl", "x_verl", "{:.0f}x"),
     ("vs verl vec", "x_verl_vec", "{:.1f}x"),
 ]

@@ -36,8 +36,10 @@ class Row:
     peak_extra_x_input: float | None
     floor_s: float  # one copy of the input on the same backend
     x_floor: float  # median_s / floor_s
-    loop_s: float | None = None
+    loop_s: float | None = None  # the reference's loop: per-group torch ops on the CPU
     x_loop: float | None = None  # loop_s / median_s (speed-up)
+    loop_numpy_s: float | None = None  # the same loop with per-group numpy ops (cheaper calls)
+    x_loop_numpy: float | None = None
     verl_s: float | None = None  # verl's compute_grpo_outcome_advantage (grpo rows only)
     x_verl: float | None = None
     verl_vec_s: float | None = None  # verl's grpo_vectorized
@@ -146,6 +148,22 @@ def estimator_call(estimator: str, case: Case, backend: Backend) -> Callable[[],
     return (lambda: fn(scores, ids)) if ids is not None else (lambda: fn(scores))
 
 
+def _time_loop(estimator: str, lib: str, case: Case) -> float | None:
+    """Seconds of one call of the loop baseline on the CPU (after a warm-up call)."""
+    x: Any = case.flat
+    if lib == "torch":
+        try:
+            import torch
+        except ImportError:
+            return None
+        x = torch.from_numpy(np.ascontiguousarray(x))
+    loop = LOOPS[estimator]
+    loop(x, case.flat_ids)
+    t0 = time.perf_counter()
+    loop(x, case.flat_ids)
+    return time.perf_counter() - t0
+
+
 def _to_numpy(a: Any) -> np.ndarray:
     if hasattr(a, "detach"):
         return a.detach().cpu().numpy().reshape(-1)
@@ -177,6 +195,7 @@ def run(
             for n in ns:
                 case = make_case(layout, n, k, dtype=dtype)
                 reference: dict[str, np.ndarray] = {}
+                loops: dict[tuple[str, str], float | None] = {}
                 for backend in live:
                     x = backend.put(case.scores)
                     floor = backend.time(lambda x=x: backend.copy(x), min_repeat=min_repeat, budget_s=budget_s)
@@ -206,12 +225,13 @@ def run(
                             reference[est] = out
                         elif est in reference:
                             row.max_abs_diff_vs_numpy = float(np.max(np.abs(out - reference[est]), initial=0.0))
-                        if case.rows <= loop_max and backend.name != "jax":
-                            loop = LOOPS[est]
-                            row.loop_s = backend.time(
-                                lambda loop=loop: loop(flat, flat_ids), min_repeat=1, budget_s=0.0
-                            )
-                            row.x_loop = row.loop_s / t
+                        if case.rows <= loop_max:
+                            for lib in ("torch", "numpy"):
+                                if (est, lib) not in loops:
+                                    loops[(est, lib)] = _time_loop(est, lib, case)
+                            row.loop_s, row.loop_numpy_s = loops[(est, "torch")], loops[(est, "numpy")]
+                            row.x_loop = None if row.loop_s is None else row.loop_s / t
+                            row.x_loop_numpy = None if row.loop_numpy_s is None else row.loop_numpy_s / t
                         if verl and est == "grpo" and backend.name.startswith("torch"):
                             for name, vcall in verl_calls(flat, flat_ids).items():
                                 vt = backend.time(vcall, min_repeat=min_repeat, budget_s=budget_s)

@@ -16,7 +16,7 @@ elementwise update, never a per-row gather of a per-row sum.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ._lib._compat import Array, Namespace, is_jax_namespace, is_numpy_namespace, is_torch_namespace
@@ -43,7 +43,6 @@ class RaggedIndex:
     seg_end: Array | None = None  # generic scan only: one past each sorted row's group
     seg_start: Array | None = None  # generic scan only
     max_size: int = 0  # generic scan only: largest group
-    _flat: dict[int, Array] = field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -58,6 +57,7 @@ class Groups:
     xp: Namespace
     count_g: Array  # group sizes, group level, in the working dtype
     ragged: RaggedIndex | None = None
+    size: int | None = None  # dense: the group size, known without reading an array
 
     @property
     def dense(self) -> bool:
@@ -68,10 +68,31 @@ class Groups:
         """Each row's group size, broadcastable against the rows."""
         return self.expand(self.count_g)
 
+    @property
+    def _np_ragged(self) -> bool:
+        return self.ragged is not None and is_numpy_namespace(self.xp)
+
     def expand(self, g: Array) -> Array:
-        """Group-level values broadcastable against the rows."""
+        """Group-level values broadcastable against the rows (a new array for ragged groups)."""
         r = self.ragged
-        return g if r is None else self.xp.take(g, r.labels, axis=0)
+        if r is None:
+            return g
+        if self._np_ragged and g.ndim == 2 and g.shape[1] > 1:
+            import numpy as np
+
+            # Column-major rows: each component's column is contiguous, which is what the
+            # per-column bincount and the elementwise updates want.
+            return np.take(np.ascontiguousarray(g.T), r.labels, axis=1).T
+        return self.xp.take(g, r.labels, axis=0)
+
+    def shift(self, x: Array, g: Array) -> Array:
+        """A new array x - g, with ``g`` group level."""
+        if self._np_ragged:
+            import numpy as np
+
+            e = self.expand(g)
+            return np.subtract(x, e, out=e)
+        return x - self.expand(g)
 
     def reduce(self, x: Array) -> Array:
         """Group-level sums of the row-level ``x``."""
@@ -81,7 +102,7 @@ class Groups:
                 return _numpy_dense_sum(x, None)
             return xp.sum(x, axis=1, keepdims=True)
         if is_numpy_namespace(xp):
-            return self._bincount(x, None)
+            return self._bincount(x, square=False)
         if is_torch_namespace(xp):
             return xp.zeros((r.num, *x.shape[1:]), dtype=x.dtype, device=x.device).index_add_(0, r.labels, x)
         if is_jax_namespace(xp):
@@ -94,17 +115,24 @@ class Groups:
         """Group-level sums of ``x * x``."""
         if self.ragged is None and is_numpy_namespace(self.xp) and x.ndim == 3:
             return _numpy_dense_sum(x, x)
-        if self.ragged is not None and is_numpy_namespace(self.xp):
-            return self._bincount(x, x)
+        if self._np_ragged:
+            return self._bincount(x, square=True)
         return self.reduce(x * x)
 
     def row_dot(self, x: Array, g: Array) -> Array:
         """sum_k x_ik g_k over the components, with ``g`` the group-level value of the row's group."""
-        xp = self.xp
-        if self.ragged is None and is_numpy_namespace(xp) and x.ndim == 3:
+        xp, r = self.xp, self.ragged
+        if r is None and is_numpy_namespace(xp) and x.ndim == 3:
             import numpy as np
 
             return np.einsum("bnk,bk->bn", x, g[:, 0, :])[..., None]
+        if r is not None and self._np_ragged:
+            import numpy as np
+
+            out = np.zeros((x.shape[0], 1), dtype=x.dtype)
+            for k in range(x.shape[1]):  # one column at a time: no N x K temporary
+                out[:, 0] += x[:, k] * np.take(g[:, k], r.labels)
+            return out
         return xp.sum(x * self.expand(g), axis=-1, keepdims=True)
 
     def group_sum(self, x: Array) -> Array:
@@ -123,24 +151,17 @@ class Groups:
         axes = (0, 1) if self.ragged is None else (0,)
         return self.xp.sum(x, axis=axes, keepdims=True)
 
-    def _bincount(self, x: Array, y: Array | None) -> Array:
+    def _bincount(self, x: Array, *, square: bool) -> Array:
         import numpy as np
 
         r = self.ragged
         assert r is not None
-        k = 1
-        for size in x.shape[1:]:
-            k *= size
-        weights = np.reshape(x, (-1,)) if y is None else np.reshape(x * y, (-1,))
-        if k == 1:
-            sums = np.bincount(r.labels, weights=weights, minlength=r.num)
-        else:
-            flat = r._flat.get(k)
-            if flat is None:  # one (N*K,) index per batch, built on first use
-                flat = (r.labels[:, None] * k + np.arange(k)).reshape(-1)
-                r._flat[k] = flat
-            sums = np.bincount(flat, weights=weights, minlength=r.num * k)
-        return np.reshape(sums, (r.num, *x.shape[1:]))
+        cols = np.reshape(x, (x.shape[0], -1))
+        out = np.empty((r.num, cols.shape[1]), dtype=np.float64)
+        for k in range(cols.shape[1]):  # bincount adds in row order: the same sums whatever K is
+            col = cols[:, k]
+            out[:, k] = np.bincount(r.labels, weights=col * col if square else col, minlength=r.num)
+        return np.reshape(out, (r.num, *x.shape[1:]))
 
 
 def _numpy_dense_sum(x: Array, y: Array | None) -> Array:
@@ -187,7 +208,7 @@ def _device(x: Array) -> Any:
 def dense_groups(xp: Namespace, shape: tuple[int, ...], dtype: Any, dev: Any) -> Groups:
     """Groups for an internal ``(B, n, K)`` array."""
     count = xp.full((1, 1, 1), float(shape[1]), dtype=dtype, device=dev)
-    return Groups(xp=xp, count_g=count)
+    return Groups(xp=xp, count_g=count, size=shape[1])
 
 
 def equal_runs(xp: Namespace, group_ids: Array) -> int:

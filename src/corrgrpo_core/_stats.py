@@ -19,6 +19,7 @@ class Scope(Protocol):
     """Where a statistic is taken: within each group (:class:`Groups`) or over the batch."""
 
     def reduce(self, x: Array) -> Array: ...
+    def shift(self, x: Array, g: Array) -> Array: ...
     def reduce_sq(self, x: Array) -> Array: ...
     def expand(self, g: Array) -> Array: ...
     def row_dot(self, x: Array, g: Array) -> Array: ...
@@ -40,6 +41,9 @@ class BatchScope:
 
     def expand(self, g: Array) -> Array:
         return g
+
+    def shift(self, x: Array, g: Array) -> Array:
+        return x - g
 
     def row_dot(self, x: Array, g: Array) -> Array:
         return self.xp.sum(x * g, axis=-1, keepdims=True)
@@ -102,47 +106,72 @@ def moments(
     ddof: int,
     rtol: float,
     xp: Namespace,
+    size: int | None = None,
 ) -> Moments:
     """Centre ``x`` and measure its spread over ``scope`` (``count``: its rows, scope level).
 
     The values are first shifted by one value of the scope (e.g. a row of the group): a constant
     component is then exactly zero after centring, whatever the dtype, and the sums stay small.
+    ``size``, when every scope has that many rows, spares the arrays of counts. numpy updates
+    its own temporaries in place: fewer fresh pages, which cost more than the arithmetic.
     """
     reference = scope.reference(x)
     if valid is not None:
         reference = xp.where(scope.reference(valid), reference, xp.zeros_like(reference))
-    shifted = x - scope.expand(reference)
+    shifted = scope.shift(x, reference)
     if valid is not None:
         shifted = xp.where(valid, shifted, xp.zeros_like(shifted))
-        count = scope.reduce(xp.astype(valid, x.dtype))
-    safe_count = xp.where(count > 0, count, xp.ones_like(count))
-    shifted_mean = scope.reduce(shifted) / safe_count
-    if is_numpy_namespace(xp):  # shifted is ours: centre it in place (one N x K buffer fewer)
-        import numpy as np
-
-        centred = np.subtract(shifted, scope.expand(shifted_mean), out=shifted)
+        count, size = scope.reduce(xp.astype(valid, x.dtype)), None
+    inplace = is_numpy_namespace(xp)
+    if size is not None:
+        safe_count: Any = float(max(size, 1))
+        dof: Any = float(size - ddof)
     else:
-        centred = shifted - scope.expand(shifted_mean)
+        safe_count = xp.where(count > 0, count, xp.ones_like(count))
+        dof = count - ddof
+    shifted_mean = scope.reduce(shifted)
+    shifted_mean = _update(inplace, "divide", shifted_mean, safe_count)
+    centred = _update(inplace, "subtract", shifted, scope.expand(shifted_mean))
     if valid is not None:
         centred = xp.where(valid, centred, xp.zeros_like(centred))
     sum_sq = scope.reduce_sq(centred)
-    dof = count - ddof
-    var = xp.where(dof > 0, sum_sq / xp.where(dof > 0, dof, xp.ones_like(dof)), xp.zeros_like(sum_sq))
+    if size is not None:
+        var = sum_sq / dof if dof > 0 else xp.zeros_like(sum_sq)
+        positive: Any = dof > 0
+    else:
+        positive = dof > 0
+        var = xp.where(positive, sum_sq / xp.where(positive, dof, xp.ones_like(dof)), xp.zeros_like(sum_sq))
     # Scale-relative zero-variance test: population variance against the mean square of the
     # (unshifted) values; rtol = 0 is the reference code's exact ``var > 0``.
     mean = reference + shifted_mean
-    mean_sq = mean * mean + sum_sq / safe_count
-    varies = (dof > 0) & (sum_sq > (rtol * rtol) * mean_sq * safe_count)
+    mean_sq = _update(inplace, "add", _update(inplace, "multiply", mean, mean), sum_sq / safe_count)
+    threshold = _update(inplace, "multiply", _update(inplace, "multiply", mean_sq, rtol * rtol), safe_count)
+    varies = (sum_sq > threshold) & positive
     std = xp.sqrt(var)
-    inv_std = xp.where(varies, 1.0 / xp.where(varies, std, xp.ones_like(std)), xp.zeros_like(std))
+    if inplace:
+        import numpy as np
+
+        inv_std = np.divide(1.0, std, out=np.zeros_like(std), where=varies)
+    else:
+        inv_std = xp.where(varies, 1.0 / xp.where(varies, std, xp.ones_like(std)), xp.zeros_like(std))
     return Moments(
         scope=scope, centred=centred, count_g=count, var_g=var, std_g=std, varies_g=varies, inv_std_g=inv_std
     )
 
 
+def _update(inplace: bool, op: str, a: Array, b: Any) -> Array:
+    """a <op> b, written into ``a`` (a temporary of ours) on numpy."""
+    if inplace:
+        import numpy as np
+
+        if np.broadcast_shapes(a.shape, np.shape(b)) == a.shape:
+            return getattr(np, op)(a, b, out=a)
+    return {"divide": a.__truediv__, "subtract": a.__sub__, "add": a.__add__, "multiply": a.__mul__}[op](b)
+
+
 def group_moments(x: Array, valid: Array | None, groups: Groups, *, ddof: int, rtol: float) -> Moments:
     """:func:`moments` within each group."""
-    return moments(x, valid, groups, groups.count_g, ddof=ddof, rtol=rtol, xp=groups.xp)
+    return moments(x, valid, groups, groups.count_g, ddof=ddof, rtol=rtol, xp=groups.xp, size=groups.size)
 
 
 def batch_scope(groups: Groups) -> BatchScope:
@@ -156,7 +185,7 @@ def batch_moments(x: Array, valid: Array | None, groups: Groups, *, ddof: int, r
     for size in x.shape[:-1]:
         n *= size
     count = xp.full((1,) * x.ndim, float(n), dtype=x.dtype, device=_dev(x))
-    return moments(x, valid, batch_scope(groups), count, ddof=ddof, rtol=rtol, xp=xp)
+    return moments(x, valid, batch_scope(groups), count, ddof=ddof, rtol=rtol, xp=xp, size=n)
 
 
 def _dev(x: Array) -> object:

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# GPU rows of the benchmark: torch on CUDA (timed with CUDA events) and jax on the GPU, in one call.
+#
+# Run from the repository root on a machine with an NVIDIA GPU and a python whose torch has CUDA
+# (PYTHON=... to choose it; jax rows are added when jax sees a GPU). Writes gpu.json / gpu.md into
+# ${OUT:-.} and stops itself after 280 s, so the whole script fits in 5 minutes.
+#
+# The estimator call itself reads nothing back to the host: the torch path labels ragged groups by
+# sorted position (no value-dependent shapes) and sums with index_add_. Input validation does one
+# scalar read (the finiteness check of the scores); the events bracket the whole public call.
+set -euo pipefail
+PY=${PYTHON:-python3}
+OUT=${OUT:-.}
+export OMP_NUM_THREADS=1 PYTHONPATH="${PWD}/src:${PWD}${PYTHONPATH:+:$PYTHONPATH}"
+"$PY" - <<'PYCHECK'
+import torch
+assert torch.cuda.is_available(), "torch has no CUDA device here"
+print("device:", torch.cuda.get_device_name(0), "| torch", torch.__version__)
+PYCHECK
+backends="torch-cuda"
+if "$PY" -c "import jax, sys; sys.exit(0 if any(d.platform == 'gpu' for d in jax.devices()) else 1)" 2>/dev/null; then
+  backends="$backends jax"
+fi
+common=(--k 7 --layout dense8 runs shuffled --estimator grpo corrgrpo gdpo gdpo_corr --repeat 5 --budget 0.2)
+# With numpy rows (the cross-backend equality column, and the loop baseline at 65,536 rows).
+timeout 170 "$PY" -m benchmarks --backend numpy $backends --n 65536 1e6 --loop-max 65536 "${common[@]}" \
+  --json "$OUT/gpu.json" --markdown "$OUT/gpu.md"
+# 1e7 rows on the device alone.
+timeout 100 "$PY" -m benchmarks --backend $backends --n 1e7 --loop-max 0 "${common[@]}" \
+  --json "$OUT/gpu_1e7.json" --markdown "$OUT/gpu_1e7.md"
