@@ -1,0 +1,398 @@
+"""A small multi-reward learning simulation: which estimator teaches which reward component fastest.
+
+The model
+---------
+Each scenario draws ``n_prompts`` prompts with ``n_candidates`` candidate responses each. A candidate
+has a feature vector ``phi`` (``n_features`` standard normals) and a vector of reward components whose
+distribution depends on ``phi`` through fixed directions (so components can be correlated,
+anti-correlated, duplicated, or gated by one another). The policy is a softmax over a prompt's
+candidates with logits ``phi @ theta``; ``theta`` is shared by all prompts, as an LLM's weights are,
+so how an estimator weighs one group against another changes what is learned.
+
+One training step samples ``batch_prompts`` prompts, ``group_size`` rollouts per prompt from the
+policy, draws their rewards, asks the core for the advantages (:func:`corrgrpo_core.compute_advantages`
+-- the simulation has no estimator maths of its own) and takes an Adam step on the REINFORCE
+gradient ``mean_i A_i * grad log pi(y_i)``. Adam, as in LLM training, removes the estimators'
+overall scale differences, so what remains is how each estimator distributes credit within and across
+groups. Every ``eval_every`` steps the exact expected value of each component under the policy is
+recorded (an average over all prompts, no sampling noise).
+
+Everything is drawn from ``numpy.random.default_rng`` seeded with ``(seed, scenario index)``: the same
+seed gives the same environment and the same random stream for every estimator (paired comparisons),
+and the same numbers on every run.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+import corrgrpo_core as cc
+
+__all__ = [
+    "DEFAULT_ESTIMATORS",
+    "SCENARIOS",
+    "Environment",
+    "RunCurves",
+    "Scenario",
+    "ScenarioResult",
+    "SimulationConfig",
+    "run_scenario",
+    "run_simulation",
+    "train_once",
+]
+
+Array = npt.NDArray[np.float64]
+DEFAULT_ESTIMATORS = ("grpo", "dr_grpo", "corrgrpo", "gdpo", "gdpo_corr", "mo_grpo", "dara")
+
+
+@dataclass(frozen=True)
+class SimulationConfig:
+    """Knobs of a simulation run; the defaults are the documented default run (< 1 minute)."""
+
+    steps: int = 150
+    seeds: int = 5
+    n_prompts: int = 64
+    n_candidates: int = 16
+    n_features: int = 12
+    batch_prompts: int = 16
+    learning_rate: float = 0.05
+    eval_every: int = 5
+    threshold: float = 0.5
+    first_seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "seeds", "n_prompts", "n_candidates", "n_features", "batch_prompts",
+                     "eval_every"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.batch_prompts > self.n_prompts:
+            raise ValueError(f"batch_prompts ({self.batch_prompts}) exceeds n_prompts ({self.n_prompts})")
+        if not 0.0 < self.threshold <= 1.0:
+            raise ValueError(f"threshold must be in (0, 1], got {self.threshold}")
+        if not self.learning_rate > 0:
+            raise ValueError(f"learning_rate must be > 0, got {self.learning_rate}")
+
+    @property
+    def eval_steps(self) -> npt.NDArray[np.int64]:
+        """Steps at which the policy is evaluated: 0, eval_every, ..., and always the last step."""
+        steps = list(range(0, self.steps, self.eval_every)) + [self.steps]
+        return np.array(sorted(set(steps)), dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class Environment:
+    """One drawn instance of a scenario.
+
+    ``features`` ``(P, M, D)``; ``expected`` ``(P, M, K)`` the mean reward vector of each candidate;
+    ``sample(rng, prompts, candidates)`` draws the ``(n, K)`` rewards of the chosen candidates.
+    """
+
+    features: Array
+    expected: Array
+    sample: Callable[[np.random.Generator, npt.NDArray[np.int64], npt.NDArray[np.int64]], Array]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    summary: str
+    components: tuple[str, ...]
+    weights: tuple[float, ...]
+    group_size: int
+    build: Callable[[np.random.Generator, SimulationConfig], Environment] = field(repr=False)
+
+
+# --------------------------------------------------------------------------- scenario construction
+
+
+def _sigmoid(x: Array) -> Array:
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def _directions(rng: np.random.Generator, dim: int, count: int, *, shared: float) -> Array:
+    """``count`` unit vectors whose pairwise cosine is about ``shared**2`` (a common skill part)."""
+    common = rng.standard_normal(dim)
+    common /= np.linalg.norm(common)
+    own = rng.standard_normal((count, dim))
+    own /= np.linalg.norm(own, axis=1, keepdims=True)
+    dirs = shared * common + math.sqrt(1.0 - shared**2) * own
+    return np.asarray(dirs / np.linalg.norm(dirs, axis=1, keepdims=True), dtype=np.float64)
+
+
+def _features(rng: np.random.Generator, cfg: SimulationConfig) -> Array:
+    return rng.standard_normal((cfg.n_prompts, cfg.n_candidates, cfg.n_features))
+
+
+def _build_code_chain(rng: np.random.Generator, cfg: SimulationConfig) -> Environment:
+    # Five nested pass/fail stages (format -> syntax -> compile -> runtime -> all tests pass), each
+    # passed with probability q_k given the previous one, then AST similarity (continuous, noisy)
+    # and efficiency (only counted when the tests pass).
+    phi = _features(rng, cfg)
+    dirs = _directions(rng, cfg.n_features, 7, shared=0.5)
+    logits = 1.5 * np.einsum("pmd,kd->pmk", phi, dirs)
+    offsets = np.array([1.0, 1.5, 1.5, 0.0, -1.5])
+    q = _sigmoid(logits[..., :5] + offsets)
+    ast = _sigmoid(logits[..., 5] - 0.5)
+    eff = _sigmoid(logits[..., 6])
+    chain = np.cumprod(q, axis=-1)
+    expected = np.concatenate([chain, ast[..., None], (chain[..., 4] * eff)[..., None]], axis=-1)
+
+    def sample(rng: np.random.Generator, p: npt.NDArray[np.int64], m: npt.NDArray[np.int64]) -> Array:
+        stages = np.cumprod(rng.random((p.size, 5)) < q[p, m], axis=-1).astype(np.float64)
+        ast_draw = np.clip(ast[p, m] + 0.1 * rng.standard_normal(p.size), 0.0, 1.0)
+        return np.column_stack([stages, ast_draw, stages[:, 4] * eff[p, m]])
+
+    return Environment(phi, expected, sample)
+
+
+def _bernoulli_env(phi: Array, probs: Array, values: Array) -> Environment:
+    """Independent pass/fail components: component k is ``values[k, 1]`` w.p. ``probs[..., k]``."""
+    expected = values[:, 0] + probs * (values[:, 1] - values[:, 0])
+
+    def sample(rng: np.random.Generator, p: npt.NDArray[np.int64], m: npt.NDArray[np.int64]) -> Array:
+        hit = rng.random((p.size, probs.shape[-1])) < probs[p, m]
+        return np.where(hit, values[:, 1], values[:, 0])
+
+    return Environment(phi, expected, sample)
+
+
+def _build_utility_security(rng: np.random.Generator, cfg: SimulationConfig) -> Environment:
+    # The more a candidate complies with the task, the likelier it also follows an injected
+    # instruction: security's direction leans against utility's.
+    phi = _features(rng, cfg)
+    u, other = _directions(rng, cfg.n_features, 2, shared=0.0)
+    s = -0.6 * u + 0.8 * other
+    probs = _sigmoid(np.stack([1.5 * phi @ u, 1.5 * phi @ s + 0.5], axis=-1))
+    return _bernoulli_env(phi, probs, np.array([[0.0, 1.0], [0.0, 1.0]]))
+
+
+def _build_duplicated(rng: np.random.Generator, cfg: SimulationConfig) -> Environment:
+    # A correctness reward logged twice (e.g. by two reward functions that check the same thing)
+    # next to an independent style reward.
+    phi = _features(rng, cfg)
+    acc, style = _directions(rng, cfg.n_features, 2, shared=0.0)
+    probs = _sigmoid(np.stack([1.5 * phi @ acc - 0.5, 1.5 * phi @ style], axis=-1))
+    base = _bernoulli_env(phi, probs, np.array([[0.0, 1.0], [0.0, 1.0]]))
+
+    def sample(rng: np.random.Generator, p: npt.NDArray[np.int64], m: npt.NDArray[np.int64]) -> Array:
+        draw = base.sample(rng, p, m)
+        return draw[:, [0, 0, 1]]
+
+    return Environment(phi, base.expected[..., [0, 0, 1]], sample)
+
+
+def _build_anticorrelated(rng: np.random.Generator, cfg: SimulationConfig) -> Environment:
+    # Tool calling: parameter values in [-1.5, 1.5] and format in {0, 1}. Candidates that get the
+    # values right tend to break the format (and the reverse), so within a group of 4 the two are
+    # often perfectly anti-correlated -- the case where CorrGRPO's correlation sum collapses.
+    phi = _features(rng, cfg)
+    (v,) = _directions(rng, cfg.n_features, 1, shared=0.0)
+    probs = _sigmoid(np.stack([1.5 * phi @ v, -1.5 * phi @ v + 1.0], axis=-1))
+    return _bernoulli_env(phi, probs, np.array([[-1.5, 1.5], [0.0, 1.0]]))
+
+
+SCENARIOS: dict[str, Scenario] = {
+    s.name: s
+    for s in (
+        Scenario("code_chain",
+                 "seven code rewards gated in a chain (format > syntax > compile > runtime > pass) plus "
+                 "AST similarity and efficiency, weighted .05/.05/.05/.25/.60/.30/.20 as in the paper's "
+                 "code launcher; groups of 8",
+                 ("format", "syntax", "compile", "runtime", "pass", "ast_similarity", "efficiency"),
+                 (0.05, 0.05, 0.05, 0.25, 0.60, 0.30, 0.20), 8, _build_code_chain),
+        Scenario("utility_security",
+                 "agent security: utility 0/1 and security 0/1 with opposed directions (helpful "
+                 "candidates tend to follow injections), equal weights; groups of 8",
+                 ("utility", "security"), (1.0, 1.0), 8, _build_utility_security),
+        Scenario("duplicated",
+                 "a correctness reward logged twice next to an independent style reward, all 0/1 with "
+                 "weight 1; groups of 8",
+                 ("correct", "correct_copy", "style"), (1.0, 1.0, 1.0), 8, _build_duplicated),
+        Scenario("anticorrelated",
+                 "tool calling: parameter values in {-1.5, +1.5} against format in {0, 1}, anti-correlated "
+                 "across candidates, weight 1; groups of 4",
+                 ("values", "format"), (1.0, 1.0), 4, _build_anticorrelated),
+    )
+}
+
+
+# --------------------------------------------------------------------------- training
+
+
+@dataclass(frozen=True)
+class RunCurves:
+    """One training run: ``values`` ``(n_evals, K + 1)`` expected components then the weighted total."""
+
+    values: Array
+    max_abs_advantage: float
+
+
+def _expected_under_policy(theta: Array, env: Environment) -> Array:
+    logits = env.features @ theta
+    logits -= logits.max(axis=1, keepdims=True)
+    pi = np.exp(logits)
+    pi /= pi.sum(axis=1, keepdims=True)
+    return np.asarray(np.einsum("pm,pmk->k", pi, env.expected) / env.expected.shape[0], dtype=np.float64)
+
+
+def train_once(
+    scenario: Scenario,
+    estimator: str,
+    cfg: SimulationConfig,
+    seed: int,
+    *,
+    env: Environment | None = None,
+    on_step: Callable[[], None] | None = None,
+) -> RunCurves:
+    """Train one policy with one estimator and return its evaluation curve (deterministic in ``seed``)."""
+    index = list(SCENARIOS).index(scenario.name) if scenario.name in SCENARIOS else 0
+    if env is None:
+        env = scenario.build(np.random.default_rng([seed, index, 0]), cfg)
+    rng = np.random.default_rng([seed, index, 1])
+    weights = np.asarray(scenario.weights, dtype=np.float64)
+    n, d = scenario.group_size, cfg.n_features
+    group_ids = np.repeat(np.arange(cfg.batch_prompts, dtype=np.int64), n)
+    theta = np.zeros(d)
+    m1, m2 = np.zeros(d), np.zeros(d)
+    beta1, beta2 = 0.9, 0.999
+    eval_steps = set(cfg.eval_steps.tolist())
+    rows: list[Array] = []
+    max_abs = 0.0
+
+    def record() -> None:
+        comp = _expected_under_policy(theta, env)
+        rows.append(np.append(comp, comp @ weights))
+
+    record()
+    for step in range(1, cfg.steps + 1):
+        prompts = rng.choice(cfg.n_prompts, size=cfg.batch_prompts, replace=False)
+        phi = env.features[prompts]                                  # (B, M, D)
+        logits = phi @ theta
+        pi = np.exp(logits - logits.max(axis=1, keepdims=True))
+        pi /= pi.sum(axis=1, keepdims=True)
+        cdf = np.cumsum(pi, axis=1)
+        draws = rng.random((cfg.batch_prompts, n))
+        cand = np.minimum((draws[:, :, None] > cdf[:, None, :]).sum(-1), cfg.n_candidates - 1)
+        p_rows = np.repeat(prompts, n)
+        rewards = env.sample(rng, p_rows, cand.reshape(-1))
+        adv = np.asarray(cc.compute_advantages(rewards, group_ids, estimator=estimator, weights=weights),
+                         dtype=np.float64)
+        max_abs = max(max_abs, float(np.max(np.abs(adv))))
+        # grad log pi(m | p) = phi[p, m] - E_pi[phi[p, .]]
+        chosen = np.take_along_axis(phi, cand[:, :, None], axis=1)   # (B, n, D)
+        mean_phi = np.einsum("bm,bmd->bd", pi, phi)
+        score = chosen - mean_phi[:, None, :]
+        grad = np.einsum("bn,bnd->d", adv.reshape(cfg.batch_prompts, n), score) / adv.size
+        m1 = beta1 * m1 + (1 - beta1) * grad
+        m2 = beta2 * m2 + (1 - beta2) * grad**2
+        theta = theta + cfg.learning_rate * (m1 / (1 - beta1**step)) / (
+            np.sqrt(m2 / (1 - beta2**step)) + 1e-8)
+        if step in eval_steps:
+            record()
+        if on_step is not None:
+            on_step()
+    return RunCurves(np.stack(rows), max_abs)
+
+
+# --------------------------------------------------------------------------- aggregation
+
+
+@dataclass(frozen=True)
+class ScenarioResult:
+    """All runs of one scenario.
+
+    ``curves[estimator]`` is ``(seeds, n_evals, K + 1)``; the last column is the weighted total.
+    ``initial`` / ``oracle`` ``(K + 1,)``: value under the uniform policy and the best value a policy
+    could reach for that column alone (the per-prompt best candidate), both averaged over seeds.
+    """
+
+    scenario: Scenario
+    steps: npt.NDArray[np.int64]
+    curves: dict[str, Array]
+    max_abs_advantage: dict[str, float]
+    initial: Array
+    oracle: Array
+    threshold: float
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return (*self.scenario.components, "total")
+
+    @property
+    def threshold_values(self) -> Array:
+        return np.asarray(self.initial + self.threshold * (self.oracle - self.initial), dtype=np.float64)
+
+    def final(self, estimator: str) -> tuple[Array, Array]:
+        """Mean over seeds of the last evaluation, and the half-width of its 95% normal interval."""
+        last = self.curves[estimator][:, -1, :]
+        return last.mean(axis=0), _ci_half_width(last)
+
+    def steps_to_threshold(self, estimator: str) -> tuple[Array, npt.NDArray[np.int64]]:
+        """Per column: mean over seeds that got there of the first step at or above the threshold,
+        and how many seeds got there (NaN steps where none did)."""
+        curves = self.curves[estimator]
+        hit = curves >= self.threshold_values
+        reached = hit.any(axis=1)
+        first = self.steps[np.argmax(hit, axis=1)].astype(np.float64)
+        first[~reached] = np.nan
+        counts = reached.sum(axis=0)
+        with np.errstate(invalid="ignore"):
+            mean = np.where(counts > 0, np.nansum(np.nan_to_num(first, nan=0.0), axis=0)
+                            / np.maximum(counts, 1), np.nan)
+        return np.asarray(mean, dtype=np.float64), counts.astype(np.int64)
+
+    def paired_difference(self, estimator: str, baseline: str) -> tuple[Array, Array]:
+        """Final ``estimator - baseline`` per column (same seeds, same environments): mean and CI."""
+        diff = self.curves[estimator][:, -1, :] - self.curves[baseline][:, -1, :]
+        return diff.mean(axis=0), _ci_half_width(diff)
+
+
+def _ci_half_width(samples: Array) -> Array:
+    if samples.shape[0] < 2:
+        return np.full(samples.shape[1:], np.nan)
+    return np.asarray(1.96 * samples.std(axis=0, ddof=1) / math.sqrt(samples.shape[0]), dtype=np.float64)
+
+
+def _reference_values(env: Environment, weights: Array) -> tuple[Array, Array]:
+    cols = np.concatenate([env.expected, (env.expected @ weights)[..., None]], axis=-1)
+    return cols.mean(axis=(0, 1)), cols.max(axis=1).mean(axis=0)
+
+
+def run_scenario(
+    scenario: Scenario,
+    estimators: Sequence[str],
+    cfg: SimulationConfig,
+    *,
+    on_step: Callable[[], None] | None = None,
+) -> ScenarioResult:
+    weights = np.asarray(scenario.weights, dtype=np.float64)
+    index = list(SCENARIOS).index(scenario.name) if scenario.name in SCENARIOS else 0
+    curves: dict[str, list[Array]] = {e: [] for e in estimators}
+    max_abs = dict.fromkeys(estimators, 0.0)
+    initial, oracle = [], []
+    for seed in range(cfg.first_seed, cfg.first_seed + cfg.seeds):
+        env = scenario.build(np.random.default_rng([seed, index, 0]), cfg)
+        init, best = _reference_values(env, weights)
+        initial.append(init)
+        oracle.append(best)
+        for name in estimators:
+            run = train_once(scenario, name, cfg, seed, env=env, on_step=on_step)
+            curves[name].append(run.values)
+            max_abs[name] = max(max_abs[name], run.max_abs_advantage)
+    return ScenarioResult(scenario, cfg.eval_steps, {e: np.stack(v) for e, v in curves.items()}, max_abs,
+                          np.mean(initial, axis=0), np.mean(oracle, axis=0), cfg.threshold)
+
+
+def run_simulation(
+    scenarios: Iterable[str],
+    estimators: Sequence[str],
+    cfg: SimulationConfig,
+    *,
+    on_step: Callable[[], None] | None = None,
+) -> list[ScenarioResult]:
+    return [run_scenario(SCENARIOS[name], estimators, cfg, on_step=on_step) for name in scenarios]
