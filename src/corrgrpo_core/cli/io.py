@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["CliError", "RewardBatch", "parse_weights", "read_rewards"]
+__all__ = ["CliError", "RewardBatch", "markdown_table", "parse_weights", "read_rewards"]
 
 _FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet", ".pq": "parquet"}
 _TRUE = {"true", "yes"}
@@ -236,3 +236,13 @@ def parse_weights(text: str | None, components: Sequence[str]) -> npt.NDArray[np
                        f"components {list(components)}")
     return np.array([_number(p, "--weights", allow_nan=False) for p in parts], dtype=np.float64)
 
+
+
+def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A pipe table with aligned columns: readable in a terminal and valid Markdown."""
+    widths = [max(len(str(c)) for c in col) for col in zip(headers, *rows)]
+
+    def line(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(str(c).ljust(w) for c, w in zip(cells, widths)) + " |"
+
+    return "\n".join([line(headers), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, rows)])

@@ -54,13 +54,13 @@ DEFAULT_ESTIMATORS = ("grpo", "dr_grpo", "corrgrpo", "gdpo", "gdpo_corr", "mo_gr
 class SimulationConfig:
     """Knobs of a simulation run; the defaults are the documented default run (< 1 minute)."""
 
-    steps: int = 150
-    seeds: int = 5
+    steps: int = 200
+    seeds: int = 8
     n_prompts: int = 64
     n_candidates: int = 16
     n_features: int = 12
     batch_prompts: int = 16
-    learning_rate: float = 0.05
+    learning_rate: float = 0.02
     eval_every: int = 5
     threshold: float = 0.5
     first_seed: int = 0
@@ -131,7 +131,8 @@ def _features(rng: np.random.Generator, cfg: SimulationConfig) -> Array:
 def _build_code_chain(rng: np.random.Generator, cfg: SimulationConfig) -> Environment:
     # Five nested pass/fail stages (format -> syntax -> compile -> runtime -> all tests pass), each
     # passed with probability q_k given the previous one, then AST similarity (continuous, noisy)
-    # and efficiency (only counted when the tests pass).
+    # and efficiency (only counted when the tests pass). Noise is unclipped so that ``expected`` is
+    # exactly the mean of ``sample``.
     phi = _features(rng, cfg)
     dirs = _directions(rng, cfg.n_features, 7, shared=0.5)
     logits = 1.5 * np.einsum("pmd,kd->pmk", phi, dirs)
@@ -144,7 +145,7 @@ def _build_code_chain(rng: np.random.Generator, cfg: SimulationConfig) -> Enviro
 
     def sample(rng: np.random.Generator, p: npt.NDArray[np.int64], m: npt.NDArray[np.int64]) -> Array:
         stages = np.cumprod(rng.random((p.size, 5)) < q[p, m], axis=-1).astype(np.float64)
-        ast_draw = np.clip(ast[p, m] + 0.1 * rng.standard_normal(p.size), 0.0, 1.0)
+        ast_draw = ast[p, m] + 0.1 * rng.standard_normal(p.size)
         return np.column_stack([stages, ast_draw, stages[:, 4] * eff[p, m]])
 
     return Environment(phi, expected, sample)
@@ -196,6 +197,22 @@ def _build_anticorrelated(rng: np.random.Generator, cfg: SimulationConfig) -> En
     return _bernoulli_env(phi, probs, np.array([[-1.5, 1.5], [0.0, 1.0]]))
 
 
+def _build_dominant_scale(rng: np.random.Generator, cfg: SimulationConfig) -> Environment:
+    # A reward-model score on a 0..10 scale next to two independent 0/1 checks: the score's variance
+    # is most of GRPO's denominator in every group, the setting the paper's Figure 2 illustrates.
+    phi = _features(rng, cfg)
+    score_dir, fmt_dir, lang_dir = _directions(rng, cfg.n_features, 3, shared=0.0)
+    score = 10.0 * _sigmoid(1.5 * phi @ score_dir)
+    probs = _sigmoid(np.stack([1.5 * phi @ fmt_dir, 1.5 * phi @ lang_dir - 0.5], axis=-1))
+    checks = _bernoulli_env(phi, probs, np.array([[0.0, 1.0], [0.0, 1.0]]))
+
+    def sample(rng: np.random.Generator, p: npt.NDArray[np.int64], m: npt.NDArray[np.int64]) -> Array:
+        noisy = score[p, m] + rng.standard_normal(p.size)
+        return np.column_stack([noisy, checks.sample(rng, p, m)])
+
+    return Environment(phi, np.concatenate([score[..., None], checks.expected], axis=-1), sample)
+
+
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in (
@@ -217,6 +234,10 @@ SCENARIOS: dict[str, Scenario] = {
                  "tool calling: parameter values in {-1.5, +1.5} against format in {0, 1}, anti-correlated "
                  "across candidates, weight 1; groups of 4",
                  ("values", "format"), (1.0, 1.0), 4, _build_anticorrelated),
+        Scenario("dominant_scale",
+                 "a 0-10 reward-model score (Gaussian noise, sd 1) next to two independent 0/1 checks "
+                 "(format, language), weight 1; groups of 8",
+                 ("score", "format", "language"), (1.0, 1.0, 1.0), 8, _build_dominant_scale),
     )
 }
 
@@ -333,18 +354,13 @@ class ScenarioResult:
         return last.mean(axis=0), _ci_half_width(last)
 
     def steps_to_threshold(self, estimator: str) -> tuple[Array, npt.NDArray[np.int64]]:
-        """Per column: mean over seeds that got there of the first step at or above the threshold,
-        and how many seeds got there (NaN steps where none did)."""
-        curves = self.curves[estimator]
-        hit = curves >= self.threshold_values
+        """Per column: the median over seeds of the first evaluated step at or above the threshold
+        (a seed that never gets there counts as infinitely slow, so the median is ``inf`` when at
+        most half the seeds get there), and how many seeds got there."""
+        hit = self.curves[estimator] >= self.threshold_values
         reached = hit.any(axis=1)
-        first = self.steps[np.argmax(hit, axis=1)].astype(np.float64)
-        first[~reached] = np.nan
-        counts = reached.sum(axis=0)
-        with np.errstate(invalid="ignore"):
-            mean = np.where(counts > 0, np.nansum(np.nan_to_num(first, nan=0.0), axis=0)
-                            / np.maximum(counts, 1), np.nan)
-        return np.asarray(mean, dtype=np.float64), counts.astype(np.int64)
+        first = np.where(reached, self.steps[np.argmax(hit, axis=1)].astype(np.float64), np.inf)
+        return np.asarray(np.median(first, axis=0), dtype=np.float64), reached.sum(axis=0).astype(np.int64)
 
     def paired_difference(self, estimator: str, baseline: str) -> tuple[Array, Array]:
         """Final ``estimator - baseline`` per column (same seeds, same environments): mean and CI."""
@@ -396,3 +412,97 @@ def run_simulation(
     on_step: Callable[[], None] | None = None,
 ) -> list[ScenarioResult]:
     return [run_scenario(SCENARIOS[name], estimators, cfg, on_step=on_step) for name in scenarios]
+
+
+# --------------------------------------------------------------------------- reporting
+
+
+def _steps_text(median: float, reached: int, seeds: int) -> str:
+    if not np.isfinite(median):
+        return f"not reached ({reached}/{seeds})"
+    return f"{median:.0f}" if reached == seeds else f"{median:.0f} ({reached}/{seeds})"
+
+
+def verdict(result: ScenarioResult, column: int, *, estimator: str = "corrgrpo", baseline: str = "grpo") -> str:
+    """``better`` / ``worse`` when the paired 95% interval of the final difference excludes 0,
+    otherwise ``no clear difference``; a column that should go down is not treated specially."""
+    diff, half = result.paired_difference(estimator, baseline)
+    if np.isnan(half[column]) or abs(diff[column]) <= half[column]:
+        return "no clear difference"
+    return "better" if diff[column] > 0 else "worse"
+
+
+def comparison_rows(result: ScenarioResult, *, estimator: str = "corrgrpo",
+                    baseline: str = "grpo") -> list[list[str]]:
+    """One row per column: baseline and estimator final values and steps, the paired difference,
+    the verdict, and the estimator with the best final value."""
+    seeds = next(iter(result.curves.values())).shape[0]
+    base_final, _ = result.final(baseline)
+    est_final, _ = result.final(estimator)
+    diff, half = result.paired_difference(estimator, baseline)
+    base_steps, base_hits = result.steps_to_threshold(baseline)
+    est_steps, est_hits = result.steps_to_threshold(estimator)
+    finals = {name: result.final(name)[0] for name in result.curves}
+    rows = []
+    for j, column in enumerate(result.columns):
+        best = max(finals, key=lambda n: finals[n][j])
+        rows.append([result.scenario.name, column, f"{base_final[j]:.3f}", f"{est_final[j]:.3f}",
+                     f"{diff[j]:+.3f} ± {half[j]:.3f}", verdict(result, j, estimator=estimator, baseline=baseline),
+                     _steps_text(base_steps[j], int(base_hits[j]), seeds),
+                     _steps_text(est_steps[j], int(est_hits[j]), seeds), f"{best} ({finals[best][j]:.3f})"])
+    return rows
+
+
+COMPARISON_HEADERS = ("scenario", "component", "grpo final", "corrgrpo final", "corrgrpo - grpo (95% CI)",
+                      "verdict", "grpo steps", "corrgrpo steps", "best final")
+
+
+def render_report(results: Sequence[ScenarioResult], cfg: SimulationConfig) -> str:
+    """Markdown tables: CorrGRPO against GRPO over all scenarios, then per scenario every estimator's
+    final values, steps to threshold and largest advantage."""
+    from .io import markdown_table
+
+    if not results:
+        return ""
+    has_pair = all({"grpo", "corrgrpo"} <= set(r.curves) for r in results)
+    out = [f"Simulation: {cfg.seeds} seeds x {cfg.steps} steps, {cfg.n_prompts} prompts x {cfg.n_candidates} "
+           f"candidates, {cfg.batch_prompts} prompts per step, Adam lr {cfg.learning_rate}; threshold = "
+           f"{cfg.threshold:g} of the way from the uniform policy to the best single-column value.", ""]
+    if has_pair:
+        rows = [row for r in results for row in comparison_rows(r)]
+        out += ["## CorrGRPO against GRPO (final values, paired over seeds)", "",
+                markdown_table(COMPARISON_HEADERS, rows), ""]
+    for r in results:
+        seeds = next(iter(r.curves.values())).shape[0]
+        cols = list(r.columns)
+        final_rows, step_rows = [], []
+        for name in r.curves:
+            mean, half = r.final(name)
+            final_rows.append([name, *(f"{m:.3f} ± {h:.3f}" for m, h in zip(mean, half)),
+                               f"{r.max_abs_advantage[name]:.3g}"])
+            med, hits = r.steps_to_threshold(name)
+            step_rows.append([name, *(_steps_text(m, int(h), seeds) for m, h in zip(med, hits))])
+        out += [f"## {r.scenario.name}", "", r.scenario.summary + ".", "",
+                "uniform policy: " + ", ".join(f"{c} {v:.3f}" for c, v in zip(cols, r.initial)),
+                "best single-column value: " + ", ".join(f"{c} {v:.3f}" for c, v in zip(cols, r.oracle)), "",
+                "final expected value (mean ± 95% CI over seeds) and the largest |advantage| seen:", "",
+                markdown_table(["estimator", *cols, "max abs(A)"], final_rows), "",
+                "steps to threshold (median over seeds; seeds that got there):", "",
+                markdown_table(["estimator", *cols], step_rows), ""]
+    return "\n".join(out)
+
+
+def summary_records(results: Sequence[ScenarioResult]) -> list[dict[str, object]]:
+    """Long-format rows (scenario, estimator, component, ...) for ``summary.csv``."""
+    records: list[dict[str, object]] = []
+    for r in results:
+        for name in r.curves:
+            mean, half = r.final(name)
+            med, hits = r.steps_to_threshold(name)
+            for j, column in enumerate(r.columns):
+                records.append({"scenario": r.scenario.name, "estimator": name, "component": column,
+                                "final_mean": float(mean[j]), "final_ci95": float(half[j]),
+                                "steps_to_threshold_median": float(med[j]), "seeds_reached": int(hits[j]),
+                                "initial": float(r.initial[j]), "oracle": float(r.oracle[j]),
+                                "max_abs_advantage": r.max_abs_advantage[name]})
+    return records
