@@ -11,6 +11,7 @@ import pytest
 from corrgrpo_core.cli import main
 from corrgrpo_core.cli.explain import EXAMPLE
 
+
 @pytest.fixture
 def write_csv(tmp_path: Path) -> Callable[[str, str], Path]:
     def write(text: str, name: str = "rewards.csv") -> Path:

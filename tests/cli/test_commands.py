@@ -28,7 +28,8 @@ def test_module_entry_point_runs():
     assert "c_q = 1.6986" in proc.stdout
     proc = subprocess.run([sys.executable, "-m", "corrgrpo_core.cli", "explain", "missing.csv"],
                           capture_output=True, text=True, timeout=120, check=False)
-    assert proc.returncode == 2 and "missing.csv: no such file" in proc.stderr
+    assert proc.returncode == 2
+    assert "missing.csv: no such file" in proc.stderr
 
 
 def test_missing_command_is_a_usage_error(capsys):
@@ -49,7 +50,8 @@ def test_demo_writes_its_plots(run_cli, tmp_path):
     out_dir = tmp_path / "demo"
     code, out, err = run_cli("demo", "--out", str(out_dir), "--no-progress")
     assert code == 0, err
-    assert "c_q = 1.6986" in out and "CorrGRPO against GRPO" in out
+    assert "c_q = 1.6986" in out
+    assert "CorrGRPO against GRPO" in out
     written = sorted(p.relative_to(out_dir).as_posix() for p in out_dir.rglob("*") if p.is_file())
     assert written == ["explain_fig2.png", "simulate/anticorrelated.png", "simulate/code_chain.png",
                        "simulate/dominant_scale.png", "simulate/duplicated.png", "simulate/report.md",

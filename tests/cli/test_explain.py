@@ -24,7 +24,8 @@ def test_file_and_example_give_the_same_report(run_cli, write_csv, fig2_csv):
     path = write_csv(fig2_csv)
     code, out, _ = run_cli("explain", str(path), "--group-col", "prompt", "--estimators", "corrgrpo,dr_grpo")
     assert code == 0
-    assert "-1.8607" in out and "-4.3200" in out  # CorrGRPO and the centred total (Dr.GRPO)
+    assert "-1.8607" in out
+    assert "-4.3200" in out
 
 
 def _random_batch(seed: int) -> RewardBatch:
@@ -53,7 +54,9 @@ def test_numbers_come_from_the_core(seed):
         np.testing.assert_allclose(np.diag(view.covariance) / view.covariance.sum() if view.rows.size > 1 else 0.0,
                                    view.variance_share, atol=1e-12)
     d = ex.groups[3]
-    assert d.zero_variance == 1 and np.all(d.correlation[0] == 0) and np.all(d.correlation[:, 0] == 0)
+    assert d.zero_variance == 1
+    assert np.all(d.correlation[0] == 0)
+    assert np.all(d.correlation[:, 0] == 0)
 
 
 def test_degenerate_group_is_flagged(run_cli, write_csv):
@@ -90,7 +93,8 @@ def test_weights_are_applied_before_statistics(write_csv, fig2_csv):
 def test_plot_is_written(run_cli, tmp_path):
     png = tmp_path / "fig" / "fig2.png"
     code, out, _ = run_cli("explain", "--example", "--plot", str(png))
-    assert code == 0 and f"plot written to {png}" in out
+    assert code == 0
+    assert f"plot written to {png}" in out
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert 5_000 < png.stat().st_size < 200_000
 
@@ -99,7 +103,8 @@ def test_plot_group_by_label(run_cli, write_csv, tmp_path):
     path = write_csv("group,r1,r2\na,1,0\na,0,1\nb,1,1\nb,0,3\n")
     assert run_cli("explain", str(path), "--plot", str(tmp_path / "b.png"), "--plot-group", "b")[0] == 0
     code, _, err = run_cli("explain", str(path), "--plot", str(tmp_path / "c.png"), "--plot-group", "zz")
-    assert code == 2 and "--plot-group 'zz' is not a group" in err
+    assert code == 2
+    assert "--plot-group 'zz' is not a group" in err
 
 
 @pytest.mark.parametrize(("argv", "message"), [
@@ -111,7 +116,8 @@ def test_plot_group_by_label(run_cli, write_csv, tmp_path):
 def test_usage_errors_exit_2_with_a_message(run_cli, argv, message):
     code, out, err = run_cli(*argv)
     assert code == 2
-    assert message in err and err.startswith("corrgrpo explain: error:")
+    assert message in err
+    assert err.startswith("corrgrpo explain: error:")
     assert out == ""
 
 
@@ -128,7 +134,8 @@ def test_nan_policy_ignore_passes_through(run_cli, write_csv):
     assert code == 0
     table = out.split("advantages:")[1].split("## batch")[0].strip().splitlines()[2:]
     grpo = [float(line.split("|")[-2]) for line in table]
-    assert len(grpo) == 3 and np.all(np.isfinite(grpo))
+    assert len(grpo) == 3
+    assert np.all(np.isfinite(grpo))
 
 
 def test_example_batch_is_a_copy():

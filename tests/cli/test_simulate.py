@@ -112,7 +112,8 @@ def test_steps_to_threshold_median_counts_unreached_seeds_as_slowest():
     np.testing.assert_array_equal(reached, [2] * 4)
     curves[1] = 0.0
     median, reached = forced.steps_to_threshold("x")
-    assert np.all(np.isinf(median)) and np.all(reached == 1)
+    assert np.all(np.isinf(median))
+    assert np.all(reached == 1)
 
 
 def test_config_validation():
@@ -133,8 +134,10 @@ def test_simulate_command_writes_report_table_and_plots(run_cli, tmp_path):
     assert code == 0, err
     header = next(line for line in out.splitlines() if line.startswith("| scenario"))
     assert [c.strip() for c in header.strip("|").split("|")] == list(sim.COMPARISON_HEADERS)
-    assert out.count("| duplicated ") == 4 and out.count("| anticorrelated ") == 3
-    assert "## anticorrelated" in out and "steps to threshold" in out
+    assert out.count("| duplicated ") == 4
+    assert out.count("| anticorrelated ") == 3
+    assert "## anticorrelated" in out
+    assert "steps to threshold" in out
     assert (out_dir / "report.md").read_text().strip() in out
     for name in ("duplicated.png", "anticorrelated.png"):
         assert (out_dir / name).read_bytes()[:4] == b"\x89PNG"
@@ -167,4 +170,5 @@ def test_simulate_numbers_match_a_direct_run(run_cli, tmp_path):
 ])
 def test_simulate_errors(run_cli, argv, message):
     code, _, err = run_cli("simulate", "--no-progress", *argv)
-    assert code == 2 and message in err
+    assert code == 2
+    assert message in err

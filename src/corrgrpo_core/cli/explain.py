@@ -122,20 +122,20 @@ def _fmt(x: float) -> str:
 
 
 def _matrix_table(names: Sequence[str], m: Array) -> str:
-    return markdown_table(["", *names], [[n, *(_fmt(v) for v in row)] for n, row in zip(names, m)])
+    return markdown_table(["", *names], [[n, *(_fmt(v) for v in row)] for n, row in zip(names, m, strict=False)])
 
 
 def render_explanation(ex: Explanation, *, max_groups: int = 10) -> str:
     """The text ``corrgrpo explain`` prints: per group, then for the whole batch."""
     b = ex.batch
     names = list(b.components)
-    out = [f"Reward batch: {b.source}: {b.scores.shape[0]} rollouts, {b.n_groups} groups, "
-           f"{len(names)} components ({', '.join(names)})",
-           "weights: " + ", ".join(f"{n}={w:g}" for n, w in zip(names, ex.weights)), ""]
+    out = [(f"Reward batch: {b.source}: {b.scores.shape[0]} rollouts, {b.n_groups} groups, "
+           f"{len(names)} components ({', '.join(names)})"),
+           "weights: " + ", ".join(f"{n}={w:g}" for n, w in zip(names, ex.weights, strict=False)), ""]
     for view in ex.groups[:max_groups]:
         out += [f"## group {view.label} ({view.rows.size} rollouts)", "",
-                f"GRPO denominator^2 (covariance sum) {_fmt(view.covariance_sum)}; CorrGRPO correlation sum "
-                f"{_fmt(view.correlation_sum)}; c_q = {_fmt(view.c_q)} (CorrGRPO advantage = c_q x GRPO's)"]
+                (f"GRPO denominator^2 (covariance sum) {_fmt(view.covariance_sum)}; CorrGRPO correlation sum "
+                f"{_fmt(view.correlation_sum)}; c_q = {_fmt(view.c_q)} (CorrGRPO advantage = c_q x GRPO's)")]
         if view.zero_variance:
             out.append(f"{view.zero_variance} component(s) do not vary in this group (zero row and column)")
         if view.degenerate:

@@ -8,6 +8,7 @@ so a user can fix the file without reading a traceback.
 from __future__ import annotations
 
 import csv
+import importlib
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -97,7 +98,7 @@ def _csv_records(path: Path) -> tuple[list[str], list[_Record]]:
             where = f"row {row_number} (line {reader.line_num})"
             if len(row) != len(header):
                 raise CliError(f"{path} {where}: {len(row)} fields, but the header has {len(header)}")
-            records.append((where, dict(zip(header, row))))
+            records.append((where, dict(zip(header, row, strict=False))))
     return header, records
 
 
@@ -123,7 +124,7 @@ def _jsonl_records(path: Path) -> tuple[list[str], list[_Record]]:
 
 def _parquet_records(path: Path) -> tuple[list[str], list[_Record]]:
     try:
-        import pyarrow.parquet as pq
+        pq = importlib.import_module("pyarrow.parquet")
     except ImportError:
         raise CliError(f"{path}: reading Parquet files needs pyarrow, which is not installed; "
                        "run `pip install pyarrow` (or convert the file to CSV or JSONL)") from None
@@ -240,9 +241,9 @@ def parse_weights(text: str | None, components: Sequence[str]) -> npt.NDArray[np
 
 def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     """A pipe table with aligned columns: readable in a terminal and valid Markdown."""
-    widths = [max(len(str(c)) for c in col) for col in zip(headers, *rows)]
+    widths = [max(len(str(c)) for c in col) for col in zip(headers, *rows, strict=False)]
 
     def line(cells: Sequence[str]) -> str:
-        return "| " + " | ".join(str(c).ljust(w) for c, w in zip(cells, widths)) + " |"
+        return "| " + " | ".join(str(c).ljust(w) for c, w in zip(cells, widths, strict=False)) + " |"
 
     return "\n".join([line(headers), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, rows)])

@@ -80,7 +80,7 @@ class SimulationConfig:
     @property
     def eval_steps(self) -> npt.NDArray[np.int64]:
         """Steps at which the policy is evaluated: 0, eval_every, ..., and always the last step."""
-        steps = list(range(0, self.steps, self.eval_every)) + [self.steps]
+        steps = [*list(range(0, self.steps, self.eval_every)), self.steps]
         return np.array(sorted(set(steps)), dtype=np.int64)
 
 
@@ -465,9 +465,9 @@ def render_report(results: Sequence[ScenarioResult], cfg: SimulationConfig) -> s
     if not results:
         return ""
     has_pair = all({"grpo", "corrgrpo"} <= set(r.curves) for r in results)
-    out = [f"Simulation: {cfg.seeds} seeds x {cfg.steps} steps, {cfg.n_prompts} prompts x {cfg.n_candidates} "
+    out = [(f"Simulation: {cfg.seeds} seeds x {cfg.steps} steps, {cfg.n_prompts} prompts x {cfg.n_candidates} "
            f"candidates, {cfg.batch_prompts} prompts per step, Adam lr {cfg.learning_rate}; threshold = "
-           f"{cfg.threshold:g} of the way from the uniform policy to the best single-column value.", ""]
+           f"{cfg.threshold:g} of the way from the uniform policy to the best single-column value."), ""]
     if has_pair:
         rows = [row for r in results for row in comparison_rows(r)]
         out += ["## CorrGRPO against GRPO (final values, paired over seeds)", "",
@@ -478,13 +478,13 @@ def render_report(results: Sequence[ScenarioResult], cfg: SimulationConfig) -> s
         final_rows, step_rows = [], []
         for name in r.curves:
             mean, half = r.final(name)
-            final_rows.append([name, *(f"{m:.3f} ± {h:.3f}" for m, h in zip(mean, half)),
+            final_rows.append([name, *(f"{m:.3f} ± {h:.3f}" for m, h in zip(mean, half, strict=False)),
                                f"{r.max_abs_advantage[name]:.3g}"])
             med, hits = r.steps_to_threshold(name)
-            step_rows.append([name, *(_steps_text(m, int(h), seeds) for m, h in zip(med, hits))])
+            step_rows.append([name, *(_steps_text(m, int(h), seeds) for m, h in zip(med, hits, strict=False))])
         out += [f"## {r.scenario.name}", "", r.scenario.summary + ".", "",
-                "uniform policy: " + ", ".join(f"{c} {v:.3f}" for c, v in zip(cols, r.initial)),
-                "best single-column value: " + ", ".join(f"{c} {v:.3f}" for c, v in zip(cols, r.oracle)), "",
+                "uniform policy: " + ", ".join(f"{c} {v:.3f}" for c, v in zip(cols, r.initial, strict=False)),
+                "best single-column value: " + ", ".join(f"{c} {v:.3f}" for c, v in zip(cols, r.oracle, strict=False)), "",
                 "final expected value (mean ± 95% CI over seeds) and the largest |advantage| seen:", "",
                 markdown_table(["estimator", *cols, "max abs(A)"], final_rows), "",
                 "steps to threshold (median over seeds; seeds that got there):", "",
