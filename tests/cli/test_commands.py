@@ -22,12 +22,23 @@ def test_estimators_lists_every_registered_estimator(run_cli):
 
 def test_module_entry_point_runs():
     env = dict(os.environ, PYTHONWARNINGS="error")
-    proc = subprocess.run([sys.executable, "-m", "corrgrpo_core.cli", "explain", "--example"],
-                          capture_output=True, text=True, env=env, timeout=120, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "corrgrpo_core.cli", "explain", "--example"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "c_q = 1.6986" in proc.stdout
-    proc = subprocess.run([sys.executable, "-m", "corrgrpo_core.cli", "explain", "missing.csv"],
-                          capture_output=True, text=True, timeout=120, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "corrgrpo_core.cli", "explain", "missing.csv"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == 2
     assert "missing.csv: no such file" in proc.stderr
 
@@ -53,6 +64,13 @@ def test_demo_writes_its_plots(run_cli, tmp_path):
     assert "c_q = 1.6986" in out
     assert "CorrGRPO against GRPO" in out
     written = sorted(p.relative_to(out_dir).as_posix() for p in out_dir.rglob("*") if p.is_file())
-    assert written == ["explain_fig2.png", "simulate/anticorrelated.png", "simulate/code_chain.png",
-                       "simulate/dominant_scale.png", "simulate/duplicated.png", "simulate/report.md",
-                       "simulate/summary.csv", "simulate/utility_security.png"]
+    assert written == [
+        "explain_fig2.png",
+        "simulate/anticorrelated.png",
+        "simulate/code_chain.png",
+        "simulate/dominant_scale.png",
+        "simulate/duplicated.png",
+        "simulate/report.md",
+        "simulate/summary.csv",
+        "simulate/utility_security.png",
+    ]

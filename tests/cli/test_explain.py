@@ -13,11 +13,31 @@ from corrgrpo_core.cli.io import RewardBatch, read_rewards
 def test_example_prints_the_papers_numbers(run_cli):
     code, out, err = run_cli("explain", "--example")
     assert code == 0, err
-    for expected in ["15.5520", "5.3902", "c_q = 1.6986", "91.1%", "0.9756", "0.1098",
-                     "-1.0954", "0.5477", "-1.8607", "0.9304", "-1.1534", "degenerate groups             | 0"]:
+    for expected in [
+        "15.5520",
+        "5.3902",
+        "c_q = 1.6986",
+        "91.1%",
+        "0.9756",
+        "0.1098",
+        "-1.0954",
+        "0.5477",
+        "-1.8607",
+        "0.9304",
+        "-1.1534",
+        "degenerate groups             | 0",
+    ]:
         assert expected in out, expected
     header = next(line for line in out.splitlines() if line.startswith("| row"))
-    assert [c.strip() for c in header.strip("|").split("|")] == ["row", "r1", "r2", "r3", "grpo", "corrgrpo", "gdpo"]
+    assert [c.strip() for c in header.strip("|").split("|")] == [
+        "row",
+        "r1",
+        "r2",
+        "r3",
+        "grpo",
+        "corrgrpo",
+        "gdpo",
+    ]
 
 
 def test_file_and_example_give_the_same_report(run_cli, write_csv, fig2_csv):
@@ -43,16 +63,25 @@ def test_numbers_come_from_the_core(seed):
     weights = np.array([2.0, 1.0, 0.5])
     ex = explain(batch, estimators=cc.estimator_names(), weights=weights)
     for name in cc.estimator_names():
-        np.testing.assert_allclose(ex.advantages[name],
-                                   cc.compute_advantages(batch.scores, batch.group_ids, estimator=name, weights=weights))
+        np.testing.assert_allclose(
+            ex.advantages[name],
+            cc.compute_advantages(batch.scores, batch.group_ids, estimator=name, weights=weights),
+        )
     stats = cc.advantage_stats(batch.scores, batch.group_ids, weights=weights)
     for view in ex.groups:
         first = view.rows[0]
         # the display matrices must add up to exactly what the core divides by
-        np.testing.assert_allclose(view.covariance.sum(), float(stats.covariance_sum[first]), rtol=1e-10, atol=1e-12)
-        np.testing.assert_allclose(view.correlation.sum(), float(stats.correlation_sum[first]), rtol=1e-10, atol=1e-12)
-        np.testing.assert_allclose(np.diag(view.covariance) / view.covariance.sum() if view.rows.size > 1 else 0.0,
-                                   view.variance_share, atol=1e-12)
+        np.testing.assert_allclose(
+            view.covariance.sum(), float(stats.covariance_sum[first]), rtol=1e-10, atol=1e-12
+        )
+        np.testing.assert_allclose(
+            view.correlation.sum(), float(stats.correlation_sum[first]), rtol=1e-10, atol=1e-12
+        )
+        np.testing.assert_allclose(
+            np.diag(view.covariance) / view.covariance.sum() if view.rows.size > 1 else 0.0,
+            view.variance_share,
+            atol=1e-12,
+        )
     d = ex.groups[3]
     assert d.zero_variance == 1
     assert np.all(d.correlation[0] == 0)
@@ -85,8 +114,9 @@ def test_singleton_group_and_max_groups(run_cli, write_csv):
 def test_weights_are_applied_before_statistics(write_csv, fig2_csv):
     batch = read_rewards(write_csv(fig2_csv), group_col="prompt")
     ex = explain(batch, weights=np.array([1.0, 1.0, 0.1]))
-    np.testing.assert_allclose(ex.advantages["corrgrpo"],
-                               cc.corr_normalized_advantage(EXAMPLE, weights=[1.0, 1.0, 0.1]))
+    np.testing.assert_allclose(
+        ex.advantages["corrgrpo"], cc.corr_normalized_advantage(EXAMPLE, weights=[1.0, 1.0, 0.1])
+    )
     assert ex.groups[0].variance_share[2] < 0.2  # the big component no longer dominates
 
 
@@ -107,12 +137,15 @@ def test_plot_group_by_label(run_cli, write_csv, tmp_path):
     assert "--plot-group 'zz' is not a group" in err
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["explain"], "give a reward file or --example"),
-    (["explain", "--example", "--estimators", "grpo,nope"], "unknown estimator(s) ['nope']"),
-    (["explain", "--example", "--weights", "1,2"], "--weights has 2 values but there are 3"),
-    (["explain", "--example", "--max-groups", "-1"], "--max-groups must be >= 0"),
-])
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["explain"], "give a reward file or --example"),
+        (["explain", "--example", "--estimators", "grpo,nope"], "unknown estimator(s) ['nope']"),
+        (["explain", "--example", "--weights", "1,2"], "--weights has 2 values but there are 3"),
+        (["explain", "--example", "--max-groups", "-1"], "--max-groups must be >= 0"),
+    ],
+)
 def test_usage_errors_exit_2_with_a_message(run_cli, argv, message):
     code, out, err = run_cli(*argv)
     assert code == 2

@@ -21,8 +21,11 @@ def test_csv_round_trip(write_csv, fig2_csv):
 
 
 def test_jsonl_groups_in_first_appearance_order_and_bools(write_jsonl):
-    rows = [{"group": "b", "ok": True, "len": 3}, {"group": "a", "ok": False, "len": 1},
-            {"group": "b", "ok": False, "len": 2, "note": "ignored extra key"}]
+    rows = [
+        {"group": "b", "ok": True, "len": 3},
+        {"group": "a", "ok": False, "len": 1},
+        {"group": "b", "ok": False, "len": 2, "note": "ignored extra key"},
+    ]
     batch = read_rewards(write_jsonl(rows), components=["ok", "len"])
     assert batch.group_labels == ("b", "a")
     np.testing.assert_array_equal(batch.group_ids, [0, 1, 0])
@@ -43,17 +46,20 @@ def test_nan_allowed_only_when_asked(write_csv):
     assert math.isnan(batch.scores[0, 1])
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("prompt,r1\np,1\n", r"group column 'group' not found; columns are \['prompt', 'r1'\]"),
-    ("group,r1\ng,1\ng,abc\n", r"row 2 \(line 3\): column 'r1': 'abc' is not a number"),
-    ("group,r1\ng,1\n,2\n", r"row 2 \(line 3\): empty group label in column 'group'"),
-    ("group,r1\ng,1,5\n", r"row 1 \(line 2\): 3 fields, but the header has 2"),
-    ("group,r1\ng,inf\n", r"row 1 \(line 2\): column 'r1': 'inf' is infinite"),
-    ("group,r1\ng,nan\n", r"row 1 \(line 2\): column 'r1': NaN"),
-    ("group,r1\n", r"no data rows"),
-    ("", r"the file is empty"),
-    ("group\ng\n", r"no reward columns besides the group column 'group'"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("prompt,r1\np,1\n", r"group column 'group' not found; columns are \['prompt', 'r1'\]"),
+        ("group,r1\ng,1\ng,abc\n", r"row 2 \(line 3\): column 'r1': 'abc' is not a number"),
+        ("group,r1\ng,1\n,2\n", r"row 2 \(line 3\): empty group label in column 'group'"),
+        ("group,r1\ng,1,5\n", r"row 1 \(line 2\): 3 fields, but the header has 2"),
+        ("group,r1\ng,inf\n", r"row 1 \(line 2\): column 'r1': 'inf' is infinite"),
+        ("group,r1\ng,nan\n", r"row 1 \(line 2\): column 'r1': NaN"),
+        ("group,r1\n", r"no data rows"),
+        ("", r"the file is empty"),
+        ("group\ng\n", r"no reward columns besides the group column 'group'"),
+    ],
+)
 def test_csv_errors_name_the_row(write_csv, text, message):
     with pytest.raises(CliError, match=message):
         read_rewards(write_csv(text))
@@ -66,14 +72,20 @@ def test_missing_requested_component(write_csv):
         read_rewards(write_csv("group,r1\ng,1\n"), components=["group"])
 
 
-@pytest.mark.parametrize(("lines", "message"), [
-    (['{"group": "g", "r": 1}', '{"group": "g", "r": '], r"row 2 \(line 2\): invalid JSON"),
-    (['{"group": "g", "r": 1}', "[1, 2]"], r"row 2 \(line 2\): expected a JSON object, got list"),
-    (['{"group": "g", "r": 1}', '{"group": "g"}'], r"row 2 \(line 2\): missing column 'r'"),
-    (['{"group": "g", "r": 1}', '{"group": null, "r": 1}'], r"row 2 \(line 2\): empty group label"),
-    (['{"group": "g", "r": 1}', '{"group": "g", "r": [1]}'], r"row 2 \(line 2\): column 'r': \[1\] is not a number"),
-    (['{"group": "g", "r": 1}', "", '{"group": "g", "r": "x"}'], r"row 2 \(line 3\): column 'r': 'x'"),
-])
+@pytest.mark.parametrize(
+    ("lines", "message"),
+    [
+        (['{"group": "g", "r": 1}', '{"group": "g", "r": '], r"row 2 \(line 2\): invalid JSON"),
+        (['{"group": "g", "r": 1}', "[1, 2]"], r"row 2 \(line 2\): expected a JSON object, got list"),
+        (['{"group": "g", "r": 1}', '{"group": "g"}'], r"row 2 \(line 2\): missing column 'r'"),
+        (['{"group": "g", "r": 1}', '{"group": null, "r": 1}'], r"row 2 \(line 2\): empty group label"),
+        (
+            ['{"group": "g", "r": 1}', '{"group": "g", "r": [1]}'],
+            r"row 2 \(line 2\): column 'r': \[1\] is not a number",
+        ),
+        (['{"group": "g", "r": 1}', "", '{"group": "g", "r": "x"}'], r"row 2 \(line 3\): column 'r': 'x'"),
+    ],
+)
 def test_jsonl_errors_name_the_row(tmp_path, lines, message):
     path = tmp_path / "bad.jsonl"
     path.write_text("\n".join(lines) + "\n")
@@ -114,8 +126,13 @@ def test_parse_weights():
     np.testing.assert_array_equal(parse_weights("0.5, 2", ["a", "b"]), [0.5, 2.0])
     np.testing.assert_array_equal(parse_weights("b=3", ["a", "b"]), [1.0, 3.0])
     assert parse_weights(None, ["a"]) is None
-    for text, message in [("1", "has 1 values but there are 2"), ("c=1", "names 'c'"),
-                          ("a=1,2", "mixes named"), ("a=x", "'x' is not a number"), (",", "empty")]:
+    for text, message in [
+        ("1", "has 1 values but there are 2"),
+        ("c=1", "names 'c'"),
+        ("a=1,2", "mixes named"),
+        ("a=x", "'x' is not a number"),
+        (",", "empty"),
+    ]:
         with pytest.raises(CliError, match=message):
             parse_weights(text, ["a", "b"])
 

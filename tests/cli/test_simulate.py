@@ -10,8 +10,9 @@ import pytest
 import corrgrpo_core as cc
 from corrgrpo_core.cli import simulate as sim
 
-TINY = sim.SimulationConfig(steps=12, seeds=2, n_prompts=8, n_candidates=6, n_features=4, batch_prompts=4,
-                            eval_every=4)
+TINY = sim.SimulationConfig(
+    steps=12, seeds=2, n_prompts=8, n_candidates=6, n_features=4, batch_prompts=4, eval_every=4
+)
 
 
 @pytest.mark.parametrize("name", list(sim.SCENARIOS))
@@ -67,13 +68,17 @@ def test_advantages_are_the_cores(monkeypatch):
 
 def test_learning_is_driven_only_by_the_advantages(monkeypatch):
     # zero advantages from the core must leave the policy (and so every curve) where it started
-    monkeypatch.setattr(cc, "compute_advantages", lambda scores, group_ids=None, **kw: np.zeros(scores.shape[0]))
+    monkeypatch.setattr(
+        cc, "compute_advantages", lambda scores, group_ids=None, **kw: np.zeros(scores.shape[0])
+    )
     run = sim.train_once(sim.SCENARIOS["duplicated"], "corrgrpo", TINY, seed=0)
     np.testing.assert_array_equal(run.values, np.broadcast_to(run.values[0], run.values.shape))
 
 
 def test_policy_improves_the_weighted_total():
-    cfg = sim.SimulationConfig(steps=60, seeds=1, n_prompts=16, n_candidates=8, batch_prompts=8, eval_every=20)
+    cfg = sim.SimulationConfig(
+        steps=60, seeds=1, n_prompts=16, n_candidates=8, batch_prompts=8, eval_every=20
+    )
     for name in ("grpo", "corrgrpo"):
         run = sim.train_once(sim.SCENARIOS["dominant_scale"], name, cfg, seed=0)
         assert run.values[-1, -1] > run.values[0, -1] + 1.0  # total starts near 6 of ~10
@@ -105,8 +110,9 @@ def test_steps_to_threshold_median_counts_unreached_seeds_as_slowest():
     curves = np.zeros((3, 4, 4))
     curves[0, 1:] = 10.0  # reached at step 4
     curves[1, 2:] = 10.0  # reached at step 8
-    forced = sim.ScenarioResult(result.scenario, result.steps, {"x": curves}, {"x": 0.0},
-                                np.zeros(4), np.ones(4), 0.5)
+    forced = sim.ScenarioResult(
+        result.scenario, result.steps, {"x": curves}, {"x": 0.0}, np.zeros(4), np.ones(4), 0.5
+    )
     median, reached = forced.steps_to_threshold("x")
     np.testing.assert_array_equal(median, [8.0] * 4)
     np.testing.assert_array_equal(reached, [2] * 4)
@@ -128,9 +134,22 @@ def test_config_validation():
 
 def test_simulate_command_writes_report_table_and_plots(run_cli, tmp_path):
     out_dir = tmp_path / "sim"
-    code, out, err = run_cli("simulate", "--scenarios", "duplicated,anticorrelated", "--estimators",
-                             "grpo,corrgrpo,gdpo", "--steps", "10", "--seeds", "2", "--eval-every", "5",
-                             "--out", str(out_dir), "--no-progress")
+    code, out, err = run_cli(
+        "simulate",
+        "--scenarios",
+        "duplicated,anticorrelated",
+        "--estimators",
+        "grpo,corrgrpo,gdpo",
+        "--steps",
+        "10",
+        "--seeds",
+        "2",
+        "--eval-every",
+        "5",
+        "--out",
+        str(out_dir),
+        "--no-progress",
+    )
     assert code == 0, err
     header = next(line for line in out.splitlines() if line.startswith("| scenario"))
     assert [c.strip() for c in header.strip("|").split("|")] == list(sim.COMPARISON_HEADERS)
@@ -144,14 +163,35 @@ def test_simulate_command_writes_report_table_and_plots(run_cli, tmp_path):
     with (out_dir / "summary.csv").open() as handle:
         records = list(csv.DictReader(handle))
     assert len(records) == (4 + 3) * 3
-    assert set(records[0]) == {"scenario", "estimator", "component", "final_mean", "final_ci95",
-                               "steps_to_threshold_median", "seeds_reached", "initial", "oracle",
-                               "max_abs_advantage"}
+    assert set(records[0]) == {
+        "scenario",
+        "estimator",
+        "component",
+        "final_mean",
+        "final_ci95",
+        "steps_to_threshold_median",
+        "seeds_reached",
+        "initial",
+        "oracle",
+        "max_abs_advantage",
+    }
 
 
 def test_simulate_numbers_match_a_direct_run(run_cli, tmp_path):
-    run_cli("simulate", "--scenarios", "utility_security", "--estimators", "grpo,corrgrpo", "--steps", "10",
-            "--seeds", "2", "--out", str(tmp_path), "--no-progress")
+    run_cli(
+        "simulate",
+        "--scenarios",
+        "utility_security",
+        "--estimators",
+        "grpo,corrgrpo",
+        "--steps",
+        "10",
+        "--seeds",
+        "2",
+        "--out",
+        str(tmp_path),
+        "--no-progress",
+    )
     cfg = sim.SimulationConfig(steps=10, seeds=2)
     direct = sim.run_scenario(sim.SCENARIOS["utility_security"], ["grpo", "corrgrpo"], cfg)
     with (tmp_path / "summary.csv").open() as handle:
@@ -162,12 +202,15 @@ def test_simulate_numbers_match_a_direct_run(run_cli, tmp_path):
             assert rows[(name, column)] == pytest.approx(mean[j], rel=1e-12)
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["--scenarios", "nope"], "unknown scenario(s) ['nope']"),
-    (["--estimators", "grpo,bogus"], "unknown estimator(s) ['bogus']"),
-    (["--seeds", "0"], "seeds must be >= 1"),
-    (["--threshold", "2"], "threshold must be in (0, 1]"),
-])
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--scenarios", "nope"], "unknown scenario(s) ['nope']"),
+        (["--estimators", "grpo,bogus"], "unknown estimator(s) ['bogus']"),
+        (["--seeds", "0"], "seeds must be >= 1"),
+        (["--threshold", "2"], "threshold must be in (0, 1]"),
+    ],
+)
 def test_simulate_errors(run_cli, argv, message):
     code, _, err = run_cli("simulate", "--no-progress", *argv)
     assert code == 2

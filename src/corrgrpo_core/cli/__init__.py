@@ -32,41 +32,73 @@ def _names(text: str) -> list[str]:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="corrgrpo", description="Explain multi-reward advantages (CorrGRPO, GRPO, GDPO, ...) and "
-                                     "show them at work in a small learning simulation.")
+        prog="corrgrpo",
+        description="Explain multi-reward advantages (CorrGRPO, GRPO, GDPO, ...) and "
+        "show them at work in a small learning simulation.",
+    )
     parser.add_argument("--version", action="version", version=f"corrgrpo-core {cc.__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    ex = sub.add_parser("explain", help="what each estimator does to a reward batch",
-                        description="Read a reward batch (one row per rollout: a group column and one column "
-                                    "per reward component) and print, per group and for the batch, each "
-                                    "component's share of GRPO's denominator, the correlation matrix, c_q, "
-                                    "degenerate groups and the advantages under each estimator.")
+    ex = sub.add_parser(
+        "explain",
+        help="what each estimator does to a reward batch",
+        description="Read a reward batch (one row per rollout: a group column and one column "
+        "per reward component) and print, per group and for the batch, each "
+        "component's share of GRPO's denominator, the correlation matrix, c_q, "
+        "degenerate groups and the advantages under each estimator.",
+    )
     ex.add_argument("file", nargs="?", help="CSV, JSONL or Parquet file")
-    ex.add_argument("--example", action="store_true", help="use the paper's Figure 2 example instead of a file")
+    ex.add_argument(
+        "--example", action="store_true", help="use the paper's Figure 2 example instead of a file"
+    )
     ex.add_argument("--group-col", default="group", help="column holding the group (prompt) id [group]")
-    ex.add_argument("--components", type=_names, default=None,
-                    help="comma-separated reward columns [every column but the group column]")
-    ex.add_argument("--weights", default=None,
-                    help="component weights, applied before any statistic: '0.05,0.6' or 'fmt=0.05,pass=0.6' [1]")
-    ex.add_argument("--estimators", type=_names, default=None,
-                    help="comma-separated estimators to compare [grpo,corrgrpo,gdpo]")
-    ex.add_argument("--format", dest="file_format", choices=("csv", "jsonl", "parquet"), default=None,
-                    help="file format [from the suffix]")
-    ex.add_argument("--nan-policy", choices=("raise", "ignore"), default="raise",
-                    help="missing values: an error, or left out of their component's statistics [raise]")
+    ex.add_argument(
+        "--components",
+        type=_names,
+        default=None,
+        help="comma-separated reward columns [every column but the group column]",
+    )
+    ex.add_argument(
+        "--weights",
+        default=None,
+        help="component weights, applied before any statistic: '0.05,0.6' or 'fmt=0.05,pass=0.6' [1]",
+    )
+    ex.add_argument(
+        "--estimators",
+        type=_names,
+        default=None,
+        help="comma-separated estimators to compare [grpo,corrgrpo,gdpo]",
+    )
+    ex.add_argument(
+        "--format",
+        dest="file_format",
+        choices=("csv", "jsonl", "parquet"),
+        default=None,
+        help="file format [from the suffix]",
+    )
+    ex.add_argument(
+        "--nan-policy",
+        choices=("raise", "ignore"),
+        default="raise",
+        help="missing values: an error, or left out of their component's statistics [raise]",
+    )
     ex.add_argument("--max-groups", type=int, default=10, help="groups printed in detail [10]")
     ex.add_argument("--plot", default=None, metavar="PNG", help="draw the Figure 2 view of one group to PNG")
     ex.add_argument("--plot-group", default=None, metavar="LABEL", help="group to plot [the first]")
 
-    sim = sub.add_parser("simulate", help="multi-reward learning simulation, every estimator",
-                         description="Train a softmax policy over candidate responses with each estimator in "
-                                     "reward scenarios (see docs/simulation.md) and report learning curves, "
-                                     "final values and steps to threshold per reward component.")
+    sim = sub.add_parser(
+        "simulate",
+        help="multi-reward learning simulation, every estimator",
+        description="Train a softmax policy over candidate responses with each estimator in "
+        "reward scenarios (see docs/simulation.md) and report learning curves, "
+        "final values and steps to threshold per reward component.",
+    )
     _simulate_options(sim)
 
     demo = sub.add_parser("demo", help="explain --example and a short simulate, plots into a folder")
-    demo.add_argument("--out", default="corrgrpo-demo", help="folder for the plots and tables [corrgrpo-demo]")
+    demo.add_argument(
+        "--out", default="corrgrpo-demo", help="folder for the plots and tables [corrgrpo-demo]"
+    )
     demo.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     sub.add_parser("estimators", help="list the registered estimators")
@@ -77,18 +109,34 @@ def _simulate_options(sim: argparse.ArgumentParser) -> None:
     from .simulate import DEFAULT_ESTIMATORS, SCENARIOS, SimulationConfig
 
     d = SimulationConfig()
-    sim.add_argument("--scenarios", type=_names, default=list(SCENARIOS),
-                     help=f"comma-separated, from {', '.join(SCENARIOS)} [all]")
-    sim.add_argument("--estimators", type=_names, default=list(DEFAULT_ESTIMATORS),
-                     help=f"comma-separated [{','.join(DEFAULT_ESTIMATORS)}]")
+    sim.add_argument(
+        "--scenarios",
+        type=_names,
+        default=list(SCENARIOS),
+        help=f"comma-separated, from {', '.join(SCENARIOS)} [all]",
+    )
+    sim.add_argument(
+        "--estimators",
+        type=_names,
+        default=list(DEFAULT_ESTIMATORS),
+        help=f"comma-separated [{','.join(DEFAULT_ESTIMATORS)}]",
+    )
     sim.add_argument("--seeds", type=int, default=d.seeds, help=f"seeds per estimator [{d.seeds}]")
     sim.add_argument("--first-seed", type=int, default=d.first_seed, help=f"first seed [{d.first_seed}]")
     sim.add_argument("--steps", type=int, default=d.steps, help=f"policy-gradient steps [{d.steps}]")
-    sim.add_argument("--lr", type=float, default=d.learning_rate, help=f"Adam learning rate [{d.learning_rate}]")
-    sim.add_argument("--threshold", type=float, default=d.threshold,
-                     help=f"steps-to-threshold level, as a fraction of the way from the uniform policy to the "
-                          f"best reachable value [{d.threshold}]")
-    sim.add_argument("--eval-every", type=int, default=d.eval_every, help=f"evaluation interval [{d.eval_every}]")
+    sim.add_argument(
+        "--lr", type=float, default=d.learning_rate, help=f"Adam learning rate [{d.learning_rate}]"
+    )
+    sim.add_argument(
+        "--threshold",
+        type=float,
+        default=d.threshold,
+        help=f"steps-to-threshold level, as a fraction of the way from the uniform policy to the "
+        f"best reachable value [{d.threshold}]",
+    )
+    sim.add_argument(
+        "--eval-every", type=int, default=d.eval_every, help=f"evaluation interval [{d.eval_every}]"
+    )
     sim.add_argument("--out", default=None, help="folder for report.md, summary.csv and one PNG per scenario")
     sim.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -105,8 +153,14 @@ def _progress(total: int, *, enabled: bool, label: str) -> Iterator[Callable[[],
         return
     from rich.console import Console
 
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=Console(stderr=True), transient=True) as bar:
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    ) as bar:
         task = bar.add_task(label, total=total)
         yield lambda: bar.advance(task)
 
@@ -122,11 +176,17 @@ def _cmd_explain(args: argparse.Namespace, out: TextIO) -> int:
     if args.example:
         batch = example_batch()
     else:
-        batch = read_rewards(args.file, group_col=args.group_col, components=args.components,
-                             file_format=args.file_format, allow_nan=args.nan_policy == "ignore")
+        batch = read_rewards(
+            args.file,
+            group_col=args.group_col,
+            components=args.components,
+            file_format=args.file_format,
+            allow_nan=args.nan_policy == "ignore",
+        )
     weights = parse_weights(args.weights, batch.components)
-    report = explain(batch, estimators=args.estimators or DEFAULT_ESTIMATORS, weights=weights,
-                     nan_policy=args.nan_policy)
+    report = explain(
+        batch, estimators=args.estimators or DEFAULT_ESTIMATORS, weights=weights, nan_policy=args.nan_policy
+    )
     out.write(render_explanation(report, max_groups=args.max_groups) + "\n")
     if args.plot:
         from .plots import plot_explanation
@@ -151,8 +211,14 @@ def _run_simulation(args: argparse.Namespace, out: TextIO) -> int:
     if bad or not args.estimators:
         raise CliError(f"unknown estimator(s) {bad}; known: {', '.join(known)}")
     try:
-        cfg = SimulationConfig(steps=args.steps, seeds=args.seeds, learning_rate=args.lr, threshold=args.threshold,
-                               eval_every=args.eval_every, first_seed=args.first_seed)
+        cfg = SimulationConfig(
+            steps=args.steps,
+            seeds=args.seeds,
+            learning_rate=args.lr,
+            threshold=args.threshold,
+            eval_every=args.eval_every,
+            first_seed=args.first_seed,
+        )
     except ValueError as err:
         raise CliError(str(err)) from None
     total = cfg.steps * cfg.seeds * len(args.estimators) * len(args.scenarios)
@@ -181,17 +247,40 @@ def _run_simulation(args: argparse.Namespace, out: TextIO) -> int:
 def _cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
     folder = Path(args.out)
     out.write("# 1. The paper's Figure 2 example: why CorrGRPO exists\n\n")
-    _cmd_explain(argparse.Namespace(
-        file=None, example=True, group_col="group", components=None, weights=None,
-        estimators=["grpo", "dr_grpo", "corrgrpo", "gdpo", "mo_grpo"], file_format=None, nan_policy="raise",
-        max_groups=1, plot=str(folder / "explain_fig2.png"), plot_group=None), out)
+    _cmd_explain(
+        argparse.Namespace(
+            file=None,
+            example=True,
+            group_col="group",
+            components=None,
+            weights=None,
+            estimators=["grpo", "dr_grpo", "corrgrpo", "gdpo", "mo_grpo"],
+            file_format=None,
+            nan_policy="raise",
+            max_groups=1,
+            plot=str(folder / "explain_fig2.png"),
+            plot_group=None,
+        ),
+        out,
+    )
     out.write("\n# 2. A short learning simulation (corrgrpo simulate runs the full one)\n\n")
     from .simulate import DEFAULT_ESTIMATORS, SCENARIOS, SimulationConfig
 
-    _run_simulation(argparse.Namespace(
-        scenarios=list(SCENARIOS), estimators=list(DEFAULT_ESTIMATORS), seeds=3, first_seed=0, steps=100,
-        lr=SimulationConfig().learning_rate,
-        threshold=0.5, eval_every=5, out=str(folder / "simulate"), no_progress=args.no_progress), out)
+    _run_simulation(
+        argparse.Namespace(
+            scenarios=list(SCENARIOS),
+            estimators=list(DEFAULT_ESTIMATORS),
+            seeds=3,
+            first_seed=0,
+            steps=100,
+            lr=SimulationConfig().learning_rate,
+            threshold=0.5,
+            eval_every=5,
+            out=str(folder / "simulate"),
+            no_progress=args.no_progress,
+        ),
+        out,
+    )
     out.write(f"\nDemo done: plots in {folder}/\n")
     return 0
 

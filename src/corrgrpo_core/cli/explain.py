@@ -30,8 +30,13 @@ _ZERO_VAR_RTOL = 64.0 * float(np.finfo(np.float64).eps)
 
 
 def example_batch() -> RewardBatch:
-    return RewardBatch(scores=EXAMPLE.copy(), group_ids=np.zeros(4, dtype=np.int64), group_labels=("fig2",),
-                       components=("r1", "r2", "r3"), source="the paper's Figure 2 example")
+    return RewardBatch(
+        scores=EXAMPLE.copy(),
+        group_ids=np.zeros(4, dtype=np.int64),
+        group_labels=("fig2",),
+        components=("r1", "r2", "r3"),
+        source="the paper's Figure 2 example",
+    )
 
 
 @dataclass(frozen=True)
@@ -93,8 +98,9 @@ def explain(
     advantages: dict[str, Array] = {}
     for name in estimators:
         try:
-            adv = cc.compute_advantages(batch.scores, batch.group_ids, estimator=name, weights=w,
-                                        nan_policy=nan_policy)
+            adv = cc.compute_advantages(
+                batch.scores, batch.group_ids, estimator=name, weights=w, nan_policy=nan_policy
+            )
         except (ValueError, TypeError) as err:
             raise CliError(f"estimator {name!r} rejected the batch: {err}") from None
         advantages[name] = np.asarray(adv, dtype=np.float64)
@@ -108,13 +114,28 @@ def explain(
         rows = np.flatnonzero(batch.group_ids == g)
         first = rows[0]
         cov, corr = _matrices(weighted[rows])
-        groups.append(GroupView(
-            label=label, rows=rows, covariance=cov, correlation=corr,
-            covariance_sum=float(stats.covariance_sum[first]), correlation_sum=float(stats.correlation_sum[first]),
-            c_q=float(stats.c_q[first]), variance_share=np.asarray(stats.variance_share[first], dtype=np.float64),
-            zero_variance=int(stats.zero_variance_count[first]), degenerate=bool(stats.degenerate[first])))
-    return Explanation(batch, w, tuple(estimators), advantages, tuple(groups),
-                       stats.summary(component_names=list(batch.components)))
+        groups.append(
+            GroupView(
+                label=label,
+                rows=rows,
+                covariance=cov,
+                correlation=corr,
+                covariance_sum=float(stats.covariance_sum[first]),
+                correlation_sum=float(stats.correlation_sum[first]),
+                c_q=float(stats.c_q[first]),
+                variance_share=np.asarray(stats.variance_share[first], dtype=np.float64),
+                zero_variance=int(stats.zero_variance_count[first]),
+                degenerate=bool(stats.degenerate[first]),
+            )
+        )
+    return Explanation(
+        batch,
+        w,
+        tuple(estimators),
+        advantages,
+        tuple(groups),
+        stats.summary(component_names=list(batch.components)),
+    )
 
 
 def _fmt(x: float) -> str:
@@ -122,54 +143,109 @@ def _fmt(x: float) -> str:
 
 
 def _matrix_table(names: Sequence[str], m: Array) -> str:
-    return markdown_table(["", *names], [[n, *(_fmt(v) for v in row)] for n, row in zip(names, m, strict=False)])
+    return markdown_table(
+        ["", *names], [[n, *(_fmt(v) for v in row)] for n, row in zip(names, m, strict=False)]
+    )
 
 
 def render_explanation(ex: Explanation, *, max_groups: int = 10) -> str:
     """The text ``corrgrpo explain`` prints: per group, then for the whole batch."""
     b = ex.batch
     names = list(b.components)
-    out = [(f"Reward batch: {b.source}: {b.scores.shape[0]} rollouts, {b.n_groups} groups, "
-           f"{len(names)} components ({', '.join(names)})"),
-           "weights: " + ", ".join(f"{n}={w:g}" for n, w in zip(names, ex.weights, strict=False)), ""]
+    out = [
+        (
+            f"Reward batch: {b.source}: {b.scores.shape[0]} rollouts, {b.n_groups} groups, "
+            f"{len(names)} components ({', '.join(names)})"
+        ),
+        "weights: " + ", ".join(f"{n}={w:g}" for n, w in zip(names, ex.weights, strict=False)),
+        "",
+    ]
     for view in ex.groups[:max_groups]:
-        out += [f"## group {view.label} ({view.rows.size} rollouts)", "",
-                (f"GRPO denominator^2 (covariance sum) {_fmt(view.covariance_sum)}; CorrGRPO correlation sum "
-                f"{_fmt(view.correlation_sum)}; c_q = {_fmt(view.c_q)} (CorrGRPO advantage = c_q x GRPO's)")]
+        out += [
+            f"## group {view.label} ({view.rows.size} rollouts)",
+            "",
+            (
+                f"GRPO denominator^2 (covariance sum) {_fmt(view.covariance_sum)}; CorrGRPO correlation sum "
+                f"{_fmt(view.correlation_sum)}; c_q = {_fmt(view.c_q)} (CorrGRPO advantage = c_q x GRPO's)"
+            ),
+        ]
         if view.zero_variance:
             out.append(f"{view.zero_variance} component(s) do not vary in this group (zero row and column)")
         if view.degenerate:
-            out.append("DEGENERATE: components vary but their correlation sum is ~0, so CorrGRPO divides by "
-                       "~sqrt(eps) and its advantages blow up (anti-correlated components on different scales)")
+            out.append(
+                "DEGENERATE: components vary but their correlation sum is ~0, so CorrGRPO divides by "
+                "~sqrt(eps) and its advantages blow up (anti-correlated components on different scales)"
+            )
         if view.rows.size < 2:
             out.append("a group of one rollout: every estimator gives it advantage 0")
-        out += ["", markdown_table(
-            ["component", "variance", "share of GRPO denominator^2"],
-            [[n, _fmt(view.covariance[i, i]), f"{100 * view.variance_share[i]:.1f}%"] for i, n in enumerate(names)]),
-            "(the rest of the covariance sum is covariance between components)", "",
-            "correlation matrix:", "", _matrix_table(names, view.correlation), "", "advantages:", "",
-            markdown_table(["row", *names, *ex.estimators],
-                           [[str(r + 1), *(_fmt(v) for v in b.scores[r]),
-                             *(_fmt(ex.advantages[e][r]) for e in ex.estimators)] for r in view.rows]), ""]
+        out += [
+            "",
+            markdown_table(
+                ["component", "variance", "share of GRPO denominator^2"],
+                [
+                    [n, _fmt(view.covariance[i, i]), f"{100 * view.variance_share[i]:.1f}%"]
+                    for i, n in enumerate(names)
+                ],
+            ),
+            "(the rest of the covariance sum is covariance between components)",
+            "",
+            "correlation matrix:",
+            "",
+            _matrix_table(names, view.correlation),
+            "",
+            "advantages:",
+            "",
+            markdown_table(
+                ["row", *names, *ex.estimators],
+                [
+                    [
+                        str(r + 1),
+                        *(_fmt(v) for v in b.scores[r]),
+                        *(_fmt(ex.advantages[e][r]) for e in ex.estimators),
+                    ]
+                    for r in view.rows
+                ],
+            ),
+            "",
+        ]
     if len(ex.groups) > max_groups:
         out += [f"({len(ex.groups) - max_groups} more groups not shown; raise --max-groups to see them)", ""]
     s = ex.summary
     mean_corr = np.mean([v.correlation for v in ex.groups], axis=0)
-    out += ["## batch", "", markdown_table(["metric", "value"], [
-        ["groups", f"{s['groups']:.0f}"],
-        ["groups of one rollout", f"{s['singleton_groups']:.0f}"],
-        ["degenerate groups", f"{s['degenerate_groups']:.0f}"],
-        ["c_q mean / min / max", f"{s['c_q/mean']:.4f} / {s['c_q/min']:.4f} / {s['c_q/max']:.4f}"],
-        ["mean covariance sum", _fmt(s["covariance_sum/mean"])],
-        ["mean correlation sum", _fmt(s["correlation_sum/mean"])],
-        ["mean zero-variance components", _fmt(s["zero_variance_components/mean"])],
-    ]), "", "mean share of GRPO's denominator^2 per component:", "",
-        markdown_table(names, [[f"{100 * s[f'denominator_share/{n}']:.1f}%" for n in names]]), "",
-        "mean within-group correlation matrix:", "", _matrix_table(names, mean_corr), ""]
+    out += [
+        "## batch",
+        "",
+        markdown_table(
+            ["metric", "value"],
+            [
+                ["groups", f"{s['groups']:.0f}"],
+                ["groups of one rollout", f"{s['singleton_groups']:.0f}"],
+                ["degenerate groups", f"{s['degenerate_groups']:.0f}"],
+                ["c_q mean / min / max", f"{s['c_q/mean']:.4f} / {s['c_q/min']:.4f} / {s['c_q/max']:.4f}"],
+                ["mean covariance sum", _fmt(s["covariance_sum/mean"])],
+                ["mean correlation sum", _fmt(s["correlation_sum/mean"])],
+                ["mean zero-variance components", _fmt(s["zero_variance_components/mean"])],
+            ],
+        ),
+        "",
+        "mean share of GRPO's denominator^2 per component:",
+        "",
+        markdown_table(names, [[f"{100 * s[f'denominator_share/{n}']:.1f}%" for n in names]]),
+        "",
+        "mean within-group correlation matrix:",
+        "",
+        _matrix_table(names, mean_corr),
+        "",
+    ]
     if len(ex.estimators) > 1:
         rows = []
         for e in ex.estimators:
             a = ex.advantages[e]
             rows.append([e, _fmt(float(np.mean(np.abs(a)))), _fmt(float(np.max(np.abs(a))))])
-        out += ["advantage magnitude per estimator:", "", markdown_table(["estimator", "mean abs(A)", "max abs(A)"], rows), ""]
+        out += [
+            "advantage magnitude per estimator:",
+            "",
+            markdown_table(["estimator", "mean abs(A)", "max abs(A)"], rows),
+            "",
+        ]
     return "\n".join(out)

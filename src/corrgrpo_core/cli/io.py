@@ -65,8 +65,10 @@ def read_rewards(
     path = Path(path)
     fmt = file_format or _FORMATS.get(path.suffix.lower())
     if fmt not in {"csv", "jsonl", "parquet"}:
-        raise CliError(f"{path}: cannot tell the format from the suffix {path.suffix!r}; "
-                       "use .csv, .jsonl or .parquet, or pass --format")
+        raise CliError(
+            f"{path}: cannot tell the format from the suffix {path.suffix!r}; "
+            "use .csv, .jsonl or .parquet, or pass --format"
+        )
     if not path.is_file():
         raise CliError(f"{path}: no such file")
     if fmt == "csv":
@@ -75,8 +77,7 @@ def read_rewards(
         header, records = _jsonl_records(path)
     else:
         header, records = _parquet_records(path)
-    return _build(str(path), header, records, group_col=group_col, components=components,
-                  allow_nan=allow_nan)
+    return _build(str(path), header, records, group_col=group_col, components=components, allow_nan=allow_nan)
 
 
 # A record is (where, mapping): ``where`` is the human-readable position ("row 3 (line 4)").
@@ -126,8 +127,10 @@ def _parquet_records(path: Path) -> tuple[list[str], list[_Record]]:
     try:
         pq = importlib.import_module("pyarrow.parquet")
     except ImportError:
-        raise CliError(f"{path}: reading Parquet files needs pyarrow, which is not installed; "
-                       "run `pip install pyarrow` (or convert the file to CSV or JSONL)") from None
+        raise CliError(
+            f"{path}: reading Parquet files needs pyarrow, which is not installed; "
+            "run `pip install pyarrow` (or convert the file to CSV or JSONL)"
+        ) from None
     table = pq.read_table(path)
     rows = table.to_pylist()
     return list(table.column_names), [(f"row {i}", row) for i, row in enumerate(rows, start=1)]
@@ -145,8 +148,10 @@ def _build(
     if not records:
         raise CliError(f"{source}: no data rows")
     if group_col not in header:
-        raise CliError(f"{source}: group column {group_col!r} not found; columns are {header} "
-                       "(choose one with --group-col)")
+        raise CliError(
+            f"{source}: group column {group_col!r} not found; columns are {header} "
+            "(choose one with --group-col)"
+        )
     names = [c for c in header if c != group_col] if components is None else list(components)
     if not names:
         raise CliError(f"{source}: no reward columns besides the group column {group_col!r}")
@@ -170,8 +175,9 @@ def _build(
             if name not in record:
                 raise CliError(f"{source} {where}: missing column {name!r}")
             scores[i, k] = _number(record[name], f"{source} {where}: column {name!r}", allow_nan=allow_nan)
-    return RewardBatch(scores=scores, group_ids=ids, group_labels=tuple(labels), components=tuple(names),
-                       source=source)
+    return RewardBatch(
+        scores=scores, group_ids=ids, group_labels=tuple(labels), components=tuple(names), source=source
+    )
 
 
 def _group_label(value: object) -> str | None:
@@ -227,16 +233,19 @@ def parse_weights(text: str | None, components: Sequence[str]) -> npt.NDArray[np
             name, _, value = part.partition("=")
             name = name.strip()
             if name not in weights:
-                raise CliError(f"--weights names {name!r}, which is not a reward component {list(components)}")
+                raise CliError(
+                    f"--weights names {name!r}, which is not a reward component {list(components)}"
+                )
             weights[name] = _number(value, f"--weights {name!r}", allow_nan=False)
         return np.array(list(weights.values()), dtype=np.float64)
     if any("=" in p for p in parts):
         raise CliError("--weights mixes named (name=value) and positional values; use one style")
     if len(parts) != len(components):
-        raise CliError(f"--weights has {len(parts)} values but there are {len(components)} reward "
-                       f"components {list(components)}")
+        raise CliError(
+            f"--weights has {len(parts)} values but there are {len(components)} reward "
+            f"components {list(components)}"
+        )
     return np.array([_number(p, "--weights", allow_nan=False) for p in parts], dtype=np.float64)
-
 
 
 def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:

@@ -20,7 +20,9 @@ def _pyplot() -> Any:
     try:
         import matplotlib
     except ImportError:
-        raise CliError("plots need matplotlib: pip install 'corrgrpo-core[cli]' (or pip install matplotlib)") from None
+        raise CliError(
+            "plots need matplotlib: pip install 'corrgrpo-core[cli]' (or pip install matplotlib)"
+        ) from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -56,13 +58,19 @@ def plot_explanation(ex: Explanation, path: str | Path, *, group: int = 0) -> Pa
     cov_share = view.covariance / view.covariance_sum if view.covariance_sum > 0 else view.covariance
     corr_share = view.correlation / view.correlation_sum if view.correlation_sum > 0 else view.correlation
     _heatmap(axes[0], cov_share, names, f"GRPO: covariance contributions\nsum = {view.covariance_sum:.4g}")
-    _heatmap(axes[1], corr_share, names, f"CorrGRPO: correlation contributions\nsum = {view.correlation_sum:.4g}")
+    _heatmap(
+        axes[1], corr_share, names, f"CorrGRPO: correlation contributions\nsum = {view.correlation_sum:.4g}"
+    )
     ax = axes[2]
     rows = view.rows
     width = 0.8 / max(len(ex.estimators), 1)
     for i, name in enumerate(ex.estimators):
-        ax.bar(np.arange(rows.size) + (i - (len(ex.estimators) - 1) / 2) * width, ex.advantages[name][rows],
-               width, label=name)
+        ax.bar(
+            np.arange(rows.size) + (i - (len(ex.estimators) - 1) / 2) * width,
+            ex.advantages[name][rows],
+            width,
+            label=name,
+        )
     ax.axhline(0.0, color="black", linewidth=0.6)
     ax.set_xticks(range(rows.size), [str(r + 1) for r in rows] if rows.size <= 16 else [""] * rows.size)
     ax.set_xlabel("rollout (file row)")
@@ -96,13 +104,15 @@ def plot_scenario(result: ScenarioResult, path: str | Path) -> Path:
         ax.axhline(result.threshold_values[j], color="grey", linestyle=":", linewidth=0.8)
         ax.set_title(column, fontsize=10)
         ax.tick_params(labelsize=8)
-    for ax in list(axes.flat)[len(columns):]:
+    for ax in list(axes.flat)[len(columns) :]:
         ax.axis("off")
     handles, labels = axes.flat[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8, frameon=False)
-    fig.suptitle(f"{result.scenario.name}: expected reward under the policy vs step "
-                 f"(mean of {next(iter(result.curves.values())).shape[0]} seeds, 95% band; dotted: threshold)",
-                 fontsize=10)
+    fig.suptitle(
+        f"{result.scenario.name}: expected reward under the policy vs step "
+        f"(mean of {next(iter(result.curves.values())).shape[0]} seeds, 95% band; dotted: threshold)",
+        fontsize=10,
+    )
     fig.tight_layout(rect=(0, 0.06, 1, 1))
     out = _save(fig, path)
     plt.close(fig)

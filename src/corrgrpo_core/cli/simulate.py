@@ -66,8 +66,15 @@ class SimulationConfig:
     first_seed: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("steps", "seeds", "n_prompts", "n_candidates", "n_features", "batch_prompts",
-                     "eval_every"):
+        for name in (
+            "steps",
+            "seeds",
+            "n_prompts",
+            "n_candidates",
+            "n_features",
+            "batch_prompts",
+            "eval_every",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.batch_prompts > self.n_prompts:
@@ -216,28 +223,52 @@ def _build_dominant_scale(rng: np.random.Generator, cfg: SimulationConfig) -> En
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in (
-        Scenario("code_chain",
-                 "seven code rewards gated in a chain (format > syntax > compile > runtime > pass) plus "
-                 "AST similarity and efficiency, weighted .05/.05/.05/.25/.60/.30/.20 as in the paper's "
-                 "code launcher; groups of 8",
-                 ("format", "syntax", "compile", "runtime", "pass", "ast_similarity", "efficiency"),
-                 (0.05, 0.05, 0.05, 0.25, 0.60, 0.30, 0.20), 8, _build_code_chain),
-        Scenario("utility_security",
-                 "agent security: utility 0/1 and security 0/1 with opposed directions (helpful "
-                 "candidates tend to follow injections), equal weights; groups of 8",
-                 ("utility", "security"), (1.0, 1.0), 8, _build_utility_security),
-        Scenario("duplicated",
-                 "a correctness reward logged twice next to an independent style reward, all 0/1 with "
-                 "weight 1; groups of 8",
-                 ("correct", "correct_copy", "style"), (1.0, 1.0, 1.0), 8, _build_duplicated),
-        Scenario("anticorrelated",
-                 "tool calling: parameter values in {-1.5, +1.5} against format in {0, 1}, anti-correlated "
-                 "across candidates, weight 1; groups of 4",
-                 ("values", "format"), (1.0, 1.0), 4, _build_anticorrelated),
-        Scenario("dominant_scale",
-                 "a 0-10 reward-model score (Gaussian noise, sd 1) next to two independent 0/1 checks "
-                 "(format, language), weight 1; groups of 8",
-                 ("score", "format", "language"), (1.0, 1.0, 1.0), 8, _build_dominant_scale),
+        Scenario(
+            "code_chain",
+            "seven code rewards gated in a chain (format > syntax > compile > runtime > pass) plus "
+            "AST similarity and efficiency, weighted .05/.05/.05/.25/.60/.30/.20 as in the paper's "
+            "code launcher; groups of 8",
+            ("format", "syntax", "compile", "runtime", "pass", "ast_similarity", "efficiency"),
+            (0.05, 0.05, 0.05, 0.25, 0.60, 0.30, 0.20),
+            8,
+            _build_code_chain,
+        ),
+        Scenario(
+            "utility_security",
+            "agent security: utility 0/1 and security 0/1 with opposed directions (helpful "
+            "candidates tend to follow injections), equal weights; groups of 8",
+            ("utility", "security"),
+            (1.0, 1.0),
+            8,
+            _build_utility_security,
+        ),
+        Scenario(
+            "duplicated",
+            "a correctness reward logged twice next to an independent style reward, all 0/1 with "
+            "weight 1; groups of 8",
+            ("correct", "correct_copy", "style"),
+            (1.0, 1.0, 1.0),
+            8,
+            _build_duplicated,
+        ),
+        Scenario(
+            "anticorrelated",
+            "tool calling: parameter values in {-1.5, +1.5} against format in {0, 1}, anti-correlated "
+            "across candidates, weight 1; groups of 4",
+            ("values", "format"),
+            (1.0, 1.0),
+            4,
+            _build_anticorrelated,
+        ),
+        Scenario(
+            "dominant_scale",
+            "a 0-10 reward-model score (Gaussian noise, sd 1) next to two independent 0/1 checks "
+            "(format, language), weight 1; groups of 8",
+            ("score", "format", "language"),
+            (1.0, 1.0, 1.0),
+            8,
+            _build_dominant_scale,
+        ),
     )
 }
 
@@ -292,7 +323,7 @@ def train_once(
     record()
     for step in range(1, cfg.steps + 1):
         prompts = rng.choice(cfg.n_prompts, size=cfg.batch_prompts, replace=False)
-        phi = env.features[prompts]                                  # (B, M, D)
+        phi = env.features[prompts]  # (B, M, D)
         logits = phi @ theta
         pi = np.exp(logits - logits.max(axis=1, keepdims=True))
         pi /= pi.sum(axis=1, keepdims=True)
@@ -301,18 +332,20 @@ def train_once(
         cand = np.minimum((draws[:, :, None] > cdf[:, None, :]).sum(-1), cfg.n_candidates - 1)
         p_rows = np.repeat(prompts, n)
         rewards = env.sample(rng, p_rows, cand.reshape(-1))
-        adv = np.asarray(cc.compute_advantages(rewards, group_ids, estimator=estimator, weights=weights),
-                         dtype=np.float64)
+        adv = np.asarray(
+            cc.compute_advantages(rewards, group_ids, estimator=estimator, weights=weights), dtype=np.float64
+        )
         max_abs = max(max_abs, float(np.max(np.abs(adv))))
         # grad log pi(m | p) = phi[p, m] - E_pi[phi[p, .]]
-        chosen = np.take_along_axis(phi, cand[:, :, None], axis=1)   # (B, n, D)
+        chosen = np.take_along_axis(phi, cand[:, :, None], axis=1)  # (B, n, D)
         mean_phi = np.einsum("bm,bmd->bd", pi, phi)
         score = chosen - mean_phi[:, None, :]
         grad = np.einsum("bn,bnd->d", adv.reshape(cfg.batch_prompts, n), score) / adv.size
         m1 = beta1 * m1 + (1 - beta1) * grad
         m2 = beta2 * m2 + (1 - beta2) * grad**2
         theta = theta + cfg.learning_rate * (m1 / (1 - beta1**step)) / (
-            np.sqrt(m2 / (1 - beta2**step)) + 1e-8)
+            np.sqrt(m2 / (1 - beta2**step)) + 1e-8
+        )
         if step in eval_steps:
             record()
         if on_step is not None:
@@ -400,8 +433,15 @@ def run_scenario(
             run = train_once(scenario, name, cfg, seed, env=env, on_step=on_step)
             curves[name].append(run.values)
             max_abs[name] = max(max_abs[name], run.max_abs_advantage)
-    return ScenarioResult(scenario, cfg.eval_steps, {e: np.stack(v) for e, v in curves.items()}, max_abs,
-                          np.mean(initial, axis=0), np.mean(oracle, axis=0), cfg.threshold)
+    return ScenarioResult(
+        scenario,
+        cfg.eval_steps,
+        {e: np.stack(v) for e, v in curves.items()},
+        max_abs,
+        np.mean(initial, axis=0),
+        np.mean(oracle, axis=0),
+        cfg.threshold,
+    )
 
 
 def run_simulation(
@@ -423,7 +463,9 @@ def _steps_text(median: float, reached: int, seeds: int) -> str:
     return f"{median:.0f}" if reached == seeds else f"{median:.0f} ({reached}/{seeds})"
 
 
-def verdict(result: ScenarioResult, column: int, *, estimator: str = "corrgrpo", baseline: str = "grpo") -> str:
+def verdict(
+    result: ScenarioResult, column: int, *, estimator: str = "corrgrpo", baseline: str = "grpo"
+) -> str:
     """``better`` / ``worse`` when the paired 95% interval of the final difference excludes 0,
     otherwise ``no clear difference``; a column that should go down is not treated specially."""
     diff, half = result.paired_difference(estimator, baseline)
@@ -432,8 +474,9 @@ def verdict(result: ScenarioResult, column: int, *, estimator: str = "corrgrpo",
     return "better" if diff[column] > 0 else "worse"
 
 
-def comparison_rows(result: ScenarioResult, *, estimator: str = "corrgrpo",
-                    baseline: str = "grpo") -> list[list[str]]:
+def comparison_rows(
+    result: ScenarioResult, *, estimator: str = "corrgrpo", baseline: str = "grpo"
+) -> list[list[str]]:
     """One row per column: baseline and estimator final values and steps, the paired difference,
     the verdict, and the estimator with the best final value."""
     seeds = next(iter(result.curves.values())).shape[0]
@@ -446,15 +489,33 @@ def comparison_rows(result: ScenarioResult, *, estimator: str = "corrgrpo",
     rows = []
     for j, column in enumerate(result.columns):
         best = max(finals, key=lambda n: finals[n][j])
-        rows.append([result.scenario.name, column, f"{base_final[j]:.3f}", f"{est_final[j]:.3f}",
-                     f"{diff[j]:+.3f} ± {half[j]:.3f}", verdict(result, j, estimator=estimator, baseline=baseline),
-                     _steps_text(base_steps[j], int(base_hits[j]), seeds),
-                     _steps_text(est_steps[j], int(est_hits[j]), seeds), f"{best} ({finals[best][j]:.3f})"])
+        rows.append(
+            [
+                result.scenario.name,
+                column,
+                f"{base_final[j]:.3f}",
+                f"{est_final[j]:.3f}",
+                f"{diff[j]:+.3f} ± {half[j]:.3f}",
+                verdict(result, j, estimator=estimator, baseline=baseline),
+                _steps_text(base_steps[j], int(base_hits[j]), seeds),
+                _steps_text(est_steps[j], int(est_hits[j]), seeds),
+                f"{best} ({finals[best][j]:.3f})",
+            ]
+        )
     return rows
 
 
-COMPARISON_HEADERS = ("scenario", "component", "grpo final", "corrgrpo final", "corrgrpo - grpo (95% CI)",
-                      "verdict", "grpo steps", "corrgrpo steps", "best final")
+COMPARISON_HEADERS = (
+    "scenario",
+    "component",
+    "grpo final",
+    "corrgrpo final",
+    "corrgrpo - grpo (95% CI)",
+    "verdict",
+    "grpo steps",
+    "corrgrpo steps",
+    "best final",
+)
 
 
 def render_report(results: Sequence[ScenarioResult], cfg: SimulationConfig) -> str:
@@ -465,30 +526,57 @@ def render_report(results: Sequence[ScenarioResult], cfg: SimulationConfig) -> s
     if not results:
         return ""
     has_pair = all({"grpo", "corrgrpo"} <= set(r.curves) for r in results)
-    out = [(f"Simulation: {cfg.seeds} seeds x {cfg.steps} steps, {cfg.n_prompts} prompts x {cfg.n_candidates} "
-           f"candidates, {cfg.batch_prompts} prompts per step, Adam lr {cfg.learning_rate}; threshold = "
-           f"{cfg.threshold:g} of the way from the uniform policy to the best single-column value."), ""]
+    out = [
+        (
+            f"Simulation: {cfg.seeds} seeds x {cfg.steps} steps, {cfg.n_prompts} prompts x "
+            f"{cfg.n_candidates} candidates, {cfg.batch_prompts} prompts per step, Adam lr {cfg.learning_rate}; threshold = "
+            f"{cfg.threshold:g} of the way from the uniform policy to the best single-column value."
+        ),
+        "",
+    ]
     if has_pair:
         rows = [row for r in results for row in comparison_rows(r)]
-        out += ["## CorrGRPO against GRPO (final values, paired over seeds)", "",
-                markdown_table(COMPARISON_HEADERS, rows), ""]
+        out += [
+            "## CorrGRPO against GRPO (final values, paired over seeds)",
+            "",
+            markdown_table(COMPARISON_HEADERS, rows),
+            "",
+        ]
     for r in results:
         seeds = next(iter(r.curves.values())).shape[0]
         cols = list(r.columns)
         final_rows, step_rows = [], []
         for name in r.curves:
             mean, half = r.final(name)
-            final_rows.append([name, *(f"{m:.3f} ± {h:.3f}" for m, h in zip(mean, half, strict=False)),
-                               f"{r.max_abs_advantage[name]:.3g}"])
+            final_rows.append(
+                [
+                    name,
+                    *(f"{m:.3f} ± {h:.3f}" for m, h in zip(mean, half, strict=False)),
+                    f"{r.max_abs_advantage[name]:.3g}",
+                ]
+            )
             med, hits = r.steps_to_threshold(name)
-            step_rows.append([name, *(_steps_text(m, int(h), seeds) for m, h in zip(med, hits, strict=False))])
-        out += [f"## {r.scenario.name}", "", r.scenario.summary + ".", "",
-                "uniform policy: " + ", ".join(f"{c} {v:.3f}" for c, v in zip(cols, r.initial, strict=False)),
-                "best single-column value: " + ", ".join(f"{c} {v:.3f}" for c, v in zip(cols, r.oracle, strict=False)), "",
-                "final expected value (mean ± 95% CI over seeds) and the largest |advantage| seen:", "",
-                markdown_table(["estimator", *cols, "max abs(A)"], final_rows), "",
-                "steps to threshold (median over seeds; seeds that got there):", "",
-                markdown_table(["estimator", *cols], step_rows), ""]
+            step_rows.append(
+                [name, *(_steps_text(m, int(h), seeds) for m, h in zip(med, hits, strict=False))]
+            )
+        out += [
+            f"## {r.scenario.name}",
+            "",
+            r.scenario.summary + ".",
+            "",
+            "uniform policy: " + ", ".join(f"{c} {v:.3f}" for c, v in zip(cols, r.initial, strict=False)),
+            "best single-column value: "
+            + ", ".join(f"{c} {v:.3f}" for c, v in zip(cols, r.oracle, strict=False)),
+            "",
+            "final expected value (mean ± 95% CI over seeds) and the largest |advantage| seen:",
+            "",
+            markdown_table(["estimator", *cols, "max abs(A)"], final_rows),
+            "",
+            "steps to threshold (median over seeds; seeds that got there):",
+            "",
+            markdown_table(["estimator", *cols], step_rows),
+            "",
+        ]
     return "\n".join(out)
 
 
@@ -500,9 +588,18 @@ def summary_records(results: Sequence[ScenarioResult]) -> list[dict[str, object]
             mean, half = r.final(name)
             med, hits = r.steps_to_threshold(name)
             for j, column in enumerate(r.columns):
-                records.append({"scenario": r.scenario.name, "estimator": name, "component": column,
-                                "final_mean": float(mean[j]), "final_ci95": float(half[j]),
-                                "steps_to_threshold_median": float(med[j]), "seeds_reached": int(hits[j]),
-                                "initial": float(r.initial[j]), "oracle": float(r.oracle[j]),
-                                "max_abs_advantage": r.max_abs_advantage[name]})
+                records.append(
+                    {
+                        "scenario": r.scenario.name,
+                        "estimator": name,
+                        "component": column,
+                        "final_mean": float(mean[j]),
+                        "final_ci95": float(half[j]),
+                        "steps_to_threshold_median": float(med[j]),
+                        "seeds_reached": int(hits[j]),
+                        "initial": float(r.initial[j]),
+                        "oracle": float(r.oracle[j]),
+                        "max_abs_advantage": r.max_abs_advantage[name],
+                    }
+                )
     return records
