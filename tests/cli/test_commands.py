@@ -64,13 +64,6 @@ def test_demo_writes_its_plots(run_cli, tmp_path):
     assert "c_q = 1.6986" in out
     assert "CorrGRPO against GRPO" in out
     written = sorted(p.relative_to(out_dir).as_posix() for p in out_dir.rglob("*") if p.is_file())
-    assert written == [
-        "explain_fig2.png",
-        "simulate/anticorrelated.png",
-        "simulate/code_chain.png",
-        "simulate/dominant_scale.png",
-        "simulate/duplicated.png",
-        "simulate/report.md",
-        "simulate/summary.csv",
-        "simulate/utility_security.png",
-    ]
+    scenarios = ["anticorrelated", "code_chain", "dominant_scale", "duplicated", "utility_security"]
+    plots = [f"simulate/{s}{suffix}.png" for s in scenarios for suffix in ("", "_vs_grpo")]
+    assert written == sorted(["explain_fig2.png", *plots, "simulate/report.md", "simulate/summary.csv"])

@@ -158,7 +158,12 @@ def test_simulate_command_writes_report_table_and_plots(run_cli, tmp_path):
     assert "## anticorrelated" in out
     assert "steps to threshold" in out
     assert (out_dir / "report.md").read_text().strip() in out
-    for name in ("duplicated.png", "anticorrelated.png"):
+    for name in (
+        "duplicated.png",
+        "anticorrelated.png",
+        "duplicated_vs_grpo.png",
+        "anticorrelated_vs_grpo.png",
+    ):
         assert (out_dir / name).read_bytes()[:4] == b"\x89PNG"
     with (out_dir / "summary.csv").open() as handle:
         records = list(csv.DictReader(handle))

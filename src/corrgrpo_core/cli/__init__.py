@@ -238,9 +238,14 @@ def _run_simulation(args: argparse.Namespace, out: TextIO) -> int:
             writer = csv.DictWriter(handle, fieldnames=list(records[0]))
             writer.writeheader()
             writer.writerows(records)
+        plots = []
         for result in results:
-            plot_scenario(result, folder / f"{result.scenario.name}.png")
-        out.write(f"report.md, summary.csv and {len(results)} plot(s) written to {folder}\n")
+            plots.append(plot_scenario(result, folder / f"{result.scenario.name}.png"))
+            if "grpo" in result.curves and len(result.curves) > 1:
+                plots.append(
+                    plot_scenario(result, folder / f"{result.scenario.name}_vs_grpo.png", baseline="grpo")
+                )
+        out.write(f"report.md, summary.csv and {len(plots)} plot(s) written to {folder}\n")
     return 0
 
 

@@ -45,7 +45,8 @@ def _heatmap(ax: Any, values: np.ndarray[Any, Any], names: list[str], title: str
     ax.set_title(title, fontsize=10)
     if len(names) <= 8:
         for (i, j), v in np.ndenumerate(values):
-            ax.text(j, i, f"{100 * v:.1f}%", ha="center", va="center", fontsize=8)
+            color = "white" if abs(v) > 0.6 * limit else "black"
+            ax.text(j, i, f"{100 * v:.1f}%", ha="center", va="center", fontsize=8, color=color)
 
 
 def plot_explanation(ex: Explanation, path: str | Path, *, group: int = 0) -> Path:
@@ -83,36 +84,50 @@ def plot_explanation(ex: Explanation, path: str | Path, *, group: int = 0) -> Pa
     return out
 
 
-def plot_scenario(result: ScenarioResult, path: str | Path) -> Path:
-    """Learning curves (seed mean and 95% band) of every component and the weighted total."""
+def plot_scenario(result: ScenarioResult, path: str | Path, *, baseline: str | None = None) -> Path:
+    """Learning curves (seed mean and 95% band) of every component and the weighted total.
+
+    With ``baseline``, each estimator's curve minus the baseline's on the same seed (paired, so the
+    band shows the difference between estimators rather than between drawn environments).
+    """
     plt = _pyplot()
     columns = result.columns
     ncols = min(4, len(columns))
     nrows = -(-len(columns) // ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(3.4 * ncols, 2.6 * nrows + 0.6), squeeze=False)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    seeds = next(iter(result.curves.values())).shape[0]
     for j, column in enumerate(columns):
         ax = axes.flat[j]
         for i, (name, curves) in enumerate(result.curves.items()):
+            if name == baseline:
+                continue
             values = curves[:, :, j]
+            if baseline is not None:
+                values = values - result.curves[baseline][:, :, j]
             mean = values.mean(axis=0)
             color = colors[i % len(colors)]
             ax.plot(result.steps, mean, color=color, linewidth=2.2 if name == "corrgrpo" else 1.2, label=name)
-            if values.shape[0] > 1:
-                half = 1.96 * values.std(axis=0, ddof=1) / np.sqrt(values.shape[0])
+            if seeds > 1:
+                half = 1.96 * values.std(axis=0, ddof=1) / np.sqrt(seeds)
                 ax.fill_between(result.steps, mean - half, mean + half, color=color, alpha=0.12, linewidth=0)
-        ax.axhline(result.threshold_values[j], color="grey", linestyle=":", linewidth=0.8)
+        if baseline is None:
+            ax.axhline(result.threshold_values[j], color="grey", linestyle=":", linewidth=0.8)
+        else:
+            ax.axhline(0.0, color="black", linewidth=0.8)
         ax.set_title(column, fontsize=10)
         ax.tick_params(labelsize=8)
     for ax in list(axes.flat)[len(columns) :]:
         ax.axis("off")
     handles, labels = axes.flat[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8, frameon=False)
-    fig.suptitle(
-        f"{result.scenario.name}: expected reward under the policy vs step "
-        f"(mean of {next(iter(result.curves.values())).shape[0]} seeds, 95% band; dotted: threshold)",
-        fontsize=10,
+    what = (
+        "expected reward under the policy vs step"
+        if baseline is None
+        else f"difference to {baseline} on the same seed vs step"
     )
+    band = "95% band; dotted: threshold" if baseline is None else "paired 95% band"
+    fig.suptitle(f"{result.scenario.name}: {what} (mean of {seeds} seeds, {band})", fontsize=10)
     fig.tight_layout(rect=(0, 0.06, 1, 1))
     out = _save(fig, path)
     plt.close(fig)
