@@ -52,7 +52,7 @@ def test_advantages_are_the_cores(monkeypatch):
 
     def recording(scores, group_ids=None, *, estimator="corrgrpo", **options):
         out = real(scores, group_ids, estimator=estimator, **options)
-        calls.append((scores.copy(), group_ids.copy(), estimator, options, out.copy()))
+        calls.append((scores.copy(), group_ids, estimator, options, np.array(out)))
         return out
 
     monkeypatch.setattr(cc, "compute_advantages", recording)
@@ -61,15 +61,21 @@ def test_advantages_are_the_cores(monkeypatch):
     assert len(calls) == TINY.steps
     for scores, ids, estimator, options, out in calls:
         assert estimator == "gdpo"
+        assert ids is None  # one dense (prompts, rollouts, K) block per step
+        assert scores.shape == (TINY.batch_prompts, scenario.group_size, len(scenario.components))
         np.testing.assert_array_equal(options["weights"], scenario.weights)
-        np.testing.assert_array_equal(ids, np.repeat(np.arange(TINY.batch_prompts), scenario.group_size))
-        np.testing.assert_array_equal(out, cc.gdpo_advantage(scores, ids, weights=scenario.weights))
+        # the same numbers as the ragged call an adapter would make
+        ragged_ids = np.repeat(np.arange(TINY.batch_prompts), scenario.group_size)
+        flat = scores.reshape(-1, scores.shape[-1])
+        np.testing.assert_allclose(
+            out.reshape(-1), cc.gdpo_advantage(flat, ragged_ids, weights=scenario.weights)
+        )
 
 
 def test_learning_is_driven_only_by_the_advantages(monkeypatch):
     # zero advantages from the core must leave the policy (and so every curve) where it started
     monkeypatch.setattr(
-        cc, "compute_advantages", lambda scores, group_ids=None, **kw: np.zeros(scores.shape[0])
+        cc, "compute_advantages", lambda scores, group_ids=None, **kw: np.zeros(scores.shape[:-1])
     )
     run = sim.train_once(sim.SCENARIOS["duplicated"], "corrgrpo", TINY, seed=0)
     np.testing.assert_array_equal(run.values, np.broadcast_to(run.values[0], run.values.shape))

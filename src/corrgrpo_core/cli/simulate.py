@@ -308,7 +308,6 @@ def train_once(
     rng = np.random.default_rng([seed, index, 1])
     weights = np.asarray(scenario.weights, dtype=np.float64)
     n, d = scenario.group_size, cfg.n_features
-    group_ids = np.repeat(np.arange(cfg.batch_prompts, dtype=np.int64), n)
     theta = np.zeros(d)
     m1, m2 = np.zeros(d), np.zeros(d)
     beta1, beta2 = 0.9, 0.999
@@ -332,8 +331,10 @@ def train_once(
         cand = np.minimum((draws[:, :, None] > cdf[:, None, :]).sum(-1), cfg.n_candidates - 1)
         p_rows = np.repeat(prompts, n)
         rewards = env.sample(rng, p_rows, cand.reshape(-1))
+        # Groups are dense (B prompts x n rollouts), the core's fastest layout.
+        groups = rewards.reshape(cfg.batch_prompts, n, -1)
         adv = np.asarray(
-            cc.compute_advantages(rewards, group_ids, estimator=estimator, weights=weights), dtype=np.float64
+            cc.compute_advantages(groups, estimator=estimator, weights=weights), dtype=np.float64
         )
         max_abs = max(max_abs, float(np.max(np.abs(adv))))
         # grad log pi(m | p) = phi[p, m] - E_pi[phi[p, .]]
