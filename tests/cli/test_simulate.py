@@ -226,3 +226,12 @@ def test_simulate_errors(run_cli, argv, message):
     code, _, err = run_cli("simulate", "--no-progress", *argv)
     assert code == 2
     assert message in err
+
+
+def test_progress_bar_goes_to_stderr(run_cli):
+    code, out, _ = run_cli(
+        "simulate", "--scenarios", "duplicated", "--estimators", "grpo", "--steps", "4", "--seeds", "1"
+    )
+    assert code == 0
+    assert "## duplicated" in out
+    assert "simulating" not in out
