@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -235,3 +236,15 @@ def test_progress_bar_goes_to_stderr(run_cli):
     assert code == 0
     assert "## duplicated" in out
     assert "simulating" not in out
+
+
+def test_docs_show_the_default_run():
+    # docs/simulation.md quotes the default run; re-run its cheapest scenario and compare the rows
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "simulation.md").read_text()
+    result = sim.run_scenario(sim.SCENARIOS["anticorrelated"], sim.DEFAULT_ESTIMATORS, sim.SimulationConfig())
+    for row in sim.comparison_rows(result):
+        cells = [c.strip() for c in row]
+        line = next(
+            (ln for ln in docs.splitlines() if ln.startswith(f"| {cells[0]} ") and f"| {cells[1]} " in ln), ""
+        )
+        assert [c.strip() for c in line.strip("|").split("|")] == cells

@@ -41,6 +41,7 @@ __all__ = [
     "Scenario",
     "ScenarioResult",
     "SimulationConfig",
+    "build_environment",
     "run_scenario",
     "run_simulation",
     "train_once",
@@ -284,6 +285,16 @@ class RunCurves:
     max_abs_advantage: float
 
 
+def _scenario_index(scenario: Scenario) -> int:
+    # A custom scenario (not in SCENARIOS) shares stream 0 with the first built-in one.
+    return list(SCENARIOS).index(scenario.name) if scenario.name in SCENARIOS else 0
+
+
+def build_environment(scenario: Scenario, cfg: SimulationConfig, seed: int) -> Environment:
+    """The environment every estimator trains in for ``seed`` (the same for all of them)."""
+    return scenario.build(np.random.default_rng([seed, _scenario_index(scenario), 0]), cfg)
+
+
 def _expected_under_policy(theta: Array, env: Environment) -> Array:
     logits = env.features @ theta
     logits -= logits.max(axis=1, keepdims=True)
@@ -302,10 +313,9 @@ def train_once(
     on_step: Callable[[], None] | None = None,
 ) -> RunCurves:
     """Train one policy with one estimator and return its evaluation curve (deterministic in ``seed``)."""
-    index = list(SCENARIOS).index(scenario.name) if scenario.name in SCENARIOS else 0
     if env is None:
-        env = scenario.build(np.random.default_rng([seed, index, 0]), cfg)
-    rng = np.random.default_rng([seed, index, 1])
+        env = build_environment(scenario, cfg, seed)
+    rng = np.random.default_rng([seed, _scenario_index(scenario), 1])
     weights = np.asarray(scenario.weights, dtype=np.float64)
     n, d = scenario.group_size, cfg.n_features
     theta = np.zeros(d)
@@ -421,12 +431,11 @@ def run_scenario(
     on_step: Callable[[], None] | None = None,
 ) -> ScenarioResult:
     weights = np.asarray(scenario.weights, dtype=np.float64)
-    index = list(SCENARIOS).index(scenario.name) if scenario.name in SCENARIOS else 0
     curves: dict[str, list[Array]] = {e: [] for e in estimators}
     max_abs = dict.fromkeys(estimators, 0.0)
     initial, oracle = [], []
     for seed in range(cfg.first_seed, cfg.first_seed + cfg.seeds):
-        env = scenario.build(np.random.default_rng([seed, index, 0]), cfg)
+        env = build_environment(scenario, cfg, seed)
         init, best = _reference_values(env, weights)
         initial.append(init)
         oracle.append(best)
