@@ -108,7 +108,9 @@ def test_singleton_group_and_max_groups(run_cli, write_csv):
     assert "1 more groups not shown" in out
     assert "groups of one rollout         | 1" in out
     code, out, _ = run_cli("explain", str(write_csv(text)))
-    assert "a group of one rollout: every estimator gives it advantage 0" in out
+    assert (
+        "a group of one rollout: nothing to compare it with; every estimator here gives it advantage 0" in out
+    )
 
 
 def test_weights_are_applied_before_statistics(write_csv, fig2_csv):

@@ -158,7 +158,7 @@ def render_explanation(ex: Explanation, *, max_groups: int = 10) -> str:
     names = list(b.components)
     out = [
         (
-            f"Reward batch: {b.source}: {b.scores.shape[0]} rollouts, {b.n_groups} groups, "
+            f"Reward batch: {b.source}: {b.scores.shape[0]} rollouts, {b.n_groups} group(s), "
             f"{len(names)} components ({', '.join(names)})"
         ),
         "weights: " + ", ".join(f"{n}={w:g}" for n, w in zip(names, ex.weights, strict=False)),
@@ -181,7 +181,11 @@ def render_explanation(ex: Explanation, *, max_groups: int = 10) -> str:
                 "~sqrt(eps) and its advantages blow up (anti-correlated components on different scales)"
             )
         if view.rows.size < 2:
-            out.append("a group of one rollout: every estimator gives it advantage 0")
+            zero = all(ex.advantages[e][view.rows[0]] == 0 for e in ex.estimators)
+            out.append(
+                "a group of one rollout: nothing to compare it with"
+                + ("; every estimator here gives it advantage 0" if zero else "")
+            )
         out += [
             "",
             markdown_table(
@@ -191,6 +195,7 @@ def render_explanation(ex: Explanation, *, max_groups: int = 10) -> str:
                     for i, n in enumerate(names)
                 ],
             ),
+            "",
             "(the rest of the covariance sum is covariance between components)",
             "",
             "correlation matrix:",
