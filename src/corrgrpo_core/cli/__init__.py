@@ -250,42 +250,16 @@ def _run_simulation(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
+    # Both parts go through the parser, so the demo uses exactly the commands' own defaults.
     folder = Path(args.out)
+    quiet = ["--no-progress"] if args.no_progress else []
+    parser = _parser()
     out.write("# 1. The paper's Figure 2 example: why CorrGRPO exists\n\n")
-    _cmd_explain(
-        argparse.Namespace(
-            file=None,
-            example=True,
-            group_col="group",
-            components=None,
-            weights=None,
-            estimators=["grpo", "dr_grpo", "corrgrpo", "gdpo", "mo_grpo"],
-            file_format=None,
-            nan_policy="raise",
-            max_groups=1,
-            plot=str(folder / "explain_fig2.png"),
-            plot_group=None,
-        ),
-        out,
-    )
-    out.write("\n# 2. A short learning simulation (corrgrpo simulate runs the full one)\n\n")
-    from .simulate import DEFAULT_ESTIMATORS, SCENARIOS, SimulationConfig
-
-    _run_simulation(
-        argparse.Namespace(
-            scenarios=list(SCENARIOS),
-            estimators=list(DEFAULT_ESTIMATORS),
-            seeds=3,
-            first_seed=0,
-            steps=100,
-            lr=SimulationConfig().learning_rate,
-            threshold=0.5,
-            eval_every=5,
-            out=str(folder / "simulate"),
-            no_progress=args.no_progress,
-        ),
-        out,
-    )
+    explain_args = ["explain", "--example", "--estimators", "grpo,dr_grpo,corrgrpo,gdpo,mo_grpo"]
+    _cmd_explain(parser.parse_args([*explain_args, "--plot", str(folder / "explain_fig2.png")]), out)
+    out.write("\n# 2. A short learning simulation (`corrgrpo simulate` runs the full one)\n\n")
+    simulate_args = ["simulate", "--seeds", "3", "--steps", "100", "--out", str(folder / "simulate"), *quiet]
+    _run_simulation(parser.parse_args(simulate_args), out)
     out.write(f"\nDemo done: plots in {folder}/\n")
     return 0
 
