@@ -18,6 +18,7 @@ def test_example_prints_the_papers_numbers(run_cli):
         "5.3902",
         "c_q = 1.6986",
         "91.1%",
+        "r3 alone is 91.1% of GRPO's denominator^2",
         "0.9756",
         "0.1098",
         "-1.0954",

@@ -173,6 +173,13 @@ def render_explanation(ex: Explanation, *, max_groups: int = 10) -> str:
                 f"{_fmt(view.correlation_sum)}; c_q = {_fmt(view.c_q)} (CorrGRPO advantage = c_q x GRPO's)"
             ),
         ]
+        top = int(np.argmax(view.variance_share))
+        if view.variance_share[top] > 0.5 and len(names) > 1:
+            out.append(
+                f"{names[top]} alone is {100 * view.variance_share[top]:.1f}% of GRPO's denominator^2, so GRPO "
+                f"scales every component by {names[top]}'s spread; CorrGRPO's correlation sum counts each "
+                "component once, whatever its scale"
+            )
         if view.zero_variance:
             out.append(f"{view.zero_variance} component(s) do not vary in this group (zero row and column)")
         if view.degenerate:
