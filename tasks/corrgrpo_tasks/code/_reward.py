@@ -58,6 +58,8 @@ class CodeRewardConfig:
         Longer extracted programs are not run and score 0 beyond format (default 100000).
     allow_unsafe
         Allow the rlimits-only fallback when bubblewrap is unavailable (default False: refuse).
+    keep_timing
+        Attach the raw per-round times as ``"_timing": (candidate, reference)`` (for ``evaluate``).
     """
 
     weights: tuple[float, ...] = DEFAULT_WEIGHTS
@@ -69,6 +71,7 @@ class CodeRewardConfig:
     ast_token_cap: int = 4000
     max_code_chars: int = 100_000
     allow_unsafe: bool = False
+    keep_timing: bool = False
 
     def __post_init__(self) -> None:
         weights = tuple(float(w) for w in self.weights)
@@ -264,7 +267,10 @@ def _score_one(solution_str: str, verifier: dict[str, Any], config: CodeRewardCo
         values["generated_runtime_seconds"] = generated
         values["reference_runtime_seconds"] = ref_time
         values["efficiency_reward"] = min(1.0, max(0.0, 1.0 - generated / ref_time))
-    return _result(config, values)
+    result: dict[str, Any] = _result(config, values)
+    if config.keep_timing and candidate and references:
+        result["_timing"] = (candidate, references)
+    return result
 
 
 def compute_score(data_source: str | None, solution_str: str, ground_truth: str | bytes | Mapping[str, Any],

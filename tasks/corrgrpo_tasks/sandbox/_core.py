@@ -330,15 +330,20 @@ class Sandbox:
                 args += ["--setenv", key, value]
             args += ["--chdir", "/tmp", "--remount-ro", "/", "--",
                      self.python, "-s", "-B", "-c", _LAUNCHER, limits.launcher_arg(), f"{_SANDBOX_DIR}/main.py"]
-            keep = (*fds, *(() if channel_w is None else (channel_w,)))
+        except BaseException:
+            for fd in (*fds, channel_r, channel_w):
+                if fd is not None:
+                    _close_quietly(fd)
+            raise
+        keep = (*fds, *(() if channel_w is None else (channel_w,)))
+        try:
+            # _execute closes `keep` right after the start: closing them twice could hit a descriptor
+            # that another scoring thread has been handed since.
             return _execute(args, stdin=stdin, limits=limits, pass_fds=keep, channel_r=channel_r,
                             close_after_start=keep, env={}, cwd="/", uid=self._uid, backend="bwrap")
         finally:
-            for fd in fds:
-                _close_quietly(fd)
-            for fd in (channel_r, channel_w):
-                if fd is not None:
-                    _close_quietly(fd)
+            if channel_r is not None:
+                os.close(channel_r)
 
     def _run_rlimits(self, named: dict[str, bytes], stdin: bytes, limits: Limits, channel: bool) -> RunResult:
         workdir = tempfile.mkdtemp(prefix="corrgrpo-unsafe-")
@@ -350,13 +355,19 @@ class Sandbox:
                 os.chown(workdir, self._uid, self._uid)
             env = {**self._env(channel_w), "HOME": workdir, "TMPDIR": workdir, "SANDBOX_PDEATHSIG": "1"}
             args = [self.python, "-s", "-B", "-c", _LAUNCHER, limits.launcher_arg(), f"{workdir}/main.py"]
-            keep = () if channel_w is None else (channel_w,)
-            return _execute(args, stdin=stdin, limits=limits, pass_fds=keep, channel_r=channel_r,
-                            close_after_start=keep, env=env, cwd=workdir, uid=self._uid, backend="rlimits")
-        finally:
+        except BaseException:
             for fd in (channel_r, channel_w):
                 if fd is not None:
                     _close_quietly(fd)
+            shutil.rmtree(workdir, ignore_errors=True)
+            raise
+        keep = () if channel_w is None else (channel_w,)
+        try:
+            return _execute(args, stdin=stdin, limits=limits, pass_fds=keep, channel_r=channel_r,
+                            close_after_start=keep, env=env, cwd=workdir, uid=self._uid, backend="rlimits")
+        finally:
+            if channel_r is not None:
+                os.close(channel_r)
             shutil.rmtree(workdir, ignore_errors=True)
 
 
@@ -365,6 +376,18 @@ def _close_quietly(fd: int) -> None:
         os.close(fd)
     except OSError:
         pass
+
+
+def _drain(fd: int, buffer: bytearray, cap: int) -> None:
+    os.set_blocking(fd, False)
+    try:
+        while len(buffer) < cap:
+            chunk = os.read(fd, _READ_CHUNK)
+            if not chunk:
+                return
+            buffer += chunk[:cap - len(buffer)]
+    except BlockingIOError:
+        return
 
 
 def _kill_group(pgid: int) -> None:
@@ -385,8 +408,8 @@ def _execute(args: list[str], *, stdin: bytes, limits: Limits, pass_fds: Sequenc
             env=env, cwd=cwd, start_new_session=True, close_fds=True,
             **({"user": uid, "group": uid, "extra_groups": []} if uid is not None else {}))
     except OSError as exc:
-        os.close(stdin_r)
-        os.close(stdin_w)
+        for fd in (stdin_r, stdin_w, *close_after_start):
+            _close_quietly(fd)
         return RunResult("sandbox_error", None, "", f"could not start the sandbox: {exc}", False, False,
                          time.monotonic() - start, b"", backend)
     os.close(stdin_r)
@@ -429,6 +452,10 @@ def _execute(args: list[str], *, stdin: bytes, limits: Limits, pass_fds: Sequenc
             if reason is not None:
                 break
             if proc.poll() is not None and not open_fds - {channel_r}:
+                # The program is gone and its output closed; a straggler (rlimits mode) may still hold
+                # the channel open, so take what is there without waiting for end-of-file.
+                if channel_r in open_fds:
+                    _drain(channel_r, buffers[channel_r], _CHANNEL_CAP)
                 break
     if reason is not None:
         _kill_group(proc.pid)
