@@ -7,6 +7,7 @@ CI installs bubblewrap, so a missing sandbox is a broken environment, not an opt
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,9 +16,6 @@ from corrgrpo_tasks.sandbox import Sandbox, probe
 from corrgrpo_tasks.sandbox._core import NOBODY
 
 FIXTURES = Path(__file__).resolve().parents[2] / "tasks" / "corrgrpo_tasks" / "code" / "fixtures"
-# Hostile programs that start background processes use this distinctive argument, so that a leftover
-# can be found even when the tests do not run as root.
-STRAY_MARK = "4242.5"
 
 
 @pytest.fixture(scope="session")
@@ -28,9 +26,9 @@ def box() -> Sandbox:
     return Sandbox()
 
 
-def stray_processes() -> list[str]:
+def _stray_processes(mark: str) -> list[str]:
     """Processes a sandbox may have left behind: any uid-65534 process (when we are root), or any
-    process whose command line carries STRAY_MARK."""
+    process whose command line carries ``mark`` (found even when the tests do not run as root)."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
@@ -40,7 +38,14 @@ def stray_processes() -> list[str]:
             cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
+        if "\nState:\tZ" in status:
+            continue  # already dead: an orphaned bwrap helper waiting for init to collect its exit status
         uid = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("Uid:")), -1)
-        if (os.geteuid() == 0 and uid == NOBODY) or STRAY_MARK in cmdline:
+        if (os.geteuid() == 0 and uid == NOBODY) or mark in cmdline:
             found.append(f"{entry.name}: uid {uid} {cmdline[:80]!r}")
     return found
+
+
+@pytest.fixture
+def stray_processes() -> Callable[[str], list[str]]:
+    return _stray_processes
