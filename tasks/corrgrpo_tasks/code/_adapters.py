@@ -30,7 +30,7 @@ def _completion_text(completion: Any) -> str:
 
 def _digest(texts: Sequence[str], truths: Sequence[Any]) -> str:
     digest = hashlib.sha256()
-    for text, truth in zip(texts, truths):
+    for text, truth in zip(texts, truths, strict=False):
         digest.update(text.encode("utf-8", "surrogatepass"))
         digest.update(b"\0")
         digest.update((truth if isinstance(truth, str) else json.dumps(truth, sort_keys=True, default=str))
@@ -94,7 +94,7 @@ def trl_reward_functions(*, components: Sequence[str] = COMPONENTS, ground_truth
             rows = [i for i, truth in enumerate(truths) if truth is not None]
             scores = cache.get([texts[i] for i in rows], [truths[i] for i in rows], options) if rows else []
             out: list[float | None] = [None] * len(texts)
-            for i, score in zip(rows, scores):
+            for i, score in zip(rows, scores, strict=False):
                 out[i] = score[component]
             return out
 
@@ -120,7 +120,7 @@ def make_openrlhf_reward_func(**options: Any) -> Callable[..., dict[str, Any]]:
         if not len(queries) == len(prompts) == len(labels):
             raise ValueError(f"queries, prompts and labels differ in length: {len(queries)}, {len(prompts)}, "
                              f"{len(labels)}")
-        responses = [q[len(p):] if q.startswith(p) else q for q, p in zip(queries, prompts)]
+        responses = [q.removeprefix(p) for q, p in zip(queries, prompts, strict=False)]
         scores = score_batch(responses, list(labels), **options)
         total = torch.tensor([s["score"] for s in scores], dtype=torch.float32)
         logs = {name: torch.tensor([s[name] for s in scores], dtype=torch.float32) for name in COMPONENTS}

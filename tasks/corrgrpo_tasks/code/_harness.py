@@ -18,6 +18,9 @@ Parsing and compiling happen here rather than in the scorer so that pathological
 nesting, huge literals) can only hurt the sandbox.
 """
 
+# Running the candidate is this file's purpose; the sandbox around it is the security boundary.
+# ruff: noqa: S102
+
 import ast
 import builtins
 import gc
@@ -127,11 +130,11 @@ def _same_output(got, expected):
         return True
     if len(got_lines) != len(expected_lines):
         return False
-    for mine, theirs in zip(got_lines, expected_lines):
+    for mine, theirs in zip(got_lines, expected_lines, strict=False):
         a, b = mine.split(), theirs.split()
         if len(a) != len(b):
             return False
-        for x, y in zip(a, b):
+        for x, y in zip(a, b, strict=False):
             if x == y:
                 continue
             try:
@@ -191,7 +194,7 @@ class _Job:
                 stdin_fd = os.dup(0)
                 os.dup2(read_end, 0)
                 os.close(read_end)
-                sys.stdin = open(0, encoding="utf-8", closefd=False)
+                sys.stdin = open(0, encoding="utf-8", closefd=False)  # noqa: SIM115 - lives as sys.stdin
             else:
                 sys.stdin = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8")
             saved = sys.stdout
@@ -232,9 +235,10 @@ def _main():
         gc.disable, gc.enable
 
     def emit(record):
-        try:
+        # No contextlib here: only references bound before the candidate ran are trusted.
+        try:  # noqa: SIM105
             write(channel, nonce + b" " + dumps(record).encode() + b"\n")
-        except Exception:  # noqa: BLE001 - a closed channel just means no report
+        except Exception:  # noqa: BLE001, S110 - a closed channel just means no report
             pass
 
     code = job["code"]

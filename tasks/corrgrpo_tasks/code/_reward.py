@@ -95,11 +95,11 @@ class CodeRewardConfig:
             unknown = set(weights) - set(COMPONENTS)
             if unknown:
                 raise ValueError(f"unknown weight names {sorted(unknown)}; known: {COMPONENTS}")
-            weights = tuple(float(weights.get(name, d)) for name, d in zip(COMPONENTS, DEFAULT_WEIGHTS))
+            weights = tuple(float(weights.get(name, d)) for name, d in zip(COMPONENTS, DEFAULT_WEIGHTS, strict=False))
         named = [options.pop(name, None) for name in _REFERENCE_WEIGHT_NAMES]
         if any(value is not None for value in named):
             base = weights if weights is not None else DEFAULT_WEIGHTS
-            weights = tuple(float(v) if v is not None else b for v, b in zip(named, base))
+            weights = tuple(float(v) if v is not None else b for v, b in zip(named, base, strict=False))
         if "memory_limit_mb" in options:
             options["memory_mb"] = options.pop("memory_limit_mb")
         fields = {f.name for f in dataclasses.fields(cls)}
@@ -150,7 +150,7 @@ def parse_verifier(ground_truth: str | bytes | Mapping[str, Any]) -> dict[str, A
         except json.JSONDecodeError as exc:
             raise ValueError(f"ground_truth is not valid JSON: {exc}") from None
     if not isinstance(ground_truth, Mapping):
-        raise ValueError(f"ground_truth must be a JSON object or mapping, got {type(ground_truth).__name__}")
+        raise TypeError(f"ground_truth must be a JSON object or mapping, got {type(ground_truth).__name__}")
     verifier = dict(ground_truth)
     kind = verifier.setdefault("kind", "check")
     if kind == "check":
@@ -206,7 +206,7 @@ def _finite_positive(value: Any) -> float | None:
 
 def _result(config: CodeRewardConfig, values: Mapping[str, float]) -> dict[str, float]:
     out = {name: float(values.get(name, 0.0)) for name in COMPONENTS}
-    score = sum(w * out[name] for w, name in zip(config.weights, COMPONENTS))
+    score = sum(w * out[name] for w, name in zip(config.weights, COMPONENTS, strict=False))
     return {"score": score, **out, **{name: float(values.get(name, 0.0)) for name in METADATA}}
 
 

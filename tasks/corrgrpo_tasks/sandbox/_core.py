@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import math
@@ -323,7 +324,7 @@ class Sandbox:
             args = [self._bwrap, "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session",
                     "--cap-drop", "ALL", *_system_binds(self.python, self.extra_ro_paths),
                     "--proc", "/proc", "--dev", "/dev", "--size", str(limits.tmp_mb << 20), "--tmpfs", "/tmp"]
-            for fd, name in zip(fds, named):
+            for fd, name in zip(fds, named, strict=False):
                 args += ["--ro-bind-data", str(fd), f"{_SANDBOX_DIR}/{name}"]
             args += ["--hostname", "sandbox", "--clearenv"]
             for key, value in self._env(channel_w).items():
@@ -372,10 +373,8 @@ class Sandbox:
 
 
 def _close_quietly(fd: int) -> None:
-    try:
+    with contextlib.suppress(OSError):
         os.close(fd)
-    except OSError:
-        pass
 
 
 def _drain(fd: int, buffer: bytearray, cap: int) -> None:
@@ -391,10 +390,8 @@ def _drain(fd: int, buffer: bytearray, cap: int) -> None:
 
 
 def _kill_group(pgid: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _execute(args: list[str], *, stdin: bytes, limits: Limits, pass_fds: Sequence[int], channel_r: int | None,
@@ -417,7 +414,8 @@ def _execute(args: list[str], *, stdin: bytes, limits: Limits, pass_fds: Sequenc
         _close_quietly(fd)  # the child holds its copies; ours would keep pipes open forever
     feeder = threading.Thread(target=_feed, args=(stdin_w, stdin), daemon=True)
     feeder.start()
-    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout is not None
+    assert proc.stderr is not None
     out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
     buffers: dict[int, bytearray] = {out_fd: bytearray(), err_fd: bytearray()}
     caps = {out_fd: limits.output_bytes, err_fd: limits.output_bytes}

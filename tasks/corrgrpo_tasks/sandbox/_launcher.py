@@ -32,7 +32,7 @@ def _main() -> None:
             import ctypes
 
             ctypes.CDLL(None, use_errno=True).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
-        except Exception:  # noqa: BLE001 - best effort; the wall-clock kill still applies
+        except Exception:  # noqa: BLE001, S110 - best effort; the wall-clock kill still applies
             pass
     _limit(resource.RLIMIT_CORE, 0)
     soft_cpu = max(1, cpu)
@@ -53,7 +53,7 @@ def _main() -> None:
     module = types.ModuleType("__main__")
     module.__file__ = path
     sys.modules["__main__"] = module
-    exec(compile(source, path, "exec", dont_inherit=True, optimize=0), module.__dict__)
+    exec(compile(source, path, "exec", dont_inherit=True, optimize=0), module.__dict__)  # noqa: S102
 
 
 if __name__ == "__main__":

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from corrgrpo_tasks.code import COMPONENTS, data, make_openrlhf_reward_func, trl_reward_functions
 from corrgrpo_tasks.code.evaluate import evaluate
 from corrgrpo_tasks.sandbox import Sandbox
@@ -55,10 +54,11 @@ def test_openrlhf_reward_func(leetcode: list[data.CodeTask], box: Sandbox) -> No
     func = make_openrlhf_reward_func(timeout_seconds=3)
     rows = data.to_openrlhf_rows(leetcode)
     prompts = ["PROMPT: " + t.prompt for t in leetcode]
-    queries = [p + reference_completion(t) for p, t in zip(prompts, leetcode)]
+    queries = [p + reference_completion(t) for p, t in zip(prompts, leetcode, strict=False)]
     queries[0] = prompts[0] + "no code"
     out = func(queries, prompts, [r["label"] for r in rows])
-    assert out["rewards"].dtype == torch.float32 and out["rewards"].shape == (len(leetcode),)
+    assert out["rewards"].dtype == torch.float32
+    assert out["rewards"].shape == (len(leetcode),)
     assert set(out["extra_logs"]) == set(COMPONENTS)
     assert out["extra_logs"]["accuracy_reward"].tolist() == [0.0] + [1.0] * (len(leetcode) - 1)
     assert torch.equal(out["scores"], out["rewards"])
@@ -71,11 +71,13 @@ def test_loaders_and_conversions() -> None:
     he = data.load_humaneval(data_files=str(FIXTURES / "humaneval.jsonl"))
     mbpp = data.load_mbpp(data_files=str(FIXTURES / "mbpp.jsonl"))
     lcb = data.load_livecodebench(data_files=str(FIXTURES / "livecodebench.jsonl"))
-    assert mbpp[0].verifier["entry_point"] == "remove_Occ" and "def check(candidate)" in mbpp[0].verifier["test"]
+    assert mbpp[0].verifier["entry_point"] == "remove_Occ"
+    assert "def check(candidate)" in mbpp[0].verifier["test"]
     assert {t.verifier["kind"] for t in lcb} == {"stdio", "check"}
     assert len(next(t for t in lcb if t.verifier["kind"] == "stdio").verifier["tests"]) == 3  # private decoded
     verl = data.to_verl_rows(he)
-    assert verl[0]["data_source"] == "humaneval" and verl[0]["prompt"][-1]["role"] == "user"
+    assert verl[0]["data_source"] == "humaneval"
+    assert verl[0]["prompt"][-1]["role"] == "user"
     assert verl[0]["reward_model"]["style"] == "rule"
     with pytest.raises(ValueError, match="split"):
         data.load_leetcode("dev")
@@ -99,8 +101,10 @@ def test_evaluate_pass_at_1_executable_efficiency(box: Sandbox) -> None:
     del box
     tasks = data.load_leetcode("test", data_files=str(FIXTURES / "leetcode_test.jsonl"))
     fast_max = "```python\nclass Solution:\n    def maxElement(self, nums):\n        return max(nums)\n```"
-    report = evaluate([fast_max, "```python\nclass Solution:\n    def countEvens(self, nums):\n"
-                                 "        return 1 / 0\n```"], [t.ground_truth for t in tasks], rounds=4)
+    report = evaluate([fast_max, ("```python\nclass Solution:\n    def countEvens(self, nums):\n"
+                                 "        return 1 / 0\n```")], [t.ground_truth for t in tasks], rounds=4)
     summary = report.summary()
-    assert summary["pass@1"] == 50.0 and summary["executable"] == 50.0
-    assert report.n_qualified == 1 and summary["efficiency"] >= 50.0  # built-in max beats the loop (noise aside)
+    assert summary["pass@1"] == 50.0
+    assert summary["executable"] == 50.0
+    assert report.n_qualified == 1
+    assert summary["efficiency"] >= 50.0

@@ -15,7 +15,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
 from corrgrpo_tasks.code import compute_score
 from corrgrpo_tasks.sandbox import Sandbox
 
@@ -55,8 +54,8 @@ hostile("write_outside_tmp", wrap("for p in ('/usr/pwned', '/pwned', '/etc/pwned
                                   "    try:\n        open(p, 'w').write('x')\n    except OSError:\n        pass\n"
                                   "return 'pwned'"), crashes=False)
 hostile("fill_disk", wrap("with open('/tmp/fill', 'wb') as f:\n    while True:\n        f.write(b'z' * (1 << 20))"))
-hostile("secret_from_environ", wrap(f"return os.environ.get('CORRGRPO_HOSTILE_SECRET') or "
-                                    f"open('/proc/1/environ').read()"), crashes=False)
+hostile("secret_from_environ", wrap("return os.environ.get('CORRGRPO_HOSTILE_SECRET') or "
+                                    "open('/proc/1/environ').read()"), crashes=False)
 hostile("secret_from_home", wrap("for p in (os.path.expanduser('~/secret.txt'), '{home}/secret.txt', "
                                  "'/root/secret.txt'):\n    try:\n        return open(p).read()\n"
                                  "    except OSError:\n        pass"), crashes=False)

@@ -7,7 +7,6 @@ import os
 import time
 
 import pytest
-
 from corrgrpo_tasks.code import score_batch
 from corrgrpo_tasks.sandbox import Sandbox
 
@@ -36,7 +35,7 @@ def test_500_samples_in_parallel(box: Sandbox, capsys: pytest.CaptureFixture[str
     with capsys.disabled():
         print(f"\n[load] {len(texts)} samples in {elapsed:.1f} s on {len(os.sched_getaffinity(0))} cores: "
               f"{rate:.1f} samples/s")
-    for name, score in zip(names, scores):
+    for name, score in zip(names, scores, strict=False):
         assert score["accuracy_reward"] == float(name == "correct"), (name, score)
         assert score["sandbox_error"] == 0.0
     assert elapsed < 150, f"500 samples took {elapsed:.0f} s"

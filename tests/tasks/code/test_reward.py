@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from corrgrpo_tasks.code import COMPONENTS, DEFAULT_WEIGHTS, CodeRewardConfig, compute_score, extract_code
 from corrgrpo_tasks.sandbox import Sandbox
 
@@ -62,10 +61,11 @@ def test_stage_components(name: str, results: dict[str, dict[str, float]]) -> No
     stages = tuple(int(got[k]) for k in COMPONENTS[:5])
     assert stages == EXPECTED[name], got
     assert set(got) >= {"score", *COMPONENTS}
-    weighted = sum(w * got[k] for w, k in zip(DEFAULT_WEIGHTS, COMPONENTS))
+    weighted = sum(w * got[k] for w, k in zip(DEFAULT_WEIGHTS, COMPONENTS, strict=False))
     assert got["score"] == pytest.approx(weighted)
     if not got["accuracy_reward"]:
-        assert got["efficiency_reward"] == 0.0 and got["efficiency_applied"] == 0.0
+        assert got["efficiency_reward"] == 0.0
+        assert got["efficiency_applied"] == 0.0
     assert got["timeout"] == float(name == "timeout")
 
 
@@ -95,10 +95,13 @@ def test_efficiency_against_stored_reference_runtime(box: Sandbox) -> None:
     del box
     gt = {**GT, "reference_solution": None, "reference_runtime_seconds": 10.0}
     result = compute_score("x", CASES["correct"], gt)
-    assert result["efficiency_applied"] == 1.0 and result["efficiency_reward"] > 0.9
-    assert result["ast_reference_available"] == 0.0 and result["ast_similarity_reward"] == 0.0
+    assert result["efficiency_applied"] == 1.0
+    assert result["efficiency_reward"] > 0.9
+    assert result["ast_reference_available"] == 0.0
+    assert result["ast_similarity_reward"] == 0.0
     none = compute_score("x", CASES["correct"], {**GT, "reference_solution": None})
-    assert none["efficiency_applied"] == 0.0 and none["efficiency_reward"] == 0.0
+    assert none["efficiency_applied"] == 0.0
+    assert none["efficiency_reward"] == 0.0
 
 
 def test_stdio_verifier(box: Sandbox) -> None:
@@ -141,3 +144,17 @@ def test_extract_code() -> None:
     assert extract_code("<think>class Solution: bad</think>\nSure:\nclass Solution:\n    pass\n") == (
         "class Solution:\n    pass", False)
     assert extract_code("```java\nclass Solution {}\n```")[1] is False
+
+
+def test_batch_survives_bad_samples(box: Sandbox) -> None:
+    from corrgrpo_tasks.code import score_batch
+
+    del box
+    texts = [CASES["correct"], CASES["correct"], CASES["timeout"], None]
+    truths = [GT, "{broken", GT, GT]
+    scores = score_batch(texts, truths, timeout_seconds=1.0)  # type: ignore[arg-type]
+    assert [s["accuracy_reward"] for s in scores] == [1.0, 0.0, 0.0, 0.0]
+    assert [s["sandbox_error"] for s in scores] == [0.0, 1.0, 0.0, 0.0]
+    assert scores[1]["score"] == 0.0
+    with pytest.raises(ValueError, match="ground truths"):
+        score_batch(texts, truths[:2])

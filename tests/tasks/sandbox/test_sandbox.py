@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import threading
 
 import pytest
-
 from corrgrpo_tasks.sandbox import INSTALL_HINT, Limits, Sandbox, SandboxUnavailableError, probe
 
 
@@ -36,9 +36,11 @@ def test_clean_environment_unprivileged_and_no_host_files(box: Sandbox) -> None:
         del os.environ["CORRGRPO_SANDBOX_SECRET"]
     assert result.ok, result.stderr
     lines = result.stdout.splitlines()
-    assert "CORRGRPO_SANDBOX_SECRET" not in result.stdout and "s3cret" not in result.stdout
+    assert "CORRGRPO_SANDBOX_SECRET" not in result.stdout
+    assert "s3cret" not in result.stdout
     assert lines[1] != "0 0"
-    assert "root" not in lines[2] and "home" not in lines[2]
+    assert "root" not in lines[2]
+    assert "home" not in lines[2]
     assert lines[3] == "False False False"
     assert lines[4] == "[]"
 
@@ -78,12 +80,14 @@ def test_cpu_limit(box: Sandbox) -> None:
 def test_output_is_capped_and_killed(box: Sandbox) -> None:
     result = box.run("import os\nwhile True: os.write(1, b'x' * 65536)", limits=Limits(output_bytes=1000))
     assert result.status == "output_limit"
-    assert result.stdout_truncated and len(result.stdout) == 1000
+    assert result.stdout_truncated
+    assert len(result.stdout) == 1000
 
 
 def test_memory_limit(box: Sandbox) -> None:
     result = box.run("x = bytearray(600 << 20)\nprint('allocated')", limits=Limits(memory_mb=256))
-    assert result.status == "error" and "MemoryError" in result.stderr
+    assert result.status == "error"
+    assert "MemoryError" in result.stderr
 
 
 def test_process_limit(box: Sandbox) -> None:
@@ -109,10 +113,8 @@ def test_no_network_even_to_host_loopback(box: Sandbox) -> None:
     accepted: list[object] = []
 
     def serve() -> None:
-        try:
+        with contextlib.suppress(OSError):
             accepted.append(server.accept())
-        except OSError:
-            pass
 
     thread = threading.Thread(target=serve)
     thread.start()
@@ -123,7 +125,8 @@ def test_no_network_even_to_host_loopback(box: Sandbox) -> None:
         "import os\nprint(sorted(os.listdir('/sys/class/net')) if os.path.exists('/sys/class/net') else 'no-sys')")
     thread.join()
     server.close()
-    assert "connected" not in result.stdout and not accepted
+    assert "connected" not in result.stdout
+    assert not accepted
     assert "refused" in result.stdout
 
 
@@ -138,7 +141,8 @@ def test_proc_shows_only_the_sandbox(box: Sandbox) -> None:
 def test_channel_and_files(box: Sandbox) -> None:
     result = box.run("import os\nos.write(int(os.environ['SANDBOX_CHANNEL_FD']), open('/sandbox/data.txt').read()"
                      ".encode())", files={"data.txt": "payload"}, channel=True)
-    assert result.ok and result.channel == b"payload"
+    assert result.ok
+    assert result.channel == b"payload"
     with pytest.raises(ValueError, match="invalid sandbox file name"):
         box.run("pass", files={"../x": "y"})
 
@@ -153,7 +157,8 @@ def test_limits_validation() -> None:
 
 def test_refuses_without_bubblewrap_and_says_how_to_install() -> None:
     ok, reason = probe("/nonexistent/bwrap")
-    assert not ok and "apt-get install -y bubblewrap" in reason
+    assert not ok
+    assert "apt-get install -y bubblewrap" in reason
     with pytest.raises(SandboxUnavailableError, match="apt-get install -y bubblewrap"):
         Sandbox(bwrap="/nonexistent/bwrap")
     assert "allow_unsafe=True" in INSTALL_HINT
