@@ -61,7 +61,7 @@ def _text_sink(cap):
     return raw, io.TextIOWrapper(io.BufferedWriter(raw), encoding="utf-8", errors="replace", write_through=True)
 
 
-def _ast_tokens(tree, cap):
+def _ast_tokens(tree: ast.AST, cap: int) -> list[str]:
     """Pre-order node types with closing markers, identifiers and literals left out."""
     tokens = []
     stack = [(tree, False)]

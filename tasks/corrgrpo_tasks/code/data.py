@@ -42,7 +42,7 @@ class CodeTask:
 
 
 def _load(path: str, *, name: str | None = None, split: str, data_files: Any = None) -> list[dict[str, Any]]:
-    import datasets
+    import datasets  # type: ignore[import-untyped,import-not-found,unused-ignore]
 
     if data_files is not None:
         rows = datasets.load_dataset("json", data_files=data_files, split="train")
@@ -67,7 +67,7 @@ def load_leetcode(split: str = "train", *, data_files: Any = None) -> list[CodeT
                     "num_tests": len(row.get("input_output") or []) or None}
         if row.get("reference_runtime_seconds") is not None:
             verifier["reference_runtime_seconds"] = row["reference_runtime_seconds"]
-        extra = {k: row[k] for k in ("question_id", "difficulty", "tags") if k in row}
+        extra: dict[str, Any] = {k: row[k] for k in ("question_id", "difficulty", "tags") if k in row}
         tasks.append(CodeTask(str(row["task_id"]), "leetcodedataset", str(row["query"]), verifier,
                               {"split": split, **extra}))
     return tasks

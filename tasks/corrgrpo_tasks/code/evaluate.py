@@ -59,7 +59,7 @@ def evaluate(completions: Sequence[str], ground_truths: Sequence[Any], *, rounds
     n = len(scores)
     executable = 100.0 * sum(s["runtime_reward"] for s in scores) / n
     passed = 100.0 * sum(s["accuracy_reward"] for s in scores) / n
-    paired = [s["_timing"] for s in scores if s.get("_timing") is not None]
+    paired: list[Any] = [s["_timing"] for s in scores if s.get("_timing") is not None]
     qualified = [(c, r) for c, r in paired if len(c) == rounds and len(r) == rounds]
     efficiency = None
     if qualified:

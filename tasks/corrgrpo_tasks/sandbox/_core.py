@@ -332,11 +332,11 @@ class Sandbox:
             args += ["--chdir", "/tmp", "--remount-ro", "/", "--",
                      self.python, "-s", "-B", "-c", _LAUNCHER, limits.launcher_arg(), f"{_SANDBOX_DIR}/main.py"]
         except BaseException:
-            for fd in (*fds, channel_r, channel_w):
-                if fd is not None:
-                    _close_quietly(fd)
+            for leftover in (*fds, channel_r, channel_w):
+                if leftover is not None:
+                    _close_quietly(leftover)
             raise
-        keep = (*fds, *(() if channel_w is None else (channel_w,)))
+        keep = tuple(fds) if channel_w is None else (*fds, channel_w)
         try:
             # _execute closes `keep` right after the start: closing them twice could hit a descriptor
             # that another scoring thread has been handed since.
@@ -357,9 +357,9 @@ class Sandbox:
             env = {**self._env(channel_w), "HOME": workdir, "TMPDIR": workdir, "SANDBOX_PDEATHSIG": "1"}
             args = [self.python, "-s", "-B", "-c", _LAUNCHER, limits.launcher_arg(), f"{workdir}/main.py"]
         except BaseException:
-            for fd in (channel_r, channel_w):
-                if fd is not None:
-                    _close_quietly(fd)
+            for leftover in (channel_r, channel_w):
+                if leftover is not None:
+                    _close_quietly(leftover)
             shutil.rmtree(workdir, ignore_errors=True)
             raise
         keep = () if channel_w is None else (channel_w,)
@@ -400,10 +400,13 @@ def _execute(args: list[str], *, stdin: bytes, limits: Limits, pass_fds: Sequenc
     stdin_r, stdin_w = os.pipe()
     start = time.monotonic()
     try:
-        proc = subprocess.Popen(
-            args, stdin=stdin_r, stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=tuple(pass_fds),
-            env=env, cwd=cwd, start_new_session=True, close_fds=True,
-            **({"user": uid, "group": uid, "extra_groups": []} if uid is not None else {}))
+        if uid is None:
+            proc = subprocess.Popen(args, stdin=stdin_r, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    pass_fds=tuple(pass_fds), env=env, cwd=cwd, start_new_session=True)
+        else:
+            proc = subprocess.Popen(args, stdin=stdin_r, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    pass_fds=tuple(pass_fds), env=env, cwd=cwd, start_new_session=True,
+                                    user=uid, group=uid, extra_groups=[])
     except OSError as exc:
         for fd in (stdin_r, stdin_w, *close_after_start):
             _close_quietly(fd)

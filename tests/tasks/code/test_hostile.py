@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import socket
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -163,7 +164,12 @@ def test_after_corpus_scorer_works_no_strays_host_unchanged(
     # Runs after the corpus (file order): the scorer still scores, nothing is left running.
     good = "```python\nclass Solution:\n    def solve(self):\n        return " + repr(SECRET) + "\n```"
     assert compute_score("leetcodedataset", good, GROUND_TRUTH, **OPTIONS)["accuracy_reward"] == 1.0
-    assert stray_processes(STRAY_MARK) == []
+    # bwrap returns as soon as the program's status is known; the namespace's last processes are torn
+    # down by the kernel right after, so allow that a moment before calling anything a leftover.
+    deadline = time.monotonic() + 3.0
+    while (strays := stray_processes(STRAY_MARK)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert strays == []
     for path in ("/usr/pwned", "/pwned", "/etc/pwned"):
         assert not os.path.exists(path)
     assert box.run("print(1)").stdout == "1\n"

@@ -158,3 +158,20 @@ def test_batch_survives_bad_samples(box: Sandbox) -> None:
     assert scores[1]["score"] == 0.0
     with pytest.raises(ValueError, match="ground truths"):
         score_batch(texts, truths[:2])
+
+
+def test_reward_refuses_without_bubblewrap(monkeypatch: pytest.MonkeyPatch) -> None:
+    from corrgrpo_tasks.code import _reward
+    from corrgrpo_tasks.sandbox import SandboxUnavailableError, _core
+
+    monkeypatch.setattr(_core.shutil, "which", lambda name: None)
+    _reward._sandbox.cache_clear()
+    try:
+        with pytest.raises(SandboxUnavailableError, match="apt-get install -y bubblewrap"):
+            compute_score("leetcodedataset", CASES["correct"], GT)
+        from corrgrpo_tasks.code import score_batch
+
+        with pytest.raises(SandboxUnavailableError, match="bubblewrap"):
+            score_batch([CASES["correct"]], [GT])
+    finally:
+        _reward._sandbox.cache_clear()
