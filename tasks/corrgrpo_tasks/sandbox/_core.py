@@ -47,6 +47,7 @@ _LAUNCHER = (Path(__file__).with_name("_launcher.py")).read_text()
 _SANDBOX_DIR = "/sandbox"
 _CHANNEL_CAP = 1 << 20
 _READ_CHUNK = 1 << 16
+_SHM_BYTES = 16 << 20
 
 Status = Literal["ok", "error", "timeout", "output_limit", "sandbox_error"]
 
@@ -323,13 +324,16 @@ class Sandbox:
         try:
             args = [self._bwrap, "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session",
                     "--cap-drop", "ALL", *_system_binds(self.python, self.extra_ro_paths),
-                    "--proc", "/proc", "--dev", "/dev", "--size", str(limits.tmp_mb << 20), "--tmpfs", "/tmp"]
+                    "--proc", "/proc", "--dev", "/dev", "--size", str(limits.tmp_mb << 20), "--tmpfs", "/tmp",
+                    # bwrap's /dev is an unbounded tmpfs owned by the sandbox user: make it read-only
+                    # below, leaving only a small /dev/shm for POSIX semaphores and shared memory.
+                    "--size", str(_SHM_BYTES), "--tmpfs", "/dev/shm"]
             for fd, name in zip(fds, named, strict=False):
                 args += ["--ro-bind-data", str(fd), f"{_SANDBOX_DIR}/{name}"]
             args += ["--hostname", "sandbox", "--clearenv"]
             for key, value in self._env(channel_w).items():
                 args += ["--setenv", key, value]
-            args += ["--chdir", "/tmp", "--remount-ro", "/", "--",
+            args += ["--chdir", "/tmp", "--remount-ro", "/dev", "--remount-ro", "/", "--",
                      self.python, "-s", "-B", "-c", _LAUNCHER, limits.launcher_arg(), f"{_SANDBOX_DIR}/main.py"]
         except BaseException:
             for leftover in (*fds, channel_r, channel_w):

@@ -54,6 +54,9 @@ hostile("huge_stderr", wrap("while True:\n    os.write(2, b'e' * 65536)"))
 hostile("write_outside_tmp", wrap("for p in ('/usr/pwned', '/pwned', '/etc/pwned', '{host}/pwned'):\n"
                                   "    try:\n        open(p, 'w').write('x')\n    except OSError:\n        pass\n"
                                   "return 'pwned'"), crashes=False)
+hostile("fill_dev_and_shm", wrap("i = 0\nwhile True:\n    for d in ('/dev', '/dev/shm'):\n        try:\n"
+                                 "            open(f'{d}/f{i}', 'wb').write(b'z' * (8 << 20))\n"
+                                 "        except OSError:\n            pass\n    i += 1"))
 hostile("fill_disk", wrap("with open('/tmp/fill', 'wb') as f:\n    while True:\n        f.write(b'z' * (1 << 20))"))
 hostile("secret_from_environ", wrap("return os.environ.get('CORRGRPO_HOSTILE_SECRET') or "
                                     "open('/proc/1/environ').read()"), crashes=False)

@@ -48,7 +48,7 @@ def test_clean_environment_unprivileged_and_no_host_files(box: Sandbox) -> None:
 def test_root_is_read_only_and_tmp_is_private_and_capped(box: Sandbox) -> None:
     result = box.run(
         "import errno\n"
-        "for path in ('/usr/evil', '/evil', '/sandbox/evil'):\n"
+        "for path in ('/usr/evil', '/evil', '/sandbox/evil', '/dev/evil'):\n"
         "    try:\n"
         "        open(path, 'w')\n"
         "        print('wrote', path)\n"
@@ -61,7 +61,7 @@ def test_root_is_read_only_and_tmp_is_private_and_capped(box: Sandbox) -> None:
         "    print('full', exc.errno in (errno.ENOSPC, errno.EFBIG))\n",
         limits=Limits(tmp_mb=4))
     assert "wrote" not in result.stdout, result.stdout
-    assert result.stdout.count("denied") == 3
+    assert result.stdout.count("denied") == 4
     assert "full True" in result.stdout or result.exit_code == 128 + 25  # SIGXFSZ
 
 
