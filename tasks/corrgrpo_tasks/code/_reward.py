@@ -58,6 +58,9 @@ class CodeRewardConfig:
         Longer extracted programs are not run and score 0 beyond format (default 100000).
     allow_unsafe
         Allow the rlimits-only fallback when bubblewrap is unavailable (default False: refuse).
+    python_paths
+        Host directories put read-only on the sandbox's ``PYTHONPATH`` (e.g. a site-packages with
+        ``sortedcontainers``); default none: the sandbox interpreter's own standard library only.
     keep_timing
         Attach the raw per-round times as ``"_timing": (candidate, reference)`` (for ``evaluate``).
     """
@@ -71,6 +74,7 @@ class CodeRewardConfig:
     ast_token_cap: int = 4000
     max_code_chars: int = 100_000
     allow_unsafe: bool = False
+    python_paths: tuple[str, ...] = ()
     keep_timing: bool = False
 
     def __post_init__(self) -> None:
@@ -81,6 +85,7 @@ class CodeRewardConfig:
         if any(not math.isfinite(w) or w < 0 for w in weights) or sum(weights) <= 0:
             raise ValueError(f"weights must be finite, non-negative and not all zero, got {weights}")
         object.__setattr__(self, "weights", weights)
+        object.__setattr__(self, "python_paths", tuple(str(p) for p in self.python_paths))
         if not self.timeout_seconds > 0 or not math.isfinite(self.timeout_seconds):
             raise ValueError(f"timeout_seconds must be positive, got {self.timeout_seconds}")
         if self.timing_rounds < 1 or self.timing_min_rounds < 1:
@@ -177,8 +182,8 @@ def _reference_tokens(reference: str, cap: int) -> tuple[str, ...] | None:
 
 
 @functools.lru_cache(maxsize=4)
-def _sandbox(allow_unsafe: bool) -> Sandbox:
-    return Sandbox(allow_unsafe=allow_unsafe)
+def _sandbox(allow_unsafe: bool, python_paths: tuple[str, ...] = ()) -> Sandbox:
+    return Sandbox(allow_unsafe=allow_unsafe, python_paths=python_paths)
 
 
 def _records(channel: bytes, nonce: str) -> dict[str, dict[str, Any]]:
@@ -301,7 +306,7 @@ def compute_score(data_source: str | None, solution_str: str, ground_truth: str 
     """
     config = CodeRewardConfig.from_kwargs(kwargs)
     verifier = parse_verifier(ground_truth)
-    return _score_one(solution_str, verifier, config, _sandbox(config.allow_unsafe))
+    return _score_one(solution_str, verifier, config, _sandbox(config.allow_unsafe, config.python_paths))
 
 
 def _zero(config: CodeRewardConfig, **flags: float) -> dict[str, float]:
@@ -319,7 +324,7 @@ def score_batch(solution_strs: Sequence[str], ground_truths: Sequence[str | byte
     if len(solution_strs) != len(ground_truths):
         raise ValueError(f"{len(solution_strs)} solutions but {len(ground_truths)} ground truths")
     config = CodeRewardConfig.from_kwargs(kwargs)
-    sandbox = _sandbox(config.allow_unsafe)
+    sandbox = _sandbox(config.allow_unsafe, config.python_paths)
     workers = max_workers if max_workers is not None else len(os.sched_getaffinity(0))
     if workers < 1:
         raise ValueError(f"max_workers must be at least 1, got {workers}")

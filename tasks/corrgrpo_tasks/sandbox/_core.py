@@ -170,7 +170,7 @@ def _run_as() -> int | None:
     return NOBODY if os.geteuid() == 0 else None
 
 
-def _system_binds(python: str, extra_ro_paths: Sequence[str]) -> list[str]:
+def _system_binds(python: str) -> list[str]:
     args = ["--ro-bind", "/usr", "/usr"]
     for top in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
         path = "/" + top
@@ -183,7 +183,7 @@ def _system_binds(python: str, extra_ro_paths: Sequence[str]) -> list[str]:
         args += ["--ro-bind-try", path, path]
     prefix = os.path.dirname(os.path.dirname(python))
     roots = [prefix] if not prefix.startswith("/usr/") and prefix != "/usr" else []
-    for path in [*roots, *extra_ro_paths]:
+    for path in roots:
         args += ["--ro-bind", path, path]
     return args
 
@@ -251,7 +251,10 @@ class Sandbox:
         Interpreter to run inside the sandbox; default: this one's base interpreter if the sandbox user
         can reach it, else ``/usr/bin/python3``. Programs get its standard library and site-packages.
     extra_ro_paths
-        More host paths to expose read-only (e.g. a site-packages with ``sortedcontainers``).
+        More host paths to expose read-only.
+    python_paths
+        Host directories exposed read-only and put on the sandbox's ``PYTHONPATH`` (e.g. a
+        site-packages holding ``sortedcontainers``, which some LeetCode solutions import).
 
     Examples
     --------
@@ -261,7 +264,8 @@ class Sandbox:
     """
 
     def __init__(self, *, allow_unsafe: bool = False, backend: Literal["auto", "bwrap", "rlimits"] = "auto",
-                 python: str | None = None, extra_ro_paths: Sequence[str] = (), bwrap: str | None = None,
+                 python: str | None = None, extra_ro_paths: Sequence[str] = (),
+                 python_paths: Sequence[str] = (), bwrap: str | None = None,
                  _probe: bool = True) -> None:
         if backend not in ("auto", "bwrap", "rlimits"):
             raise ValueError(f"backend must be 'auto', 'bwrap' or 'rlimits', got {backend!r}")
@@ -269,7 +273,11 @@ class Sandbox:
             raise ValueError("backend='rlimits' runs untrusted code without isolation; pass allow_unsafe=True")
         self._uid = _run_as()
         self.python = python if python is not None else _find_python(self._uid)
-        self.extra_ro_paths = tuple(str(p) for p in extra_ro_paths)
+        self.python_paths = tuple(os.path.realpath(p) for p in python_paths)
+        missing = [p for p in self.python_paths if not os.path.isdir(p)]
+        if missing:
+            raise ValueError(f"python_paths must be existing directories, missing: {missing}")
+        self.extra_ro_paths = (*(str(p) for p in extra_ro_paths), *self.python_paths)
         self._bwrap = bwrap or shutil.which("bwrap")
         self.backend: Literal["bwrap", "rlimits"] = "bwrap"
         if backend == "rlimits":
@@ -313,6 +321,8 @@ class Sandbox:
     def _env(self, channel_fd: int | None) -> dict[str, str]:
         env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8",
                "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONIOENCODING": "utf-8"}
+        if self.python_paths:
+            env["PYTHONPATH"] = os.pathsep.join(self.python_paths)
         if channel_fd is not None:
             env["SANDBOX_CHANNEL_FD"] = str(channel_fd)
         return env
@@ -323,11 +333,13 @@ class Sandbox:
         channel_r, channel_w = os.pipe() if channel else (None, None)
         try:
             args = [self._bwrap, "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session",
-                    "--cap-drop", "ALL", *_system_binds(self.python, self.extra_ro_paths),
+                    "--cap-drop", "ALL", *_system_binds(self.python),
                     "--proc", "/proc", "--dev", "/dev", "--size", str(limits.tmp_mb << 20), "--tmpfs", "/tmp",
                     # bwrap's /dev is an unbounded tmpfs owned by the sandbox user: make it read-only
                     # below, leaving only a small /dev/shm for POSIX semaphores and shared memory.
                     "--size", str(_SHM_BYTES), "--tmpfs", "/dev/shm"]
+            for path in self.extra_ro_paths:  # after /tmp's tmpfs, which would hide paths below it
+                args += ["--ro-bind", path, path]
             for fd, name in zip(fds, named, strict=False):
                 args += ["--ro-bind-data", str(fd), f"{_SANDBOX_DIR}/{name}"]
             args += ["--hostname", "sandbox", "--clearenv"]

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import socket
+import tempfile
 import threading
+from pathlib import Path
 
 import pytest
 from corrgrpo_tasks.sandbox import INSTALL_HINT, Limits, Sandbox, SandboxUnavailableError, probe
@@ -173,3 +176,21 @@ def test_unsafe_mode_only_on_request_and_still_limits() -> None:
     assert unsafe.run("print(input())", stdin="x").stdout == "x\n"
     assert unsafe.run("while True: pass", limits=Limits(wall_seconds=0.5)).status == "timeout"
     assert "MemoryError" in unsafe.run("x = bytearray(600 << 20)", limits=Limits(memory_mb=256)).stderr
+
+
+def test_python_paths_are_importable_and_read_only(box: Sandbox) -> None:
+    del box
+    root = Path(tempfile.mkdtemp(prefix="corrgrpo-pypath-"))
+    try:
+        root.chmod(0o755)  # the sandbox user must be able to reach it
+        (root / "helper_mod_x.py").write_text("VALUE = 42\n")
+        (root / "helper_mod_x.py").chmod(0o644)
+        result = Sandbox(python_paths=[str(root)]).run(
+            "import helper_mod_x\nprint(helper_mod_x.VALUE)\n"
+            f"try:\n    open('{root}/new.py', 'w')\nexcept OSError:\n    print('read-only')")
+        assert result.stdout.split() == ["42", "read-only"]
+        assert sorted(p.name for p in root.iterdir()) == ["helper_mod_x.py"]
+    finally:
+        shutil.rmtree(root)
+    with pytest.raises(ValueError, match="python_paths"):
+        Sandbox(python_paths=["/nonexistent/dir"])
