@@ -21,6 +21,8 @@ nesting, huge literals) can only hurt the sandbox.
 # Running the candidate is this file's purpose; the sandbox around it is the security boundary.
 # ruff: noqa: S102
 
+from __future__ import annotations
+
 import ast
 import builtins
 import gc
@@ -29,6 +31,9 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
+from types import CodeType, TracebackType
+from typing import Any
 
 _PLAIN = (int, float, complex, str, bytes, bool, type(None))
 _CONTAINERS = (list, tuple, set, frozenset)
@@ -38,16 +43,16 @@ _HACK_METHODS = ("__eq__", "__ne__", "__bool__")
 class _Sink(io.RawIOBase):
     """A writable raw stream that keeps the first ``cap`` bytes and counts the rest."""
 
-    def __init__(self, cap):
+    def __init__(self, cap: int) -> None:
         super().__init__()
         self.cap = cap
         self.data = bytearray()
         self.total = 0
 
-    def writable(self):
+    def writable(self) -> bool:
         return True
 
-    def write(self, chunk):
+    def write(self, chunk: Any) -> int:
         size = len(chunk)
         room = self.cap - len(self.data)
         if room > 0:
@@ -56,15 +61,15 @@ class _Sink(io.RawIOBase):
         return size
 
 
-def _text_sink(cap):
+def _text_sink(cap: int) -> tuple[_Sink, io.TextIOWrapper]:
     raw = _Sink(cap)
     return raw, io.TextIOWrapper(io.BufferedWriter(raw), encoding="utf-8", errors="replace", write_through=True)
 
 
 def _ast_tokens(tree: ast.AST, cap: int) -> list[str]:
     """Pre-order node types with closing markers, identifiers and literals left out."""
-    tokens = []
-    stack = [(tree, False)]
+    tokens: list[str] = []
+    stack: list[tuple[ast.AST, bool]] = [(tree, False)]
     while stack and len(tokens) < cap:
         node, closing = stack.pop()
         name = type(node).__name__
@@ -78,7 +83,7 @@ def _ast_tokens(tree: ast.AST, cap: int) -> list[str]:
     return tokens
 
 
-def _innermost_file(tb):
+def _innermost_file(tb: TracebackType | None) -> str:
     filename = ""
     while tb is not None:
         filename = tb.tb_frame.f_code.co_filename
@@ -86,7 +91,7 @@ def _innermost_file(tb):
     return filename
 
 
-def _defined_by_candidate(kind):
+def _defined_by_candidate(kind: type) -> bool:
     for klass in type.__getattribute__(kind, "__mro__"):
         namespace = type.__getattribute__(klass, "__dict__")
         for method in _HACK_METHODS:
@@ -96,9 +101,9 @@ def _defined_by_candidate(kind):
     return False
 
 
-def _check_result(value, budget=20000):
+def _check_result(value: object, budget: int = 20000) -> None:
     """Raise when a returned value could fake test comparisons (the always-equal hack)."""
-    pending = [value]
+    pending: list[Any] = [value]
     while pending and budget > 0:
         budget -= 1
         item = pending.pop()
@@ -114,8 +119,8 @@ def _check_result(value, budget=20000):
             pending.extend(item.values())
 
 
-def _guard(candidate):
-    def guarded(*args, **kwargs):
+def _guard(candidate: Callable[..., Any]) -> Callable[..., Any]:
+    def guarded(*args: Any, **kwargs: Any) -> Any:
         result = candidate(*args, **kwargs)
         _check_result(result)
         return result
@@ -123,7 +128,7 @@ def _guard(candidate):
     return guarded
 
 
-def _same_output(got, expected):
+def _same_output(got: str, expected: str) -> bool:
     got_lines = [line.rstrip() for line in got.rstrip().splitlines()]
     expected_lines = [line.rstrip() for line in expected.rstrip().splitlines()]
     if got_lines == expected_lines:
@@ -147,12 +152,19 @@ def _same_output(got, expected):
 
 
 class _Job:
-    def __init__(self, job):
+    prompt: CodeType
+    program: CodeType
+    test: CodeType
+    entry: CodeType
+    cases: list[tuple[str, str]]
+    reference: CodeType | None
+
+    def __init__(self, job: dict[str, Any]) -> None:
         self.job = job
         self.kind = job.get("kind", "check")
         self.print_cap = int(job.get("print_cap", 1 << 16))
 
-    def compile_all(self, code):
+    def compile_all(self, code: str) -> None:
         job = self.job
         self.prompt = compile(job.get("prompt") or "", "<prompt>", "exec", dont_inherit=True, optimize=0)
         self.program = compile(code, "<solution>", "exec", dont_inherit=True, optimize=0)
@@ -168,7 +180,7 @@ class _Job:
             except (SyntaxError, ValueError):
                 self.reference = None
 
-    def prepare(self, program, guard):
+    def prepare(self, program: CodeType, guard: bool) -> Callable[[], None]:
         """Fresh namespace with the program loaded; returns a zero-argument callable running the tests."""
         if self.kind == "check":
             namespace = {"__name__": "__solution__", "__builtins__": builtins}
@@ -176,16 +188,16 @@ class _Job:
             exec(program, namespace)
             exec(self.test, namespace)
             candidate = eval(self.entry, namespace)
-            check = namespace["check"]
+            check: Any = namespace["check"]
             wrapped = _guard(candidate) if guard else candidate
             return lambda: check(wrapped)
         return lambda: self.run_cases(program)
 
-    def run_cases(self, program):
+    def run_cases(self, program: CodeType) -> None:
         for given, expected in self.cases:
             data = given.encode()
             raw, sink = _text_sink(max(2 * len(expected.encode()) + 1024, self.print_cap))
-            namespace = {"__name__": "__main__", "__builtins__": builtins}
+            namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
             stdin_fd = None
             if len(data) <= 60000:  # fits a pipe buffer: programs reading fd 0 directly work too
                 read_end, write_end = os.pipe()
@@ -219,7 +231,7 @@ class _WrongAnswer(Exception):
     pass
 
 
-def _main():
+def _main() -> None:
     started = time.perf_counter()
     raw = sys.stdin.buffer.read()
     # The job (tests, reference solution, nonce) must not stay readable from fd 0 by the candidate.
@@ -234,7 +246,7 @@ def _main():
     write, dumps, perf, collect, disable, enable = os.write, json.dumps, time.perf_counter, gc.collect, \
         gc.disable, gc.enable
 
-    def emit(record):
+    def emit(record: dict[str, Any]) -> None:
         # No contextlib here: only references bound before the candidate ran are trusted.
         try:  # noqa: SIM105
             write(channel, nonce + b" " + dumps(record).encode() + b"\n")
@@ -298,7 +310,8 @@ def _main():
                 reference_suite = None
         rounds, min_rounds, budget = int(timing["rounds"]), int(timing["min_rounds"]), float(timing["budget"])
         deadline = started + float(timing.get("deadline", 1e9))
-        times = {"candidate": [], "reference": [] if reference_suite is not None else None}
+        times: dict[str, list[float] | None] = {"candidate": [],
+                                                "reference": [] if reference_suite is not None else None}
         # Sub-millisecond suites are below timer noise: repeat them inside each measurement.
         repeat = max(1, min(1000, int(0.002 / max(seconds, 1e-7)) + 1))
         began = perf()
@@ -309,17 +322,18 @@ def _main():
                 break
             order = ("candidate", "reference") if index % 2 == 0 else ("reference", "candidate")
             for who in order:
-                if times[who] is None:
+                bucket = times[who]
+                program = runner.program if who == "candidate" else runner.reference
+                if bucket is None or program is None:
                     continue
-                suite = runner.prepare(runner.program if who == "candidate" else runner.reference,
-                                       guard=who == "candidate")
+                suite = runner.prepare(program, guard=who == "candidate")
                 collect()
                 disable()
                 try:
                     start = perf()
                     for _ in range(repeat):
                         suite()
-                    times[who].append((perf() - start) / repeat)
+                    bucket.append((perf() - start) / repeat)
                 finally:
                     enable()
             if index + 1 >= min_rounds and perf() - began > budget:
