@@ -6,8 +6,11 @@ import contextlib
 import os
 import shutil
 import socket
+import subprocess
+import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -194,3 +197,39 @@ def test_python_paths_are_importable_and_read_only(box: Sandbox) -> None:
         shutil.rmtree(root)
     with pytest.raises(ValueError, match="python_paths"):
         Sandbox(python_paths=["/nonexistent/dir"])
+
+
+def _sandboxed_sleepers(mark: str) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes()
+                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                continue
+            if cmdline == b"sleep\0" + mark.encode() + b"\0" and state != "Z":
+                pids.append(int(entry.name))
+    return pids
+
+
+def test_sandbox_dies_with_the_scoring_process(box: Sandbox) -> None:
+    del box
+    mark = "4242.75"  # the sandboxed program's command line carries it (as an argument)
+    parent = subprocess.Popen([sys.executable, "-c", (
+        "from corrgrpo_tasks.sandbox import Sandbox, Limits\n"
+        "Sandbox().run('import os; os.execv(\"/bin/sleep\", [\"sleep\", \"" + mark + "\"])', "
+        "limits=Limits(wall_seconds=60))\n")])
+    try:
+        deadline = time.monotonic() + 20
+        while not _sandboxed_sleepers(mark):
+            assert time.monotonic() < deadline, "the sandboxed program never started"
+            assert parent.poll() is None, "the scoring process exited early"
+            time.sleep(0.05)
+    finally:
+        parent.kill()
+        parent.wait()
+    deadline = time.monotonic() + 5
+    while _sandboxed_sleepers(mark) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _sandboxed_sleepers(mark) == []
