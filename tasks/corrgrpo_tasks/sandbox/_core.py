@@ -48,6 +48,9 @@ _SANDBOX_DIR = "/sandbox"
 _CHANNEL_CAP = 1 << 20
 _READ_CHUNK = 1 << 16
 _SHM_BYTES = 16 << 20
+# After the program exits, how long its pipes may take to deliver the rest and close (bwrap returns as
+# soon as the program's status is known, while the kernel tears the namespace down).
+_EXIT_GRACE = 0.5
 
 Status = Literal["ok", "error", "timeout", "output_limit", "sandbox_error"]
 
@@ -448,12 +451,18 @@ def _execute(args: list[str], *, stdin: bytes, limits: Limits, pass_fds: Sequenc
         for fd in buffers:
             selector.register(fd, selectors.EVENT_READ)
         open_fds = set(buffers)
+        exited_at: float | None = None
         while open_fds:
-            remaining = deadline - time.monotonic()
+            now = time.monotonic()
+            if exited_at is None and proc.poll() is not None:
+                exited_at = now
+            if exited_at is not None and now - exited_at > _EXIT_GRACE:
+                break  # the program is done; whoever still holds its pipes (rlimits mode) is not waited for
+            remaining = deadline - now
             if remaining <= 0:
                 reason = "timeout"
                 break
-            for key, _ in selector.select(timeout=min(remaining, 0.5)):
+            for key, _ in selector.select(timeout=min(remaining, 0.05 if exited_at is not None else 0.5)):
                 fd = int(key.fd)
                 chunk = os.read(fd, _READ_CHUNK)
                 if not chunk:
