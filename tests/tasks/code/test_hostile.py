@@ -158,6 +158,24 @@ def test_hostile_program_is_contained(name: str, box: Sandbox, host: Path, loopb
     assert sorted(p.name for p in host.iterdir()) == ["secret.txt"]
 
 
+def test_whole_corpus_in_one_parallel_batch(box: Sandbox, host: Path, loopback_server: tuple[int, list[str]],
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    from corrgrpo_tasks.code import score_batch
+
+    del box
+    port, hits = loopback_server
+    monkeypatch.setenv("CORRGRPO_HOSTILE_SECRET", SECRET)
+    good = "```python\nclass Solution:\n    def solve(self):\n        return " + repr(SECRET) + "\n```"
+    texts = [good]
+    for completion, _ in HOSTILE.values():
+        texts.append(completion.replace("{host}", str(host)).replace("{home}", str(host))
+                     .replace("{port}", str(port)).replace("{scorer}", str(os.getpid())))
+    texts.append(good)
+    scores = score_batch(texts, [GROUND_TRUTH] * len(texts), **OPTIONS)
+    assert [s["accuracy_reward"] for s in scores] == [1.0] + [0.0] * len(HOSTILE) + [1.0]
+    assert not hits
+
+
 def test_corpus_is_large_enough() -> None:
     assert len(HOSTILE) >= 25
 
