@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
 from corrgrpo_tasks.sandbox import Sandbox, probe
 from corrgrpo_tasks.sandbox._core import NOBODY
 

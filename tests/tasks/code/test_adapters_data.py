@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from corrgrpo_tasks.code import COMPONENTS, data, make_openrlhf_reward_func, trl_reward_functions
 from corrgrpo_tasks.code.evaluate import evaluate
 from corrgrpo_tasks.sandbox import Sandbox

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
 from corrgrpo_tasks.code import compute_score
 from corrgrpo_tasks.sandbox import Sandbox
 

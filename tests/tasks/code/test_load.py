@@ -7,6 +7,7 @@ import os
 import time
 
 import pytest
+
 from corrgrpo_tasks.code import score_batch
 from corrgrpo_tasks.sandbox import Sandbox
 

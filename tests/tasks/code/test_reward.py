@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from corrgrpo_tasks.code import COMPONENTS, DEFAULT_WEIGHTS, CodeRewardConfig, compute_score, extract_code
 from corrgrpo_tasks.sandbox import Sandbox
 

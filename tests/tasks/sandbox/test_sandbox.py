@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from corrgrpo_tasks.sandbox import INSTALL_HINT, Limits, Sandbox, SandboxUnavailableError, probe
 
 
