@@ -3,4 +3,4 @@
 # The real sandbox needs bubblewrap on the machine (.ci/run installs it); the tests report, not skip, when
 # it is missing.
 "$PY" -m pip install -q --upgrade pip
-"$PY" -m pip install -q -e ".[test,lint]" "datasets>=3.0" torch
+"$PY" -m pip install -q -e ".[test,lint,tasks]" torch
