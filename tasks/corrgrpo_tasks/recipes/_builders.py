@@ -116,7 +116,8 @@ def verl_overrides(domain: str, estimator: str, hp: HParams) -> dict[str, Any]:
         "trainer.experiment_name": _experiment(domain, estimator, hp),
         "trainer.default_local_dir": f"{hp.output_dir}/{_experiment(domain, estimator, hp)}",
         "trainer.max_actor_ckpt_to_keep": 2,
-        "trainer.seed": hp.seed,
+        "data.seed": hp.seed,
+        "actor_rollout_ref.rollout.seed": hp.seed,
     }
     if hp.max_steps is not None:
         ov["trainer.total_training_steps"] = hp.max_steps

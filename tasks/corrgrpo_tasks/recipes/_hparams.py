@@ -132,6 +132,14 @@ def defaults(domain: str) -> HParams:
 
 
 def _convert(name: str, annotation: Any, text: str) -> Any:
+    if name == "reward_kwargs":
+        pairs = []
+        for item in text.split(","):
+            key, sep, value = item.partition(":")
+            if not sep:
+                raise ValueError(f"override reward_kwargs={text!r}: expected key:value[,key:value]")
+            pairs.append((key.strip(), _literal(value.strip())))
+        return tuple(pairs)
     origin = typing.get_origin(annotation)
     args = typing.get_args(annotation)
     if origin in (typing.Union, types.UnionType):
@@ -153,14 +161,6 @@ def _convert(name: str, annotation: Any, text: str) -> Any:
     if origin is tuple and args and args[-1] is Ellipsis:
         items = [p.strip() for p in text.strip().strip("[]()").split(",") if p.strip()]
         return tuple(_convert(name, args[0], item) for item in items)
-    if name == "reward_kwargs":
-        pairs = []
-        for item in text.split(","):
-            key, sep, value = item.partition(":")
-            if not sep:
-                raise ValueError(f"override reward_kwargs={text!r}: expected key:value[,key:value]")
-            pairs.append((key.strip(), _literal(value.strip())))
-        return tuple(pairs)
     raise ValueError(f"override {name}: unsupported type {annotation}")
 
 
