@@ -83,15 +83,19 @@ def to_rows(records: Iterable[Mapping[str, Any]], *, split: str, data_source: st
 def _dataset_dict(splits: Mapping[str, list[dict[str, Any]]]) -> Any:
     import datasets
 
+    empty = [name for name, rows in splits.items() if not rows]
+    if empty:
+        raise ValueError(f"split(s) {empty} would be empty; give more records or a larger test fraction")
+
     return datasets.DatasetDict({name: datasets.Dataset.from_list(rows) for name, rows in splits.items()})
 
 
-def load_rlla(source: str | Path) -> Any:
+def load_rlla(source: str | Path, *, test_fraction: float = RLLA_TEST_FRACTION) -> Any:
     """RLLA-4K as a ``datasets.DatasetDict`` with ``train`` and ``test``.
 
     ``source`` is either a directory holding ``train.parquet`` and ``test.parquet`` (already prepared:
     loaded as is) or the raw JSON list (validated, split with :func:`split_rlla`, converted with
-    :func:`to_rows`).
+    :func:`to_rows`); ``test_fraction`` only matters for raw input.
     """
     import datasets
 
@@ -104,7 +108,7 @@ def load_rlla(source: str | Path) -> Any:
         return datasets.DatasetDict({k: datasets.Dataset.from_parquet(v) for k, v in files.items()})
     records = read_records(source)
     validate_records(records, source=str(source))
-    train, test = split_rlla(records)
+    train, test = split_rlla(records, test_fraction=test_fraction)
     return _dataset_dict({"train": to_rows(train, split="train"), "test": to_rows(test, split="test")})
 
 
@@ -122,12 +126,13 @@ def load_api_bank(levels: Mapping[int, str | Path]) -> Any:
     return _dataset_dict(splits)
 
 
-def prepare(source: str | Path, out_dir: str | Path) -> dict[str, Path]:
+def prepare(source: str | Path, out_dir: str | Path, *,
+            test_fraction: float = RLLA_TEST_FRACTION) -> dict[str, Path]:
     """Write RLLA ``train.parquet`` and ``test.parquet`` under ``out_dir``; returns their paths."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written = {}
-    for name, dataset in load_rlla(source).items():
+    for name, dataset in load_rlla(source, test_fraction=test_fraction).items():
         written[name] = out / f"{name}.parquet"
         dataset.to_parquet(str(written[name]))
     return written

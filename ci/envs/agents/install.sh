@@ -1,0 +1,5 @@
+# Tool-calling and agent-security tasks and the recipe builders. No training framework: the recipes'
+# framework tests live in ci/envs/verl/recipes.args and ci/envs/trl/recipes.args.
+# agentdojo (pure Python, ~75 small packages, runs offline) provides the real suites and checkers.
+"$PY" -m pip install -q --upgrade pip
+"$PY" -m pip install -q -e ".[test]" "datasets>=3" "agentdojo==0.1.35"
