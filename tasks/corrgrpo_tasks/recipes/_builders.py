@@ -69,6 +69,7 @@ def verl_overrides(domain: str, estimator: str, hp: HParams) -> dict[str, Any]:
         "+algorithm.reward_keys": _list(hp.reward_keys),
         "+algorithm.reward_weights": _list(hp.weights()),
         "algorithm.use_kl_in_reward": False,
+        "critic.enable": False,
         "data.train_files": hp.train_files,
         "data.val_files": hp.val_files,
         "data.train_batch_size": hp.train_batch_size,

@@ -81,3 +81,15 @@ def test_overrides_and_raw_hydra_extras_reach_the_config() -> None:
 def test_a_misspelt_hydra_key_is_rejected_by_verl() -> None:
     with pytest.raises(Exception, match="trainer.n_gpu"):
         compose_recipe("tool_calling", extra=("trainer.n_gpu=1",))
+
+
+@pytest.mark.parametrize("domain", VERL_DOMAINS)
+def test_verl_accepts_the_composed_config(domain: str) -> None:
+    """verl's own pre-flight check (batch-size divisibility, micro-batch settings, critic/ref needs)."""
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+
+    _, cfg = compose_recipe(domain)
+    validate_config(cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+    assert need_critic(cfg) is False
+    assert need_reference_policy(cfg) is cfg.actor_rollout_ref.actor.use_kl_loss
