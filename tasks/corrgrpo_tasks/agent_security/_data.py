@@ -88,7 +88,7 @@ def default_system_message() -> str:
     """AgentDojo's default system prompt (needs ``agentdojo``)."""
     from agentdojo.agent_pipeline.agent_pipeline import load_system_message
 
-    return load_system_message(None)
+    return str(load_system_message(None))
 
 
 def to_rows(cases: Iterable[Mapping[str, Any]], *, split: str, system_message: str,

@@ -58,7 +58,7 @@ class AgentDojoEpisode:
         args = dict(arguments)
         self.calls.append(FunctionCall(function=name, args=args))
         result, error = self.runtime.run_function(self.environment, name, args)
-        return error if error is not None else tool_result_to_str(result)
+        return error if error is not None else str(tool_result_to_str(result))
 
     def _check(self, task: Any, output: str, *, kind: str) -> bool:
         traced = getattr(task, f"{kind}_from_traces")(output, self.pre_environment, self.environment, self.calls)

@@ -289,5 +289,5 @@ def build_openrlhf(domain: str, estimator: str, hp: HParams, extra: Sequence[str
     flags = openrlhf_args(domain, estimator, hp)
     argv = (sys.executable, "-m", "corrgrpo_adapters.openrlhf", *flags, *extra)
     return Recipe(domain, "openrlhf", estimator, hp, argv, {"flags": flags, "extra": list(extra)},
-                  notes=("the data files need a top-level 'ground_truth' column (the tool-calling "
-                         "preparation writes one)",))
+                  notes=(("the data files need a top-level 'ground_truth' column (the tool-calling "
+                          "preparation writes one)"),))

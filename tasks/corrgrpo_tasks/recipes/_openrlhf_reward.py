@@ -21,7 +21,7 @@ def make_reward_func(score: Callable[..., dict[str, float]], data_source: str,
 
         rows = []
         for query, prompt, label in zip(queries, prompts, labels, strict=True):
-            completion = query[len(prompt):] if query.startswith(prompt) else query
+            completion = query.removeprefix(prompt)
             rows.append(score(data_source, completion, label))
         logs = {c: torch.tensor([r[c] for r in rows], dtype=torch.float32) for c in components}
         total = torch.stack(list(logs.values())).sum(0) if logs else torch.zeros(len(rows))

@@ -8,6 +8,7 @@ TRL covers ``grpo`` (``sum_then_normalize``) and ``gdpo`` (``normalize_then_sum`
 from __future__ import annotations
 
 import argparse
+import importlib
 import inspect
 import json
 from collections.abc import Callable, Mapping, Sequence
@@ -40,12 +41,9 @@ def load_prompts(files: str) -> Any:
 def reward_functions(domain: str, reward_keys: Sequence[str],
                      reward_kwargs: Mapping[str, Any] | None = None) -> list[Callable[..., list[float]]]:
     """The domain's TRL reward functions, one per key, in ``reward_keys`` order."""
-    if domain == "tool_calling":
-        from corrgrpo_tasks.tool_calling import trl_reward_functions
-    elif domain == "code":
-        from corrgrpo_tasks.code import trl_reward_functions
-    else:
+    if domain not in ("tool_calling", "code"):
         raise ValueError(f"no TRL reward functions for domain {domain!r}")
+    trl_reward_functions = importlib.import_module(f"corrgrpo_tasks.{domain}").trl_reward_functions
     accepted = inspect.signature(trl_reward_functions).parameters
     kwargs = {k: v for k, v in (reward_kwargs or {}).items() if k in accepted}
     by_name = {fn.__name__: fn for fn in trl_reward_functions(**kwargs)}

@@ -5,6 +5,7 @@ verl loads this file by path (not as a package module), so it uses absolute impo
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,13 +17,13 @@ def compute_score(data_source: str, solution_str: Any, ground_truth: Any,
                   extra_info: Mapping[str, Any] | None = None, **kwargs: Any) -> dict[str, float]:
     """The domain reward for ``data_source``: a dict whose keys verl logs and hands to the estimator."""
     if data_source in _TOOL_CALLING:
-        from corrgrpo_tasks.tool_calling import compute_score as score
+        module = importlib.import_module("corrgrpo_tasks.tool_calling")
     elif data_source == "agentdojo":
-        from corrgrpo_tasks.agent_security import compute_score as score
+        module = importlib.import_module("corrgrpo_tasks.agent_security")
     elif data_source in _CODE:
-        from corrgrpo_tasks.code import compute_score as score
+        module = importlib.import_module("corrgrpo_tasks.code")
     else:
         raise ValueError(f"no corrgrpo reward for data_source {data_source!r}; known: "
                          f"{[*_TOOL_CALLING, 'agentdojo', *_CODE]}")
-    result: dict[str, float] = score(data_source, solution_str, ground_truth, extra_info, **kwargs)
+    result: dict[str, float] = module.compute_score(data_source, solution_str, ground_truth, extra_info, **kwargs)
     return result

@@ -33,16 +33,17 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
         return [json.loads(line) for line in text.splitlines() if line.strip()]
     data = json.loads(text)
     if not isinstance(data, list):
-        raise ValueError(f"{path}: expected a JSON list of records, got {type(data).__name__}")
+        raise TypeError(f"{path}: expected a JSON list of records, got {type(data).__name__}")
     return data
 
 
 def validate_records(records: Sequence[Mapping[str, Any]], *, source: str = "records") -> None:
-    """Raise ``ValueError`` naming the first record lacking a text field or with an unparsable target."""
+    """Raise naming the first bad record: ``TypeError`` for a missing or non-text field, ``ValueError``
+    for a target whose tool-call block does not parse."""
     for i, record in enumerate(records):
         for key in _FIELDS:
             if not isinstance(record.get(key), str):
-                raise ValueError(f"{source}[{i}]: field {key!r} must be a string, got {record.get(key)!r:.80}")
+                raise TypeError(f"{source}[{i}]: field {key!r} must be a string, got {record.get(key)!r:.80}")
         _parse_ground_truth(record["output"].strip())
 
 

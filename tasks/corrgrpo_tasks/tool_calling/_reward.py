@@ -124,7 +124,7 @@ def format_reward(prediction: str, ground_truth: str, *, allow_missing_think_ope
 
 
 def _multiset_jaccard(a: Sequence[str], b: Sequence[str]) -> float:
-    """|A ∩ B| / |A ∪ B| over multisets; two empty lists match fully, one empty list not at all."""
+    """Multiset Jaccard index: shared items over all items, counted with multiplicity; two empty lists match fully, one empty list not at all."""
     if not a and not b:
         return 1.0
     if not a or not b:

@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("agentdojo")
 
-from corrgrpo_tasks.agent_security import (  # noqa: E402
+from corrgrpo_tasks.agent_security import (
     AgentDojoEpisode,
     build_cases,
     compute_score,

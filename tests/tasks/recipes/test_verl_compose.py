@@ -9,13 +9,13 @@ import importlib.util
 from pathlib import Path
 
 import pytest
+from corrgrpo_tasks.recipes import SUPPORTED, build_recipe
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from corrgrpo_tasks.recipes import SUPPORTED, build_recipe
-
 VERL = importlib.util.find_spec("verl")
-assert VERL is not None and VERL.submodule_search_locations, "verl is not installed"
+assert VERL is not None, "verl is not installed"
+assert VERL.submodule_search_locations
 CONFIG_DIR = Path(next(iter(VERL.submodule_search_locations))) / "trainer" / "config"
 VERL_DOMAINS = [d for d, frameworks in SUPPORTED.items() if "verl" in frameworks]
 
@@ -79,7 +79,7 @@ def test_overrides_and_raw_hydra_extras_reach_the_config() -> None:
 
 
 def test_a_misspelt_hydra_key_is_rejected_by_verl() -> None:
-    with pytest.raises(Exception, match="trainer.n_gpu"):
+    with pytest.raises(Exception, match=r"trainer\.n_gpu"):
         compose_recipe("tool_calling", extra=("trainer.n_gpu=1",))
 
 

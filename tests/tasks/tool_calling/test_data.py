@@ -7,7 +7,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from corrgrpo_tasks.tool_calling import (
     RLLA_SPLIT_SEED,
     compute_score,
@@ -38,9 +37,9 @@ def test_split_matches_the_reference_shuffle_and_sizes() -> None:
     train, test = split_rlla(records)
     assert (len(train), len(test)) == (3920, 80)
     # The reference seeds numpy's global generator and shuffles the list of records itself.
-    np.random.seed(RLLA_SPLIT_SEED)
+    np.random.seed(RLLA_SPLIT_SEED)  # noqa: NPY002 -- the reference's legacy global generator
     expected = list(records)
-    np.random.shuffle(expected)
+    np.random.shuffle(expected)  # noqa: NPY002
     assert train + test == expected
     assert records == [{"i": i} for i in range(4000)]  # input untouched
 
@@ -54,13 +53,14 @@ def test_rows_have_the_verl_layout_and_a_top_level_target() -> None:
     assert row["extra_info"] == {"split": "train", "index": 1}
 
 
-@pytest.mark.parametrize(("record", "message"), [
-    ({"instruction": "s", "input": "u"}, "'output'"),
-    ({"instruction": 1, "input": "u", "output": "<think>a</think>"}, "'instruction'"),
-    ({"instruction": "s", "input": "u", "output": "<think>a</think>\n<tool_call>\nbad\n</tool_call>"}, "ground truth"),
+@pytest.mark.parametrize(("record", "error", "message"), [
+    ({"instruction": "s", "input": "u"}, TypeError, "'output'"),
+    ({"instruction": 1, "input": "u", "output": "<think>a</think>"}, TypeError, "'instruction'"),
+    ({"instruction": "s", "input": "u", "output": "<think>a</think>\n<tool_call>\nbad\n</tool_call>"}, ValueError,
+     "ground truth"),
 ])
-def test_bad_records_are_named(record: dict[str, object], message: str) -> None:
-    with pytest.raises(ValueError, match=message):
+def test_bad_records_are_named(record: dict[str, object], error: type[Exception], message: str) -> None:
+    with pytest.raises(error, match=message):
         validate_records([record], source="data.json")
 
 
@@ -76,7 +76,7 @@ def test_raw_json_to_parquet_and_back(tmp_path: Path) -> None:
 def test_empty_split_and_missing_files_are_errors(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="empty"):
         load_rlla(FIXTURE)  # 14 records x 2% = no test record
-    with pytest.raises(FileNotFoundError, match="test.parquet"):
+    with pytest.raises(FileNotFoundError, match=r"test\.parquet"):
         load_rlla(tmp_path)
 
 
@@ -87,7 +87,7 @@ def test_jsonl_and_non_list_inputs(tmp_path: Path) -> None:
     assert read_records(path) == records
     bad = tmp_path / "bad.json"
     bad.write_text('{"instruction": "x"}')
-    with pytest.raises(ValueError, match="JSON list"):
+    with pytest.raises(TypeError, match="JSON list"):
         read_records(bad)
 
 
