@@ -40,6 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.dry_run:
         print(recipe.describe())
         return 0
+    if recipe.missing:
+        parser.error("cannot launch yet; set " + "; ".join(recipe.missing))
     for note in recipe.notes:
         print(f"note: {note}", file=sys.stderr)
     return subprocess.call(list(recipe.argv), env={**os.environ, **recipe.env})

@@ -39,6 +39,8 @@ class Recipe:
     config: Mapping[str, Any]
     env: Mapping[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    missing: tuple[str, ...] = ()
+    """Settings a real launch still needs (a dry run prints them; the CLI refuses to launch without them)."""
 
     def command(self) -> str:
         """The shell command line, environment assignments first."""
@@ -51,6 +53,7 @@ class Recipe:
                  "# resolved config", json.dumps({"hparams": asdict(self.hparams), "framework": self.config},
                                                  indent=2, default=str)]
         lines += [f"# note: {n}" for n in self.notes]
+        lines += [f"# missing before a real run: {m}" for m in self.missing]
         return "\n".join(lines)
 
 
@@ -156,12 +159,12 @@ def build_verl(domain: str, estimator: str, hp: HParams, extra: Sequence[str] = 
     overrides = verl_overrides(domain, estimator, hp)
     argv = (sys.executable, "-m", "verl.trainer.main_ppo",
             *(f"{k}={_hydra_value(v)}" for k, v in overrides.items()), *extra)
-    notes = []
+    missing = ()
     if hp.multi_turn and not hp.agent_loop_config:
-        notes.append("agent_loop_config is unset: point it at a verl agent-loop config registering "
-                     "'agentdojo_agent' (an AgentDojoEpisode-driven loop) before a real run")
+        missing = ("agent_loop_config=PATH: a verl agent-loop config registering 'agentdojo_agent' "
+                   "(a loop driving AgentDojoEpisode)",)
     return Recipe(domain, "verl", estimator, hp, argv, {"overrides": overrides, "extra": list(extra)},
-                  notes=tuple(notes))
+                  missing=missing)
 
 
 def trl_config(domain: str, estimator: str, hp: HParams, extra: Sequence[str] = ()) -> dict[str, Any]:

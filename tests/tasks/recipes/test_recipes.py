@@ -70,9 +70,14 @@ def test_verl_extra_arguments_are_appended_verbatim() -> None:
     assert recipe.argv[-1] == "trainer.nnodes=2"
 
 
-def test_verl_agent_security_without_loop_config_carries_a_note() -> None:
-    assert build_recipe("agent_security", "verl").notes
-    assert not build_recipe("agent_security", "verl", overrides=["agent_loop_config=x.yaml"]).notes
+def test_agent_security_needs_an_agent_loop_config_before_launch(capsys: pytest.CaptureFixture[str]) -> None:
+    assert build_recipe("agent_security", "verl").missing
+    assert not build_recipe("agent_security", "verl", overrides=["agent_loop_config=x.yaml"]).missing
+    assert main(["agent_security", "verl", "--dry-run"]) == 0
+    assert "missing before a real run: agent_loop_config" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["agent_security", "verl"])
+    assert "cannot launch yet" in capsys.readouterr().err
 
 
 def test_trl_recipe_counts_completions_not_prompts() -> None:
