@@ -19,12 +19,18 @@ _HERE = Path(__file__).resolve().parent
 VERL_REWARD_FILE = _HERE / "verl_reward.py"
 OPENRLHF_REWARD_FILES = {"tool_calling": _HERE / "openrlhf_reward_tool_calling.py",
                          "code": _HERE / "openrlhf_reward_code.py"}
-# The OpenRLHF launcher takes OpenRLHF's own flags plus these (names shared with the adapter).
+# The OpenRLHF launcher takes OpenRLHF's own flags plus these; it adds OpenRLHF's ``group_norm`` plumbing
+# itself and replaces only the advantage.
 OPENRLHF_OUR_FLAGS = {"estimator": "--corrgrpo.estimator", "reward_keys": "--corrgrpo.reward_keys",
                       "reward_weights": "--corrgrpo.reward_weights"}
-# Builtin estimator that satisfies OpenRLHF's argparse choices and group-sampling checks; the launcher
-# replaces its advantage computation.
-OPENRLHF_BASE_ESTIMATOR = "group_norm"
+# Dataset columns OpenRLHF reads (``--data.input_key`` / ``--data.label_key``) in each domain's prepared rows.
+OPENRLHF_DATA_KEYS = {"tool_calling": ("prompt", "ground_truth"), "code": ("input", "label")}
+
+# verl's ``algorithm.adv_estimator`` for each core estimator. Our verl plugin registers the names verl
+# lacks and reads every reward component; where verl has its own estimator of that name (grpo, rloo,
+# gdpo), the recipe uses verl's, as the paper's baselines did: grpo and rloo then see the scalar
+# ``score`` (the component sum in tool calling and agent security), gdpo the components.
+VERL_PLUGIN_ESTIMATORS = ("corrgrpo", "gdpo_corr", "mo_grpo", "dara")
 
 
 @dataclass(frozen=True)
@@ -67,10 +73,7 @@ def _experiment(domain: str, estimator: str, hp: HParams) -> str:
 
 def verl_overrides(domain: str, estimator: str, hp: HParams) -> dict[str, Any]:
     """Hydra overrides for ``verl.trainer.main_ppo`` (keys with ``+`` are new to verl's schema)."""
-    ov: dict[str, Any] = {
-        "algorithm.adv_estimator": estimator,
-        "+algorithm.reward_keys": _list(hp.reward_keys),
-        "+algorithm.reward_weights": _list(hp.weights()),
+    ov: dict[str, Any] = {**_verl_estimator(estimator, hp),
         "algorithm.use_kl_in_reward": False,
         "critic.enable": False,
         "data.train_files": hp.train_files,
@@ -149,6 +152,28 @@ def verl_overrides(domain: str, estimator: str, hp: HParams) -> dict[str, Any]:
     return ov
 
 
+def _verl_estimator(estimator: str, hp: HParams) -> dict[str, Any]:
+    """The ``algorithm.*`` (and trainer-mode) overrides selecting ``estimator`` in verl."""
+    components = {"+algorithm.reward_keys": _list(hp.reward_keys),
+                  "+algorithm.reward_weights": _list(hp.weights())}
+    if estimator in VERL_PLUGIN_ESTIMATORS or estimator == "dr_grpo":
+        # Without the std division the plugin's corrgrpo is the centred weighted total: Dr.GRPO.
+        chosen = {"algorithm.adv_estimator": "corrgrpo" if estimator == "dr_grpo" else estimator, **components}
+        if estimator == "dr_grpo":
+            chosen["algorithm.norm_adv_by_std_in_grpo"] = False
+        if not hp.verl_legacy_trainer:
+            chosen["trainer.v1.trainer_mode"] = "corrgrpo"
+        return chosen
+    if estimator == "gdpo":
+        if not hp.verl_legacy_trainer:
+            raise ValueError("verl's own gdpo runs on the legacy trainer only; keep verl_legacy_trainer=true")
+        return {"algorithm.adv_estimator": "gdpo", "+algorithm.gdpo_reward_keys": _list(hp.reward_keys),
+                "+algorithm.gdpo_reward_weights": _list(hp.weights())}
+    if estimator in ("grpo", "rloo"):
+        return {"algorithm.adv_estimator": estimator}
+    raise ValueError(f"no verl estimator for {estimator!r}")
+
+
 def _hydra_value(value: Any) -> str:
     if isinstance(value, bool):
         return "True" if value else "False"
@@ -159,10 +184,10 @@ def build_verl(domain: str, estimator: str, hp: HParams, extra: Sequence[str] = 
     overrides = verl_overrides(domain, estimator, hp)
     argv = (sys.executable, "-m", "verl.trainer.main_ppo",
             *(f"{k}={_hydra_value(v)}" for k, v in overrides.items()), *extra)
-    missing = ()
+    missing: tuple[str, ...] = ()
     if hp.multi_turn and not hp.agent_loop_config:
-        missing = ("agent_loop_config=PATH: a verl agent-loop config registering 'agentdojo_agent' "
-                   "(a loop driving AgentDojoEpisode)",)
+        missing = (("agent_loop_config=PATH: a verl agent-loop config registering 'agentdojo_agent' "
+                    "(a loop driving AgentDojoEpisode)"),)
     return Recipe(domain, "verl", estimator, hp, argv, {"overrides": overrides, "extra": list(extra)},
                   missing=missing)
 
@@ -242,8 +267,8 @@ def openrlhf_args(domain: str, estimator: str, hp: HParams) -> list[str]:
         "--actor.model_name_or_path", hp.model,
         "--reward.remote_url", str(OPENRLHF_REWARD_FILES[domain]),
         "--data.prompt_dataset", hp.train_files,
-        "--data.input_key", "prompt",
-        "--data.label_key", "ground_truth",
+        "--data.input_key", OPENRLHF_DATA_KEYS[domain][0],
+        "--data.label_key", OPENRLHF_DATA_KEYS[domain][1],
         "--data.apply_chat_template",
         "--data.max_len", str(hp.max_prompt_length + hp.max_response_length),
         "--rollout.max_new_tokens", str(hp.max_response_length),
@@ -262,7 +287,6 @@ def openrlhf_args(domain: str, estimator: str, hp: HParams) -> list[str]:
         "--actor.lr_scheduler", "constant",
         "--actor.eps_clip_low_high", str(hp.clip_ratio_low), str(hp.clip_ratio_high),
         "--actor.gradient_checkpointing_enable",
-        "--algo.advantage.estimator", OPENRLHF_BASE_ESTIMATOR,
         "--algo.kl.init_coef", str(hp.kl_coef if hp.use_kl_loss else 0.0),
         "--algo.kl.estimator", "k3",
         "--actor.num_nodes", str(hp.nnodes), "--actor.num_gpus_per_node", str(hp.n_gpus),
@@ -276,8 +300,8 @@ def openrlhf_args(domain: str, estimator: str, hp: HParams) -> list[str]:
         "--ckpt.save_steps", str(hp.save_freq),
         "--logger.logging_steps", "1",
         OPENRLHF_OUR_FLAGS["estimator"], estimator,
-        OPENRLHF_OUR_FLAGS["reward_keys"], ",".join(hp.reward_keys),
-        OPENRLHF_OUR_FLAGS["reward_weights"], ",".join(str(w) for w in hp.weights()),
+        OPENRLHF_OUR_FLAGS["reward_keys"], *hp.reward_keys,
+        OPENRLHF_OUR_FLAGS["reward_weights"], *(str(w) for w in hp.weights()),
     ]
     if hp.use_kl_loss:
         flags.append("--algo.kl.use_loss")
@@ -291,6 +315,6 @@ def openrlhf_args(domain: str, estimator: str, hp: HParams) -> list[str]:
 def build_openrlhf(domain: str, estimator: str, hp: HParams, extra: Sequence[str] = ()) -> Recipe:
     flags = openrlhf_args(domain, estimator, hp)
     argv = (sys.executable, "-m", "corrgrpo_adapters.openrlhf", *flags, *extra)
+    input_key, label_key = OPENRLHF_DATA_KEYS[domain]
     return Recipe(domain, "openrlhf", estimator, hp, argv, {"flags": flags, "extra": list(extra)},
-                  notes=(("the data files need a top-level 'ground_truth' column (the tool-calling "
-                          "preparation writes one)"),))
+                  notes=(f"the data files need the columns {input_key!r} (chat messages) and {label_key!r}",))

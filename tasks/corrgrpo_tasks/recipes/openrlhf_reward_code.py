@@ -1,6 +1,5 @@
-"""OpenRLHF reward file for code (loaded by path through ``--reward.remote_url``)."""
+"""OpenRLHF reward file for code (loaded by path through ``--reward.remote_url``): the code task's own."""
 
-from corrgrpo_tasks.code import COMPONENTS, compute_score
-from corrgrpo_tasks.recipes._openrlhf_reward import make_reward_func
+from corrgrpo_tasks.code import openrlhf_reward_func as reward_func
 
-reward_func = make_reward_func(compute_score, "leetcodedataset", COMPONENTS)
+__all__ = ["reward_func"]

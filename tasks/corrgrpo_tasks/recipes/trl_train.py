@@ -61,6 +61,10 @@ def _adapter_classes() -> tuple[type, type] | None:
         import corrgrpo_adapters.trl as adapter
     except ImportError:
         return None
+    try:  # the adapter's documented names (resolved lazily by the adapter package)
+        return adapter.CorrGRPOTrainer, adapter.CorrGRPOConfig
+    except AttributeError:
+        pass
     members = [v for v in vars(adapter).values() if isinstance(v, type)]
     trainers = [c for c in members if issubclass(c, trl.GRPOTrainer) and c is not trl.GRPOTrainer]
     configs = [c for c in members if issubclass(c, trl.GRPOConfig) and c is not trl.GRPOConfig]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 
@@ -13,12 +14,16 @@ from corrgrpo_tasks.recipes import (
     DOMAINS,
     SUPPORTED,
     VERL_REWARD_FILE,
+    Recipe,
     apply_overrides,
     build_recipe,
     defaults,
     estimator_names,
 )
 from corrgrpo_tasks.recipes.__main__ import main
+
+KEYS = "[utility_reward,safety_reward]"
+ONES = "[1.0,1.0]"
 
 PAIRS = [(d, f) for d in DOMAINS for f in SUPPORTED[d]]
 
@@ -34,15 +39,56 @@ def test_every_supported_pair_dry_runs(domain: str, framework: str, capsys: pyte
     assert "corrgrpo" in out.splitlines()[1]
 
 
+# Settings that select the estimator, or are named after it (run name, output folder).
+ESTIMATOR_SETTINGS = ("algorithm.", "+algorithm.", "trainer.v1.trainer_mode", "trainer.experiment_name",
+                      "trainer.default_local_dir")
+
+
+def estimator_free(recipe: Recipe) -> object:
+    if recipe.framework == "verl":
+        return {k: v for k, v in recipe.config["overrides"].items()
+                if not k.startswith(ESTIMATOR_SETTINGS) or k == "algorithm.use_kl_in_reward"}
+    if recipe.framework == "trl":
+        args = {k: v for k, v in recipe.config["grpo_config"].items() if k not in ("run_name", "output_dir")}
+        return {**recipe.config, "estimator": None, "grpo_config": args}
+    name = re.compile(rf"(?<!\w){recipe.estimator}(?!\w)")
+    return [a if a.startswith("--corrgrpo.") else name.sub("EST", a) for a in recipe.argv]
+
+
 @pytest.mark.parametrize(("domain", "framework"), PAIRS)
-@pytest.mark.parametrize("estimator", ["grpo", "gdpo", "rloo", "dr_grpo"])
+@pytest.mark.parametrize("estimator", ["grpo", "gdpo", "rloo", "dr_grpo", "mo_grpo", "dara"])
 def test_estimators_are_one_flag_apart(domain: str, framework: str, estimator: str) -> None:
     base = build_recipe(domain, framework)
     other = build_recipe(domain, framework, estimator=estimator)
-    changed = [(a, b) for a, b in zip(base.argv, other.argv, strict=True) if a != b]
-    # Only the estimator and the names derived from it (run name, output folder) differ.
-    assert changed
-    assert all("corrgrpo" in a and a.replace("corrgrpo", estimator) == b for a, b in changed)
+    assert other.estimator == estimator
+    assert estimator_free(other) == estimator_free(base)
+    assert other.argv != base.argv
+
+
+@pytest.mark.parametrize(("estimator", "expected"), [
+    ("corrgrpo", {"algorithm.adv_estimator": "corrgrpo", "+algorithm.reward_keys": KEYS, "+algorithm.reward_weights": ONES}),
+    ("mo_grpo", {"algorithm.adv_estimator": "mo_grpo", "+algorithm.reward_keys": KEYS, "+algorithm.reward_weights": ONES}),
+    ("dr_grpo", {"algorithm.adv_estimator": "corrgrpo", "algorithm.norm_adv_by_std_in_grpo": False,
+                 "+algorithm.reward_keys": KEYS, "+algorithm.reward_weights": ONES}),
+    ("gdpo", {"algorithm.adv_estimator": "gdpo", "+algorithm.gdpo_reward_keys": KEYS,
+              "+algorithm.gdpo_reward_weights": ONES}),
+    ("grpo", {"algorithm.adv_estimator": "grpo"}),
+    ("rloo", {"algorithm.adv_estimator": "rloo"}),
+])
+def test_verl_estimator_selection(estimator: str, expected: dict[str, object]) -> None:
+    ov = build_recipe("agent_security", "verl", estimator=estimator).config["overrides"]
+    chosen = {k: v for k, v in ov.items() if k.startswith(("algorithm.", "+algorithm.")) and k != "algorithm.use_kl_in_reward"}
+    assert chosen == expected
+
+
+def test_verl_v1_trainer_uses_the_plugin_trainer_mode() -> None:
+    ov = build_recipe("tool_calling", "verl", overrides=["verl_legacy_trainer=false"]).config["overrides"]
+    assert ov["trainer.use_v1"] is True
+    assert ov["trainer.v1.trainer_mode"] == "corrgrpo"
+    assert "trainer.v1.trainer_mode" not in build_recipe("tool_calling", "verl", estimator="grpo",
+                                                         overrides=["verl_legacy_trainer=false"]).config["overrides"]
+    with pytest.raises(ValueError, match="legacy trainer"):
+        build_recipe("tool_calling", "verl", estimator="gdpo", overrides=["verl_legacy_trainer=false"])
 
 
 def test_paper_hyperparameters_are_the_defaults() -> None:
@@ -106,12 +152,19 @@ def test_trl_rejects_batch_sizes_that_do_not_divide() -> None:
         build_recipe("tool_calling", "trl", overrides=["per_device_batch_size=3"])
 
 
-def test_openrlhf_recipe_uses_our_launcher_and_a_builtin_base_estimator() -> None:
-    recipe = build_recipe("tool_calling", "openrlhf", estimator="gdpo")
+def test_openrlhf_recipe_uses_our_launcher() -> None:
+    recipe = build_recipe("tool_calling", "openrlhf", estimator="gdpo", overrides=["reward_weights=1,1,2,1"])
     argv = list(recipe.argv)
     assert argv[1:3] == ["-m", "corrgrpo_adapters.openrlhf"]
-    assert argv[argv.index("--algo.advantage.estimator") + 1] == "group_norm"
+    assert "--algo.advantage.estimator" not in argv  # the launcher adds OpenRLHF's group_norm plumbing
     assert argv[argv.index("--corrgrpo.estimator") + 1] == "gdpo"
+    keys = argv.index("--corrgrpo.reward_keys")
+    assert argv[keys + 1:keys + 5] == list(defaults("tool_calling").reward_keys)
+    weights = argv.index("--corrgrpo.reward_weights")
+    assert argv[weights + 1:weights + 5] == ["1.0", "1.0", "2.0", "1.0"]
+    assert argv[argv.index("--data.label_key") + 1] == "ground_truth"
+    code = list(build_recipe("code", "openrlhf").argv)
+    assert code[code.index("--data.label_key") + 1] == "label"
     assert argv[argv.index("--rollout.n_samples_per_prompt") + 1] == "4"
     assert argv[argv.index("--train.batch_size") + 1] == str(32 * 4)
     assert "--algo.kl.use_loss" not in argv

@@ -58,15 +58,24 @@ def test_agent_security_turns_on_the_multi_turn_agent_loop() -> None:
     assert cfg.data.return_raw_chat is True
 
 
-@pytest.mark.parametrize("estimator", ["grpo", "gdpo", "rloo"])
-def test_the_estimator_is_one_flag_apart(estimator: str) -> None:
+@pytest.mark.parametrize("estimator", ["grpo", "gdpo", "rloo", "dr_grpo", "mo_grpo", "dara", "gdpo_corr"])
+def test_every_estimator_composes_and_changes_only_the_algorithm(estimator: str) -> None:
     _, base = compose_recipe("tool_calling")
     _, other = compose_recipe("tool_calling", estimator=estimator)
-    assert other.algorithm.adv_estimator == estimator
-    other.algorithm.adv_estimator = "corrgrpo"
-    other.trainer.experiment_name = base.trainer.experiment_name
-    other.trainer.default_local_dir = base.trainer.default_local_dir
+    assert other.algorithm.adv_estimator == {"dr_grpo": "corrgrpo"}.get(estimator, estimator)
+    if estimator == "gdpo":
+        assert list(other.algorithm.gdpo_reward_keys) == list(base.algorithm.reward_keys)
+    for cfg in (base, other):
+        del cfg.algorithm
+        del cfg.trainer.experiment_name
+        del cfg.trainer.default_local_dir
     assert OmegaConf.to_container(other) == OmegaConf.to_container(base)
+
+
+def test_the_v1_trainer_mode_composes() -> None:
+    _, cfg = compose_recipe("tool_calling", overrides=("verl_legacy_trainer=false",))
+    assert cfg.trainer.use_v1 is True
+    assert cfg.trainer.v1.trainer_mode == "corrgrpo"
 
 
 def test_overrides_and_raw_hydra_extras_reach_the_config() -> None:
