@@ -102,3 +102,17 @@ def test_verl_accepts_the_composed_config(domain: str) -> None:
     validate_config(cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
     assert need_critic(cfg) is False
     assert need_reference_policy(cfg) is cfg.actor_rollout_ref.actor.use_kl_loss
+
+
+@pytest.mark.parametrize("legacy", [True, False])
+@pytest.mark.parametrize("estimator", ["corrgrpo", "dr_grpo", "mo_grpo", "gdpo_corr", "dara", "grpo", "rloo"])
+def test_our_verl_plugin_accepts_the_composed_config(estimator: str, legacy: bool) -> None:
+    """The plugin's own pre-flight check: components reach the estimator, options are valid."""
+    plugin = pytest.importorskip("corrgrpo_adapters.verl")
+    _, cfg = compose_recipe("tool_calling", estimator=estimator, overrides=(f"verl_legacy_trainer={legacy}",))
+    spec = plugin.check_trainer(cfg)
+    if estimator in ("grpo", "rloo"):
+        assert spec is None  # verl's own estimator on the scalar score
+    else:
+        assert spec.keys == ("function_name_reward", "parameter_reward", "values_reward", "format_reward")
+        assert spec.core_estimator == estimator
