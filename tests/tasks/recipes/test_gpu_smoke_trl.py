@@ -24,3 +24,10 @@ def test_cli_reports_unknown_domains(capsys: pytest.CaptureFixture[str]) -> None
     with pytest.raises(SystemExit):
         main(["vision"])
     assert "unknown domain" in capsys.readouterr().err
+
+
+def test_code_smoke_step_on_cpu(tmp_path: Path) -> None:
+    pytest.importorskip("corrgrpo_tasks.code")
+    summary = smoke_trl("code", device="cpu", steps=1, out=tmp_path)
+    assert summary["steps"] == 1
+    assert "rewards/accuracy_reward/mean" in summary["rewards"]
