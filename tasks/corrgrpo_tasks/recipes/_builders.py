@@ -158,7 +158,8 @@ def _verl_estimator(estimator: str, hp: HParams) -> dict[str, Any]:
                   "+algorithm.reward_weights": _list(hp.weights())}
     if estimator in VERL_PLUGIN_ESTIMATORS or estimator == "dr_grpo":
         # Without the std division the plugin's corrgrpo is the centred weighted total: Dr.GRPO.
-        chosen = {"algorithm.adv_estimator": "corrgrpo" if estimator == "dr_grpo" else estimator, **components}
+        chosen: dict[str, Any] = {"algorithm.adv_estimator": "corrgrpo" if estimator == "dr_grpo" else estimator,
+                                  **components}
         if estimator == "dr_grpo":
             chosen["algorithm.norm_adv_by_std_in_grpo"] = False
         if not hp.verl_legacy_trainer:

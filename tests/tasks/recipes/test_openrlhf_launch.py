@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from corrgrpo_tasks.recipes import SUPPORTED, build_recipe
 
 STUBS = Path(__file__).resolve().parents[2] / "adapters" / "openrlhf" / "corrgrpo_openrlhf_stubs.py"
@@ -39,7 +38,6 @@ def openrlhf_parse() -> Any:
         warnings.simplefilter("ignore")  # deepspeed/transformers import-time warnings are not ours
         import openrlhf.utils
         import ray
-
         from corrgrpo_adapters.openrlhf import launcher
 
     def reached(args: Any) -> None:
@@ -51,9 +49,10 @@ def openrlhf_parse() -> Any:
 
     def parse(argv: list[str]) -> tuple[Any, Any]:
         launch = launcher.parse_launch(argv, environ={})
-        with pytest.raises(_Reached) as stopped, warnings.catch_warnings():
+        with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            launcher.run_openrlhf(launch.openrlhf_argv)
+            with pytest.raises(_Reached) as stopped:
+                launcher.run_openrlhf(launch.openrlhf_argv)
         return launch.config, stopped.value.args[0]
 
     yield parse
