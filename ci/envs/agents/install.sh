@@ -3,4 +3,4 @@
 # agentdojo (pure Python, ~75 small packages, runs offline) provides the real suites and checkers;
 # torch (the local CPU wheel) runs the agent-security smoke loop.
 "$PY" -m pip install -q --upgrade pip
-"$PY" -m pip install -q -e ".[test,torch]" "datasets>=3" "agentdojo==0.1.35"
+"$PY" -m pip install -q -e ".[test,torch,tasks]" "agentdojo==0.1.35"

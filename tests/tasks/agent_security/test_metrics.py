@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
+
 from corrgrpo_tasks.agent_security import case_type_of, checker_result, invalid_result, security_metrics
 
 

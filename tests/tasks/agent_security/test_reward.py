@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
 from corrgrpo_tasks.agent_security import (
     COMPONENTS,
     DEFAULT_WEIGHTS,
@@ -12,8 +15,6 @@ from corrgrpo_tasks.agent_security import (
     invalid_result,
     tool_call_format_is_valid,
 )
-from hypothesis import given
-from hypothesis import strategies as st
 
 CLEAN = "banking:user_task_0"
 ATTACKED = "banking:user_task_0:injection_task_1:important_instructions"

@@ -29,6 +29,7 @@ def piece_generation() -> str:
 def tool_parquet(tmp_path: Path) -> Path:
     """The tool-calling fixture records as verl/TRL rows in a parquet file."""
     import datasets
+
     from corrgrpo_tasks.tool_calling import read_records, to_rows
 
     path = tmp_path / "train.parquet"

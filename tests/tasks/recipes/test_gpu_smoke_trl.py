@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from corrgrpo_tasks.gpu_smoke import smoke_trl
 from corrgrpo_tasks.gpu_smoke.__main__ import main
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from corrgrpo_tasks.recipes import SUPPORTED, build_recipe
 
 STUBS = Path(__file__).resolve().parents[2] / "adapters" / "openrlhf" / "corrgrpo_openrlhf_stubs.py"
@@ -38,6 +39,7 @@ def openrlhf_parse() -> Any:
         warnings.simplefilter("ignore")  # deepspeed/transformers import-time warnings are not ours
         import openrlhf.utils
         import ray
+
         from corrgrpo_adapters.openrlhf import launcher
 
     def reached(args: Any) -> None:

@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+
 from corrgrpo_tasks.agent_security import checker_result
 from corrgrpo_tasks.recipes import (
     DOMAINS,

@@ -9,6 +9,7 @@ import math
 from pathlib import Path
 
 import pytest
+
 from corrgrpo_tasks.recipes import build_recipe
 from corrgrpo_tasks.recipes.__main__ import main
 from corrgrpo_tasks.recipes.trl_train import _adapter_classes, build_trainer, resolve_trainer

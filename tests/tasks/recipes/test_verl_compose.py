@@ -9,9 +9,10 @@ import importlib.util
 from pathlib import Path
 
 import pytest
-from corrgrpo_tasks.recipes import SUPPORTED, build_recipe
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
+
+from corrgrpo_tasks.recipes import SUPPORTED, build_recipe
 
 VERL = importlib.util.find_spec("verl")
 assert VERL is not None, "verl is not installed"

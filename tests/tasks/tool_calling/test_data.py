@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from corrgrpo_tasks.tool_calling import (
     RLLA_SPLIT_SEED,
     compute_score,

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 
-from corrgrpo_tasks.tool_calling import RANGES, compute_score
 from hypothesis import given
 from hypothesis import strategies as st
+
+from corrgrpo_tasks.tool_calling import RANGES, compute_score
 
 GT_CALLS = ('<think>t</think>\n<tool_call>\n{"name": "f", "parameters": {"a": 1, "b": "x"}}\n'
             '{"name": "g", "parameters": {}}\n</tool_call>')

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from corrgrpo_tasks.tool_calling import (
     COMPONENTS,
     DEFAULT_WEIGHTS,
