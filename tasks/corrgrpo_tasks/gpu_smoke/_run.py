@@ -159,8 +159,8 @@ def smoke_agent_security(*, device: str = "auto", steps: int = 3, estimator: str
                 output = ""
                 for turn in range(max_turns):
                     dist = torch.distributions.Categorical(logits=logits[case_index, turn])
-                    action = dist.sample()
-                    total = total + dist.log_prob(action)
+                    action = dist.sample()  # type: ignore[no-untyped-call]
+                    total = total + dist.log_prob(action)  # type: ignore[no-untyped-call]
                     text, call = turns[int(action)]
                     episode.record_turn(text)
                     output = text
