@@ -151,11 +151,11 @@ def _log_stats(config: AdapterConfig, experiences: Sequence[Any], scores: Any, g
 
 
 def _stats_kwargs(config: AdapterConfig) -> dict[str, Any]:
-    import corrgrpo_core as cc
-
-    accepted = inspect.signature(cc.advantage_stats).parameters
-    kwargs = {k: v for k, v in config.core_kwargs().items() if k in accepted}
-    return kwargs
+    """The estimator's options that mean the same to ``advantage_stats`` (which describes CorrGRPO)."""
+    shared = {"weights", "ddof", "zero_variance_rtol", "nan_policy"}
+    if config.estimator == "corrgrpo":
+        shared |= {"eps", "eps_placement", "min_correlation_sum"}
+    return {k: v for k, v in config.core_kwargs().items() if k in shared}
 
 
 def _make_advantage_method(original: Callable[..., Any], config: AdapterConfig) -> Callable[..., Any]:
