@@ -90,6 +90,7 @@ def ray_run(orl) -> dict[str, Any]:
         seen["report"] = ray.get(_Probe.remote().report.remote(components), timeout=240)
 
     ray_init = {
+        "address": "local",  # a fresh local Ray, never a cluster some other process started
         "num_cpus": 1,
         "include_dashboard": False,
         "log_to_driver": False,
