@@ -84,7 +84,9 @@ class AdapterConfig:
             if not all(math.isfinite(w) for w in self.weights):
                 raise ValueError(f"weights must be finite, got {list(self.weights)}")
         if self.policy_loss not in POLICY_LOSSES:
-            raise ValueError(f"unknown policy loss {self.policy_loss!r}; choose one of {', '.join(POLICY_LOSSES)}")
+            raise ValueError(
+                f"unknown policy loss {self.policy_loss!r}; choose one of {', '.join(POLICY_LOSSES)}"
+            )
         if self.policy_loss == "cispo":
             from .objective import require_cispo
 
@@ -100,7 +102,9 @@ class AdapterConfig:
         try:
             cc.compute_advantages(probe, np.array([0, 0, 1, 1]), **self.core_kwargs())
         except (TypeError, ValueError) as exc:
-            raise ValueError(f"the core rejects estimator {self.estimator!r} with {self.options}: {exc}") from exc
+            raise ValueError(
+                f"the core rejects estimator {self.estimator!r} with {self.options}: {exc}"
+            ) from exc
 
     def core_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for ``corrgrpo_core.compute_advantages`` besides scores and group ids."""
@@ -147,7 +151,7 @@ def parse_option(text: str) -> tuple[str, OptionValue]:
     except json.JSONDecodeError:
         value = raw
     if isinstance(value, list | dict):
-        raise ValueError(f"option {name} takes a single value, got {raw!r}")
+        raise TypeError(f"option {name} takes a single value, got {raw!r}")
     return name, value
 
 

@@ -22,7 +22,14 @@ from typing import Any
 
 from .config import AdapterConfig
 
-__all__ = ["OpenRLHFLayoutError", "check_openrlhf", "is_patched", "patch_openrlhf", "setup", "unpatch_openrlhf"]
+__all__ = [
+    "OpenRLHFLayoutError",
+    "check_openrlhf",
+    "is_patched",
+    "patch_openrlhf",
+    "setup",
+    "unpatch_openrlhf",
+]
 
 #: The OpenRLHF release whose code this module was written and tested against.
 TESTED_OPENRLHF = "0.11.2"
@@ -39,11 +46,11 @@ class OpenRLHFLayoutError(RuntimeError):
 
 
 def _layout_error(what: str) -> OpenRLHFLayoutError:
-    try:
-        from importlib.metadata import version
+    from importlib.metadata import PackageNotFoundError, version
 
+    try:
         installed = version("openrlhf")
-    except Exception:  # the distribution may be missing altogether
+    except PackageNotFoundError:
         installed = "not installed"
     return OpenRLHFLayoutError(
         f"{what}. corrgrpo's OpenRLHF adapter patches the code layout of openrlhf=={TESTED_OPENRLHF}; "
@@ -65,7 +72,9 @@ def _require(module: str, qualname: str, params: Sequence[str]) -> Any:
     # A patched method keeps the signature of the original (functools.wraps), so this also holds after.
     got = list(inspect.signature(obj).parameters)
     if got[: len(params)] != list(params):
-        raise _layout_error(f"{module}.{qualname} takes ({', '.join(got)}), expected ({', '.join(params)}, ...)")
+        raise _layout_error(
+            f"{module}.{qualname} takes ({', '.join(got)}), expected ({', '.join(params)}, ...)"
+        )
     return obj
 
 
@@ -86,7 +95,9 @@ _POLICY_LOSS_PARAMS = (
 
 def check_openrlhf(config: AdapterConfig | None = None) -> None:
     """Raise :class:`OpenRLHFLayoutError` unless OpenRLHF has every piece the patch relies on."""
-    _require(_EXPERIENCE_MAKER, "RemoteExperienceMaker.compute_advantages_and_returns", ("self", "experiences"))
+    _require(
+        _EXPERIENCE_MAKER, "RemoteExperienceMaker.compute_advantages_and_returns", ("self", "experiences")
+    )
     _require(
         _EXPERIENCE_MAKER,
         "RemoteExperienceMaker.get_cumulative_returns",
@@ -117,7 +128,8 @@ def _components(experiences: Sequence[Any], keys: Sequence[str]) -> Any:
             if key not in experience.info:
                 raise KeyError(
                     f"reward component {key!r} is not in Experience.info (it has {sorted(experience.info)}); "
-                    "return it from the reward function under 'extra_logs'"
+                    "return it from the reward function under 'extra_logs' (OpenRLHF leaves 'extra_logs' empty "
+                    "when the reward function raised: see its log)"
                 )
             value = torch.as_tensor(experience.info[key]).reshape(-1)
             if value.numel() != len(experience.index):
@@ -141,8 +153,9 @@ def _group_ids(experiences: Sequence[Any], n_samples_per_prompt: int) -> Any:
 
 def _log_stats(config: AdapterConfig, experiences: Sequence[Any], scores: Any, group_ids: Any) -> None:
     """Put the core's diagnostics into ``info`` as per-sample constants, which OpenRLHF mean-logs."""
-    import corrgrpo_core as cc
     import torch
+
+    import corrgrpo_core as cc
 
     stats = cc.advantage_stats(scores, group_ids, **_stats_kwargs(config))
     for name, value in stats.summary(component_names=list(config.reward_keys)).items():
@@ -161,10 +174,10 @@ def _stats_kwargs(config: AdapterConfig) -> dict[str, Any]:
 def _make_advantage_method(original: Callable[..., Any], config: AdapterConfig) -> Callable[..., Any]:
     @functools.wraps(original)
     def compute_advantages_and_returns(self: Any, experiences: list[Any]) -> list[Any]:
-        import corrgrpo_core as cc
         import torch
-
         from openrlhf.trainer.ppo_utils.experience_maker import compute_reward
+
+        import corrgrpo_core as cc
 
         if self.advantage_estimator != HOST_ESTIMATOR:
             raise RuntimeError(
@@ -302,7 +315,9 @@ def is_patched() -> dict[str, bool]:
     from openrlhf.trainer.ppo_utils.experience_maker import RemoteExperienceMaker
 
     return {
-        "compute_advantages_and_returns": hasattr(RemoteExperienceMaker.compute_advantages_and_returns, _ORIGINAL),
+        "compute_advantages_and_returns": hasattr(
+            RemoteExperienceMaker.compute_advantages_and_returns, _ORIGINAL
+        ),
         "policy_loss": hasattr(PolicyLoss.forward, _ORIGINAL),
     }
 

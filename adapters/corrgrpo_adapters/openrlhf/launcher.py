@@ -34,7 +34,11 @@ SETUP_HOOK = "corrgrpo_adapters.openrlhf.hook.setup"
 # Ray sets this in a driver started by `ray job submit`; it holds the job's runtime_env.
 _JOB_CONFIG_ENV_VAR = "RAY_JOB_CONFIG_JSON_ENV_VAR"
 # The env_vars OpenRLHF's train() gives Ray when it starts Ray itself; it skips that once we have.
-_OPENRLHF_ENV_DEFAULTS = {"TOKENIZERS_PARALLELISM": "true", "NCCL_DEBUG": "WARN", "RAY_ENABLE_ZERO_COPY_TORCH_TENSORS": "1"}
+_OPENRLHF_ENV_DEFAULTS = {
+    "TOKENIZERS_PARALLELISM": "true",
+    "NCCL_DEBUG": "WARN",
+    "RAY_ENABLE_ZERO_COPY_TORCH_TENSORS": "1",
+}
 # Strings OpenRLHF's CLI must contain for the argument layout this launcher rewrites.
 _CLI_LAYOUT = ('"--algo.advantage.estimator"', f'"{HOST_ESTIMATOR}"', '"--rollout.n_samples_per_prompt"')
 
@@ -165,11 +169,15 @@ def _openrlhf_argv(parser: argparse.ArgumentParser, rest: list[str], config: Ada
         ):
             found = _find_option(rest, name)
             if found is not None and found[1] not in ok:
-                parser.error(f"--corrgrpo.policy_loss cispo replaces OpenRLHF's PPO loss; drop {name} {found[1]}")
+                parser.error(
+                    f"--corrgrpo.policy_loss cispo replaces OpenRLHF's PPO loss; drop {name} {found[1]}"
+                )
     return rest if estimator is not None else [*rest, "--algo.advantage.estimator", HOST_ESTIMATOR]
 
 
-def merge_runtime_env(config: AdapterConfig, *envs: Mapping[str, Any] | None) -> tuple[dict[str, Any], AdapterConfig]:
+def merge_runtime_env(
+    config: AdapterConfig, *envs: Mapping[str, Any] | None
+) -> tuple[dict[str, Any], AdapterConfig]:
     """Our runtime_env on top of the user's ``envs`` (merged left to right, conflicts are errors).
 
     A ``worker_process_setup_hook`` among them is kept and called by ours (Ray allows one hook);
@@ -216,7 +224,7 @@ def parse_launch(argv: Sequence[str] | None = None, *, environ: Mapping[str, str
             policy_loss=ns.policy_loss,
             log_stats=ns.log_stats,
         )
-    except (ValueError, RuntimeError) as exc:
+    except (TypeError, ValueError, RuntimeError) as exc:
         parser.error(str(exc))
     openrlhf_argv = _openrlhf_argv(parser, rest, config)
 
@@ -266,7 +274,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     launch = parse_launch(argv)
     check_openrlhf(launch.config)  # fail here, not in a Ray worker, when OpenRLHF's layout changed
     if ray.is_initialized():
-        raise RuntimeError("Ray is already running in this process; the launcher must start it (with its hook)")
+        raise RuntimeError(
+            "Ray is already running in this process; the launcher must start it (with its hook)"
+        )
     if os.environ.get(_JOB_CONFIG_ENV_VAR):
         # The job's runtime_env is already part of ours; let ours stand instead of Ray re-merging.
         os.environ["RAY_OVERRIDE_JOB_RUNTIME_ENV"] = "1"

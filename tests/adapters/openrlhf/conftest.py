@@ -25,7 +25,8 @@ STUBS_MODULE = "corrgrpo_openrlhf_stubs"
 def _load_stubs() -> Any:
     if STUBS_MODULE not in sys.modules:
         spec = importlib.util.spec_from_file_location(STUBS_MODULE, HERE / f"{STUBS_MODULE}.py")
-        assert spec is not None and spec.loader is not None
+        assert spec is not None
+        assert spec.loader is not None
         module = importlib.util.module_from_spec(spec)
         sys.modules[STUBS_MODULE] = module
         spec.loader.exec_module(module)
@@ -134,6 +135,36 @@ def patch_with() -> Iterator[Any]:
 
     yield apply
     hook.unpatch_openrlhf()
+
+
+class ReachedTraining(Exception):
+    """Raised in place of OpenRLHF's first training step, carrying its fully validated arguments."""
+
+
+@pytest.fixture
+def openrlhf_cli(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """``openrlhf_cli(argv)`` runs OpenRLHF's real CLI through the launcher's runner, up to training.
+
+    OpenRLHF's parser and all of its argument checks run; ``train()`` stops at its first call
+    (``get_strategy``), before it would start Ray or build GPU actors, and the parsed arguments
+    come back.
+    """
+    import openrlhf.utils
+    import ray
+    from corrgrpo_adapters.openrlhf import launcher
+
+    def reached(args: Any) -> None:
+        raise ReachedTraining(args)
+
+    monkeypatch.setattr(openrlhf.utils, "get_strategy", reached)
+    monkeypatch.setattr(ray, "is_initialized", lambda: True)  # as under the launcher's main()
+
+    def run(argv: Sequence[str]) -> Any:
+        with pytest.raises(ReachedTraining) as stopped:
+            launcher.run_openrlhf(argv)
+        return stopped.value.args[0]
+
+    return run
 
 
 @pytest.fixture(scope="session")

@@ -13,8 +13,15 @@ import sys
 import types
 from typing import Any
 
-STUBBED = ("flash_attn", "flash_attn.utils", "flash_attn.bert_padding", "flash_attn.utils.distributed",
-           "vllm", "vllm.inputs", "vllm.utils")
+STUBBED = (
+    "flash_attn",
+    "flash_attn.utils",
+    "flash_attn.bert_padding",
+    "flash_attn.utils.distributed",
+    "vllm",
+    "vllm.inputs",
+    "vllm.utils",
+)
 
 
 def _unavailable(*_args: Any, **_kwargs: Any) -> Any:
@@ -34,8 +41,13 @@ def _module(name: str, **attrs: Any) -> None:
 def install() -> None:
     _module("flash_attn")
     _module("flash_attn.utils")
-    _module("flash_attn.bert_padding", index_first_axis=_unavailable, pad_input=_unavailable,
-            rearrange=_unavailable, unpad_input=_unavailable)
+    _module(
+        "flash_attn.bert_padding",
+        index_first_axis=_unavailable,
+        pad_input=_unavailable,
+        rearrange=_unavailable,
+        unpad_input=_unavailable,
+    )
     _module("flash_attn.utils.distributed", all_gather=_unavailable)
     _module("vllm", LLM=object, SamplingParams=object, __version__="0.0.0")
     _module("vllm.inputs", TokensPrompt=dict)

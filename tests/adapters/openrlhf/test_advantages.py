@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-
-import corrgrpo_core as cc
 from corrgrpo_adapters.openrlhf import hook
 from corrgrpo_adapters.openrlhf.config import AdapterConfig
+
+import corrgrpo_core as cc
 
 N_SAMPLES = 4
 PROMPTS = 5
@@ -58,7 +58,9 @@ def test_grpo_on_the_reward_matches_openrlhf_group_norm(orl, patch_with, kl_coef
         ("dara", None, {"variant": "sym"}),
     ],
 )
-def test_token_advantages_are_the_core_advantages_under_the_action_mask(orl, patch_with, estimator, weights, options):
+def test_token_advantages_are_the_core_advantages_under_the_action_mask(
+    orl, patch_with, estimator, weights, options
+):
     components = _components(seed=1)
     keys = ("acc", "fmt", "length")
     experiences = orl.make_experiences(components, n_samples=N_SAMPLES, micro_batch=6, seed=1)
@@ -124,7 +126,9 @@ def test_core_diagnostics_reach_info_and_survive_openrlhf_batching(orl, patch_wi
     logged = batch.info[hook.METRIC_PREFIX + "c_q/mean"]
     assert type(logged) is type(batch.info["reward"])  # batched exactly like OpenRLHF's own metrics
     # PolicyModelActor.training_step turns such a list into a tensor and logs its mean.
-    assert torch.tensor(logged, dtype=torch.float).mean().item() == pytest.approx(summary["c_q/mean"], rel=1e-6)
+    assert torch.tensor(logged, dtype=torch.float).mean().item() == pytest.approx(
+        summary["c_q/mean"], rel=1e-6
+    )
 
 
 def test_no_stats_leaves_info_alone(orl, patch_with):
@@ -170,7 +174,7 @@ def test_patching_twice_replaces_and_unpatching_restores(orl):
         hook.patch_openrlhf(AdapterConfig("grpo", ("acc",)))
         hook.patch_openrlhf(AdapterConfig("corrgrpo", ("acc", "fmt")))
         patched = orl.RemoteExperienceMaker.compute_advantages_and_returns
-        assert getattr(patched, "__corrgrpo_original__") is original  # no wrapper around a wrapper
+        assert patched.__corrgrpo_original__ is original  # no wrapper around a wrapper
         assert hook.is_patched() == {"compute_advantages_and_returns": True, "policy_loss": False}
     finally:
         hook.unpatch_openrlhf()
@@ -204,7 +208,12 @@ def test_setup_hook_without_the_launcher_says_so(monkeypatch):
 @pytest.mark.parametrize(
     ("target", "name", "replacement", "message"),
     [
-        ("experience_maker", "RemoteExperienceMaker", "missing_method", "compute_advantages_and_returns does not"),
+        (
+            "experience_maker",
+            "RemoteExperienceMaker",
+            "missing_method",
+            "compute_advantages_and_returns does not",
+        ),
         ("experience_maker", "compute_reward", "other_signature", r"compute_reward takes \(r, kl\)"),
     ],
 )

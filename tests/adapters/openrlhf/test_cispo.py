@@ -6,7 +6,6 @@ import sys
 
 import pytest
 import torch
-
 from corrgrpo_adapters.openrlhf import hook, launcher
 from corrgrpo_adapters.openrlhf.config import AdapterConfig
 
@@ -23,7 +22,9 @@ def _batch(seed: int = 0):
 
 def _grad(loss_fn, log_probs, old, advantages, mask, **kwargs):
     log_probs = log_probs.clone().requires_grad_(True)
-    loss, clip_ratio, ppo_kl, vllm_kl, is_filter_ratio = loss_fn(log_probs, old, advantages, action_mask=mask, **kwargs)
+    loss, clip_ratio, ppo_kl, vllm_kl, is_filter_ratio = loss_fn(
+        log_probs, old, advantages, action_mask=mask, **kwargs
+    )
     loss.backward()
     return loss.detach(), log_probs.grad, clip_ratio, ppo_kl, (vllm_kl, is_filter_ratio)
 
@@ -39,13 +40,18 @@ def cispo(orl, patch_with):
 def test_on_policy_cispo_has_ppo_gradient(cispo, token_level_loss):
     # At ratio 1 neither clip binds: both gradients are -A * grad log pi, aggregated the same way.
     old, advantages, mask = _batch()
-    make = lambda: cispo.PolicyLoss(EPS_LOW, EPS_HIGH, token_level_loss=token_level_loss)  # noqa: E731
+
+    def make():
+        return cispo.PolicyLoss(EPS_LOW, EPS_HIGH, token_level_loss=token_level_loss)
+
     _, grad_cispo, clip_ratio, ppo_kl, extra = _grad(make(), old, old, advantages, mask)
     hook.unpatch_openrlhf()
     _, grad_ppo, *_ = _grad(make(), old, old, advantages, mask)
     torch.testing.assert_close(grad_cispo, grad_ppo)
     assert grad_cispo.abs().max() > 0
-    assert float(clip_ratio) == 0.0 and float(ppo_kl) == 0.0 and extra == (None, None)
+    assert float(clip_ratio) == 0.0
+    assert float(ppo_kl) == 0.0
+    assert extra == (None, None)
 
 
 def test_off_policy_tokens_keep_a_clipped_weight(cispo):
@@ -68,7 +74,9 @@ def test_data_parallel_normalisation_stays_openrlhfs(cispo):
     old, advantages, mask = _batch(seed=2)
     loss_fn = cispo.PolicyLoss(EPS_LOW, EPS_HIGH)
     local, *_ = _grad(loss_fn, old + 0.3, old, advantages, mask)
-    scaled, *_ = _grad(loss_fn, old + 0.3, old, advantages, mask, dp_size=2, batch_num_tokens=2 * float(mask.sum()))
+    scaled, *_ = _grad(
+        loss_fn, old + 0.3, old, advantages, mask, dp_size=2, batch_num_tokens=2 * float(mask.sum())
+    )
     torch.testing.assert_close(scaled, local)
 
 
@@ -82,10 +90,22 @@ def test_cispo_refuses_the_ppo_variants_it_replaces(cispo, kwargs):
 
 
 @pytest.mark.parametrize(
-    "extra", [["--actor.policy_loss_type", "gspo"], ["--actor.dual_clip=3"], ["--algo.advantage.is_correction_level", "seq"]]
+    "extra",
+    [
+        ["--actor.policy_loss_type", "gspo"],
+        ["--actor.dual_clip=3"],
+        ["--algo.advantage.is_correction_level", "seq"],
+    ],
 )
 def test_launcher_refuses_cispo_with_the_ppo_variants_it_replaces(cispo, capsys, extra):
-    argv = ["--corrgrpo.reward_keys", "acc", "--corrgrpo.policy_loss", "cispo", "--rollout.n_samples_per_prompt", "4"]
+    argv = [
+        "--corrgrpo.reward_keys",
+        "acc",
+        "--corrgrpo.policy_loss",
+        "cispo",
+        "--rollout.n_samples_per_prompt",
+        "4",
+    ]
     with pytest.raises(SystemExit):
         launcher.parse_launch([*argv, *extra], environ={})
     assert "--corrgrpo.policy_loss cispo replaces" in capsys.readouterr().err

@@ -9,11 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from corrgrpo_adapters.openrlhf import launcher
 from corrgrpo_adapters.openrlhf.config import CONFIG_ENV_VAR, AdapterConfig
 from corrgrpo_adapters.openrlhf.hook import OpenRLHFLayoutError
 
+# fmt: off
 # A realistic OpenRLHF command line: nargs=2 options, a negative number, '=' forms, store_true flags.
 OPENRLHF_ARGS = [
     "--actor.model_name_or_path", "/models/tiny",
@@ -33,25 +33,7 @@ OURS = [
     "--corrgrpo.option", "eps=1e-5",
     "--corrgrpo.option", "nan_policy=ignore",
 ]
-
-
-class _Parsed(Exception):
-    """Raised from inside OpenRLHF's CLI once its own parser has accepted the arguments."""
-
-
-def _openrlhf_parse(monkeypatch, argv):
-    """Run OpenRLHF's real entry point through the launcher's runner, stopping right after parsing."""
-    import openrlhf.utils.config as openrlhf_config
-
-    real = openrlhf_config.hierarchize
-
-    def stop(args):
-        raise _Parsed(real(args))
-
-    monkeypatch.setattr(openrlhf_config, "hierarchize", stop)
-    with pytest.raises(_Parsed) as parsed:
-        launcher.run_openrlhf(argv)
-    return parsed.value.args[0]
+# fmt: on
 
 
 def test_our_options_are_consumed_and_openrlhf_arguments_pass_intact():
@@ -63,9 +45,9 @@ def test_our_options_are_consumed_and_openrlhf_arguments_pass_intact():
     )
 
 
-def test_openrlhf_real_parser_accepts_the_passed_arguments(monkeypatch):
+def test_openrlhf_real_parser_accepts_the_passed_arguments(openrlhf_cli):
     launch = launcher.parse_launch([*OURS, *OPENRLHF_ARGS], environ={})
-    args = _openrlhf_parse(monkeypatch, launch.openrlhf_argv)
+    args = openrlhf_cli(launch.openrlhf_argv)
     assert args.algo.advantage.estimator == "group_norm"
     assert args.rollout.n_samples_per_prompt == 4
     assert args.actor.eps_clip_low_high == [0.2, 0.28]
@@ -76,17 +58,17 @@ def test_openrlhf_real_parser_accepts_the_passed_arguments(monkeypatch):
     assert sys.argv[0] != launch.openrlhf_argv[0]  # the runner restores sys.argv
 
 
-def test_an_explicit_group_norm_is_kept_once(monkeypatch):
+def test_an_explicit_group_norm_is_kept_once():
     argv = [*OURS, *OPENRLHF_ARGS, "--algo.advantage.estimator=group_norm"]
     launch = launcher.parse_launch(argv, environ={})
     assert launch.openrlhf_argv == [*OPENRLHF_ARGS, "--algo.advantage.estimator=group_norm"]
 
 
-def test_an_unknown_openrlhf_option_reaches_openrlhf_parser(monkeypatch, capsys):
+def test_an_unknown_openrlhf_option_reaches_openrlhf_parser(openrlhf_cli, capsys):
     launch = launcher.parse_launch([*OURS, *OPENRLHF_ARGS, "--actor.no_such_option", "1"], environ={})
     assert launch.openrlhf_argv[-4:-2] == ["--actor.no_such_option", "1"]
     with pytest.raises(SystemExit) as exit_info:
-        _openrlhf_parse(monkeypatch, launch.openrlhf_argv)
+        openrlhf_cli(launch.openrlhf_argv)
     assert exit_info.value.code == 2
     assert "--actor.no_such_option" in capsys.readouterr().err
 
@@ -104,10 +86,16 @@ def test_an_unknown_openrlhf_option_reaches_openrlhf_parser(monkeypatch, capsys)
         (["--corrgrpo.reward_keys", "acc", "--corrgrpo.option", "ddof=-1"], "ddof"),
         (["--corrgrpo.reward_keys", "acc", "--corrgrpo.option", "nan_policy=drop"], "nan_policy"),
         (["--corrgrpo.reward_keys", "acc", "--corrgrpo.option", "weights=1"], "set by the adapter"),
-        (["--corrgrpo.reward_keys", "acc", "--corrgrpo.option", "eps=1", "--corrgrpo.option", "eps=2"], "twice"),
+        (
+            ["--corrgrpo.reward_keys", "acc", "--corrgrpo.option", "eps=1", "--corrgrpo.option", "eps=2"],
+            "twice",
+        ),
         (["--corrgrpo.reward_keys", "acc", "--corrgrpo.estimtor", "grpo"], "unknown corrgrpo option"),
         (["--corrgrpo.reward_keys", "acc", "--corrgrpo.ray_init", "[1]"], "JSON object"),
-        (["--corrgrpo.reward_keys", "acc", "--algo.advantage.estimator", "gae"], "drop --algo.advantage.estimator"),
+        (
+            ["--corrgrpo.reward_keys", "acc", "--algo.advantage.estimator", "gae"],
+            "drop --algo.advantage.estimator",
+        ),
     ],
 )
 def test_bad_values_get_clear_errors(capsys, argv, message):
@@ -137,11 +125,14 @@ def test_runtime_env_merges_the_users_and_chains_their_hook():
     env = launch.ray_init["runtime_env"]
     assert launch.ray_init["num_cpus"] == 3
     assert env["worker_process_setup_hook"] == launcher.SETUP_HOOK
-    assert env["pip"] == ["x"] and env["working_dir"] == "/job"
-    assert env["env_vars"]["A"] == "1" and env["env_vars"]["B"] == "2"
+    assert env["pip"] == ["x"]
+    assert env["working_dir"] == "/job"
+    assert env["env_vars"]["A"] == "1"
+    assert env["env_vars"]["B"] == "2"
     assert env["env_vars"]["TOKENIZERS_PARALLELISM"]  # what OpenRLHF's own ray.init would have set
     shipped = AdapterConfig.from_json(env["env_vars"][CONFIG_ENV_VAR])
-    assert shipped == launch.config and shipped.user_setup_hook == "mypkg.setup"
+    assert shipped == launch.config
+    assert shipped.user_setup_hook == "mypkg.setup"
 
 
 @pytest.mark.parametrize(
@@ -162,10 +153,11 @@ def test_runtime_env_conflicts_are_errors(capsys, user, job, message):
 
 def test_cli_layout_check_on_the_real_source_and_a_changed_one():
     spec = importlib.util.find_spec(launcher.OPENRLHF_ENTRY)
-    assert spec is not None and spec.origin is not None
+    assert spec is not None
+    assert spec.origin is not None
     source = Path(spec.origin).read_text(encoding="utf-8")
     launcher.check_cli_layout(source)
-    with pytest.raises(OpenRLHFLayoutError, match="lacks.*--rollout.n_samples_per_prompt"):
+    with pytest.raises(OpenRLHFLayoutError, match=r"lacks.*--rollout\.n_samples_per_prompt"):
         launcher.check_cli_layout(source.replace('"--rollout.n_samples_per_prompt"', '"--rollout.n"'))
 
 
@@ -173,9 +165,14 @@ def test_module_runs_as_python_dash_m(tmp_path):
     # --help needs neither Ray nor OpenRLHF's GPU modules; it lists our options and where the rest go.
     out = subprocess.run(
         [sys.executable, "-m", "corrgrpo_adapters.openrlhf", "--help"],
-        capture_output=True, text=True, cwd=tmp_path, timeout=120, check=True,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+        check=True,
     ).stdout
-    assert "--corrgrpo.reward_keys" in out and "openrlhf.cli.train_ppo_ray" in out
+    assert "--corrgrpo.reward_keys" in out
+    assert "openrlhf.cli.train_ppo_ray" in out
 
 
 def test_our_suite_is_not_shadowed_by_openrlhf_tests_package(orl):
@@ -186,8 +183,14 @@ def test_our_suite_is_not_shadowed_by_openrlhf_tests_package(orl):
     # this interpreter's path would find it (a regular package beats our __init__-less folder) ...
     assert "tests/__init__.py" in {str(f) for f in files("openrlhf") or []}
     spec = PathFinder.find_spec("tests", sys.path)
-    assert spec is not None and spec.origin is not None and "site-packages" in spec.origin
+    assert spec is not None
+    assert spec.origin is not None
+    assert "site-packages" in spec.origin
     # ... yet this module and the conftest helpers were loaded from this folder, by file, not by name.
-    assert Path(sys.modules[__name__].__file__).resolve() == Path(__file__).resolve() == orl.here / Path(__file__).name
+    assert (
+        Path(sys.modules[__name__].__file__).resolve()
+        == Path(__file__).resolve()
+        == orl.here / Path(__file__).name
+    )
     assert Path(sys.modules[orl.stubs_module].__file__).resolve().parent == orl.here
     assert Path(orl.make_args.__code__.co_filename).resolve().parent == orl.here

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 import ray
 import torch
+from corrgrpo_adapters.openrlhf import launcher
 
 import corrgrpo_core as cc
-from corrgrpo_adapters.openrlhf import launcher
 
 pytestmark = [
     pytest.mark.slow,
@@ -101,10 +101,14 @@ def ray_run(orl) -> dict[str, Any]:
         },
     }
     argv = [
-        "--corrgrpo.estimator", "corrgrpo",
-        "--corrgrpo.reward_keys", *KEYS,
-        "--corrgrpo.ray_init", json.dumps(ray_init),
-        "--rollout.n_samples_per_prompt", str(N_SAMPLES),
+        "--corrgrpo.estimator",
+        "corrgrpo",
+        "--corrgrpo.reward_keys",
+        *KEYS,
+        "--corrgrpo.ray_init",
+        json.dumps(ray_init),
+        "--rollout.n_samples_per_prompt",
+        str(N_SAMPLES),
     ]
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(launcher, "run_openrlhf", probe)
@@ -131,5 +135,10 @@ def test_launcher_started_ray_with_the_hook_and_shut_it_down(ray_run):
     env = ray_run["runtime_env"]
     assert env["worker_process_setup_hook"] == launcher.SETUP_HOOK
     assert json.loads(env["env_vars"]["CORRGRPO_OPENRLHF_CONFIG"])["user_setup_hook"].endswith(".install")
-    assert ray_run["argv"] == ["--rollout.n_samples_per_prompt", str(N_SAMPLES), "--algo.advantage.estimator", "group_norm"]
+    assert ray_run["argv"] == [
+        "--rollout.n_samples_per_prompt",
+        str(N_SAMPLES),
+        "--algo.advantage.estimator",
+        "group_norm",
+    ]
     assert ray_run["ray_down"]
