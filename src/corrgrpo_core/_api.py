@@ -14,9 +14,16 @@ IdsLike = Array | Sequence[int] | None
 WeightsLike = Array | Sequence[float] | None
 
 
-def _run(scores: Array, group_ids: IdsLike, weights: WeightsLike, nan_policy: str, singleton: str,
-         xp: Namespace | None, zero_variance_rtol: float | None,
-         compute: Callable[[Batch, float], Array]) -> Array:
+def _run(
+    scores: Array,
+    group_ids: IdsLike,
+    weights: WeightsLike,
+    nan_policy: str,
+    singleton: str,
+    xp: Namespace | None,
+    zero_variance_rtol: float | None,
+    compute: Callable[[Batch, float], Array],
+) -> Array:
     batch = prepare(scores, group_ids, weights=weights, nan_policy=nan_policy, singleton=singleton, xp=xp)
     if 0 in batch.raw.shape[:-1]:
         return batch.xp.zeros(batch.lead_shape, dtype=batch.out_dtype, device=batch.device)
@@ -102,11 +109,15 @@ def corr_normalized_advantage(
 
     def compute(batch: Batch, rtol: float) -> Array:
         parts = est.corr_parts(batch, ddof=ddof, rtol=rtol)
-        den = est.corr_denominator(parts, eps=eps, eps_placement=eps_placement, min_correlation_sum=floor,
-                                   xp=batch.xp)
+        den = est.corr_denominator(
+            parts, eps=eps, eps_placement=eps_placement, min_correlation_sum=floor, xp=batch.xp
+        )
         if return_stats:
-            stats.append(stats_from_parts(batch, parts, den, eps=eps, eps_placement=eps_placement, ddof=ddof,
-                                          rtol=rtol))
+            stats.append(
+                stats_from_parts(
+                    batch, parts, den, eps=eps, eps_placement=eps_placement, ddof=ddof, rtol=rtol
+                )
+            )
         return est._rows_only(batch, est.safe_divide(parts.numerator, den, batch.xp))
 
     adv = _run(scores, group_ids, weights, nan_policy, singleton, xp, zero_variance_rtol, compute)
@@ -153,15 +164,34 @@ def advantage_stats(
     batch = prepare(scores, group_ids, weights=weights, nan_policy=nan_policy, singleton="zero", xp=xp)
     rtol = resolve_rtol(zero_variance_rtol, batch.xp, batch.raw.dtype)
     parts = est.corr_parts(batch, ddof=ddof, rtol=rtol)
-    den = est.corr_denominator(parts, eps=eps, eps_placement=eps_placement, min_correlation_sum=floor, xp=batch.xp)
-    return stats_from_parts(batch, parts, den, eps=eps, eps_placement=eps_placement, ddof=ddof, rtol=rtol,
-                            degenerate_threshold=threshold)
+    den = est.corr_denominator(
+        parts, eps=eps, eps_placement=eps_placement, min_correlation_sum=floor, xp=batch.xp
+    )
+    return stats_from_parts(
+        batch,
+        parts,
+        den,
+        eps=eps,
+        eps_placement=eps_placement,
+        ddof=ddof,
+        rtol=rtol,
+        degenerate_threshold=threshold,
+    )
 
 
 def grpo_advantage(
-    scores: Array, /, group_ids: IdsLike = None, *, weights: WeightsLike = None, eps: float = 1e-6,
-    eps_placement: str = "outside", ddof: int = 1, singleton: str = "zero",
-    zero_variance_rtol: float | None = None, nan_policy: str = "raise", xp: Namespace | None = None,
+    scores: Array,
+    /,
+    group_ids: IdsLike = None,
+    *,
+    weights: WeightsLike = None,
+    eps: float = 1e-6,
+    eps_placement: str = "outside",
+    ddof: int = 1,
+    singleton: str = "zero",
+    zero_variance_rtol: float | None = None,
+    nan_policy: str = "raise",
+    xp: Namespace | None = None,
 ) -> Array:
     r"""GRPO: :math:`A_i = (R_i - \bar R) / (s_R + \epsilon)`, :math:`R_i = \sum_k w_k x_{ik}`.
 
@@ -178,13 +208,28 @@ def grpo_advantage(
     """
     eps = _eps(eps, eps_placement)
     ddof = check_ddof(ddof)
-    return _run(scores, group_ids, weights, nan_policy, singleton, xp, zero_variance_rtol,
-                lambda b, rtol: est.grpo(b, eps=eps, eps_placement=eps_placement, ddof=ddof, rtol=rtol))
+    return _run(
+        scores,
+        group_ids,
+        weights,
+        nan_policy,
+        singleton,
+        xp,
+        zero_variance_rtol,
+        lambda b, rtol: est.grpo(b, eps=eps, eps_placement=eps_placement, ddof=ddof, rtol=rtol),
+    )
 
 
 def dr_grpo_advantage(
-    scores: Array, /, group_ids: IdsLike = None, *, weights: WeightsLike = None, singleton: str = "zero",
-    zero_variance_rtol: float | None = None, nan_policy: str = "raise", xp: Namespace | None = None,
+    scores: Array,
+    /,
+    group_ids: IdsLike = None,
+    *,
+    weights: WeightsLike = None,
+    singleton: str = "zero",
+    zero_variance_rtol: float | None = None,
+    nan_policy: str = "raise",
+    xp: Namespace | None = None,
 ) -> Array:
     r"""Dr.GRPO: the centred total reward :math:`A_i = R_i - \bar R` (no std division).
 
@@ -194,13 +239,28 @@ def dr_grpo_advantage(
     >>> cc.dr_grpo_advantage(np.array([[1.0], [3.0]]))
     array([-1.,  1.])
     """
-    return _run(scores, group_ids, weights, nan_policy, singleton, xp, zero_variance_rtol,
-                lambda b, rtol: est.dr_grpo(b, rtol=rtol))
+    return _run(
+        scores,
+        group_ids,
+        weights,
+        nan_policy,
+        singleton,
+        xp,
+        zero_variance_rtol,
+        lambda b, rtol: est.dr_grpo(b, rtol=rtol),
+    )
 
 
 def rloo_advantage(
-    scores: Array, /, group_ids: IdsLike = None, *, weights: WeightsLike = None, singleton: str = "zero",
-    zero_variance_rtol: float | None = None, nan_policy: str = "raise", xp: Namespace | None = None,
+    scores: Array,
+    /,
+    group_ids: IdsLike = None,
+    *,
+    weights: WeightsLike = None,
+    singleton: str = "zero",
+    zero_variance_rtol: float | None = None,
+    nan_policy: str = "raise",
+    xp: Namespace | None = None,
 ) -> Array:
     r"""RLOO: :math:`A_i = R_i - \frac{1}{n-1}\sum_{j \ne i} R_j = \frac{n}{n-1}(R_i - \bar R)`.
 
@@ -212,14 +272,31 @@ def rloo_advantage(
     >>> cc.rloo_advantage(np.array([[1.0], [2.0], [6.0]]))
     array([-3. , -1.5,  4.5])
     """
-    return _run(scores, group_ids, weights, nan_policy, singleton, xp, zero_variance_rtol,
-                lambda b, rtol: est.rloo(b, rtol=rtol))
+    return _run(
+        scores,
+        group_ids,
+        weights,
+        nan_policy,
+        singleton,
+        xp,
+        zero_variance_rtol,
+        lambda b, rtol: est.rloo(b, rtol=rtol),
+    )
 
 
 def mo_grpo_advantage(
-    scores: Array, /, group_ids: IdsLike = None, *, weights: WeightsLike = None, eps: float = 1e-6,
-    eps_placement: str = "outside", ddof: int = 1, singleton: str = "zero",
-    zero_variance_rtol: float | None = None, nan_policy: str = "raise", xp: Namespace | None = None,
+    scores: Array,
+    /,
+    group_ids: IdsLike = None,
+    *,
+    weights: WeightsLike = None,
+    eps: float = 1e-6,
+    eps_placement: str = "outside",
+    ddof: int = 1,
+    singleton: str = "zero",
+    zero_variance_rtol: float | None = None,
+    nan_policy: str = "raise",
+    xp: Namespace | None = None,
 ) -> Array:
     r"""MO-GRPO: the weighted sum of per-component group z-scores, :math:`\sum_k w_k z_{ik}`.
 
@@ -234,14 +311,31 @@ def mo_grpo_advantage(
     """
     eps = _eps(eps, eps_placement)
     ddof = check_ddof(ddof)
-    return _run(scores, group_ids, weights, nan_policy, singleton, xp, zero_variance_rtol,
-                lambda b, rtol: est.mo_grpo(b, eps=eps, eps_placement=eps_placement, ddof=ddof, rtol=rtol))
+    return _run(
+        scores,
+        group_ids,
+        weights,
+        nan_policy,
+        singleton,
+        xp,
+        zero_variance_rtol,
+        lambda b, rtol: est.mo_grpo(b, eps=eps, eps_placement=eps_placement, ddof=ddof, rtol=rtol),
+    )
 
 
 def gdpo_advantage(
-    scores: Array, /, group_ids: IdsLike = None, *, weights: WeightsLike = None, eps: float = 1e-6,
-    eps_placement: str = "outside", ddof: int = 1, singleton: str = "zero",
-    zero_variance_rtol: float | None = None, nan_policy: str = "raise", xp: Namespace | None = None,
+    scores: Array,
+    /,
+    group_ids: IdsLike = None,
+    *,
+    weights: WeightsLike = None,
+    eps: float = 1e-6,
+    eps_placement: str = "outside",
+    ddof: int = 1,
+    singleton: str = "zero",
+    zero_variance_rtol: float | None = None,
+    nan_policy: str = "raise",
+    xp: Namespace | None = None,
 ) -> Array:
     r"""GDPO: MO-GRPO's :math:`H_i = \sum_k w_k z_{ik}`, then a z-score over the whole batch.
 
@@ -257,15 +351,33 @@ def gdpo_advantage(
     """
     eps = _eps(eps, eps_placement)
     ddof = check_ddof(ddof)
-    return _run(scores, group_ids, weights, nan_policy, singleton, xp, zero_variance_rtol,
-                lambda b, rtol: est.gdpo(b, eps=eps, eps_placement=eps_placement, ddof=ddof, rtol=rtol))
+    return _run(
+        scores,
+        group_ids,
+        weights,
+        nan_policy,
+        singleton,
+        xp,
+        zero_variance_rtol,
+        lambda b, rtol: est.gdpo(b, eps=eps, eps_placement=eps_placement, ddof=ddof, rtol=rtol),
+    )
 
 
 def gdpo_corr_advantage(
-    scores: Array, /, group_ids: IdsLike = None, *, weights: WeightsLike = None, eps: float = 1e-6,
-    eps_placement: str = "inside", group_eps_placement: str = "outside", ddof: int = 1,
-    singleton: str = "zero", zero_variance_rtol: float | None = None, nan_policy: str = "raise",
-    min_correlation_sum: float = 0.0, xp: Namespace | None = None,
+    scores: Array,
+    /,
+    group_ids: IdsLike = None,
+    *,
+    weights: WeightsLike = None,
+    eps: float = 1e-6,
+    eps_placement: str = "inside",
+    group_eps_placement: str = "outside",
+    ddof: int = 1,
+    singleton: str = "zero",
+    zero_variance_rtol: float | None = None,
+    nan_policy: str = "raise",
+    min_correlation_sum: float = 0.0,
+    xp: Namespace | None = None,
 ) -> Array:
     r"""GDPO with the batch std replaced by the correlation norm of :math:`U_k = w_k z_k`.
 
@@ -284,10 +396,24 @@ def gdpo_corr_advantage(
     check_choice("group_eps_placement", group_eps_placement, EPS_PLACEMENTS)
     ddof = check_ddof(ddof)
     floor = check_nonnegative("min_correlation_sum", min_correlation_sum)
-    return _run(scores, group_ids, weights, nan_policy, singleton, xp, zero_variance_rtol,
-                lambda b, rtol: est.gdpo_corr(b, eps=eps, group_eps_placement=group_eps_placement,
-                                              eps_placement=eps_placement, ddof=ddof, rtol=rtol,
-                                              min_correlation_sum=floor))
+    return _run(
+        scores,
+        group_ids,
+        weights,
+        nan_policy,
+        singleton,
+        xp,
+        zero_variance_rtol,
+        lambda b, rtol: est.gdpo_corr(
+            b,
+            eps=eps,
+            group_eps_placement=group_eps_placement,
+            eps_placement=eps_placement,
+            ddof=ddof,
+            rtol=rtol,
+            min_correlation_sum=floor,
+        ),
+    )
 
 
 DARA_VARIANTS = ("asym", "sym")
@@ -295,10 +421,22 @@ DARA_BASES = ("gdpo", "corrgrpo")
 
 
 def dara_advantage(
-    scores: Array, /, group_ids: IdsLike = None, *, weights: WeightsLike = None, variant: str = "asym",
-    base: str = "gdpo", max_weight: float = 5.0, eps: float = 1e-6, eps_placement: str | None = None,
-    ddof: int = 1, singleton: str = "zero", zero_variance_rtol: float | None = None,
-    nan_policy: str = "raise", min_correlation_sum: float = 0.0, xp: Namespace | None = None,
+    scores: Array,
+    /,
+    group_ids: IdsLike = None,
+    *,
+    weights: WeightsLike = None,
+    variant: str = "asym",
+    base: str = "gdpo",
+    max_weight: float = 5.0,
+    eps: float = 1e-6,
+    eps_placement: str | None = None,
+    ddof: int = 1,
+    singleton: str = "zero",
+    zero_variance_rtol: float | None = None,
+    nan_policy: str = "raise",
+    min_correlation_sum: float = 0.0,
+    xp: Namespace | None = None,
 ) -> Array:
     r"""DARA: density-aware weights :math:`d_k = \min(w_{max}, \sqrt{\max_j \pi_j / \pi_k})`.
 
@@ -323,7 +461,23 @@ def dara_advantage(
     floor = check_nonnegative("min_correlation_sum", min_correlation_sum)
     if not (isinstance(max_weight, (int, float)) and max_weight >= 1):
         raise ValueError(f"max_weight must be a number >= 1, got {max_weight!r}")
-    return _run(scores, group_ids, weights, nan_policy, singleton, xp, zero_variance_rtol,
-                lambda b, rtol: est.dara(b, variant=variant, base=base, max_weight=float(max_weight), eps=eps,
-                                         eps_placement=placement, ddof=ddof, rtol=rtol,
-                                         min_correlation_sum=floor))
+    return _run(
+        scores,
+        group_ids,
+        weights,
+        nan_policy,
+        singleton,
+        xp,
+        zero_variance_rtol,
+        lambda b, rtol: est.dara(
+            b,
+            variant=variant,
+            base=base,
+            max_weight=float(max_weight),
+            eps=eps,
+            eps_placement=placement,
+            ddof=ddof,
+            rtol=rtol,
+            min_correlation_sum=floor,
+        ),
+    )

@@ -7,7 +7,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._groups import Groups, dense_groups, ragged_groups
-from ._lib._compat import Array, Namespace, array_namespace, device, is_array_api_obj, is_lazy_array, work_dtype
+from ._lib._compat import (
+    Array,
+    Namespace,
+    array_namespace,
+    device,
+    is_array_api_obj,
+    is_lazy_array,
+    work_dtype,
+)
 
 NAN_POLICIES = ("raise", "ignore")
 SINGLETON_POLICIES = ("zero", "raise")
@@ -80,7 +88,9 @@ def prepare(
     check_choice("nan_policy", nan_policy, NAN_POLICIES)
     check_choice("singleton policy", singleton, SINGLETON_POLICIES)
     if not is_array_api_obj(scores):
-        raise TypeError(f"scores must be an array (numpy, torch, jax, cupy, ...), got {type(scores).__name__}")
+        raise TypeError(
+            f"scores must be an array (numpy, torch, jax, cupy, ...), got {type(scores).__name__}"
+        )
     if xp is None:
         xp = array_namespace(scores)
     dev = device(scores)
@@ -90,7 +100,8 @@ def prepare(
     if group_ids is None and scores.ndim not in (2, 3):
         raise ValueError(
             f"scores must be (n, K) for one group or (B, n, K) for B groups, got shape {tuple(scores.shape)}"
-            " (pass group_ids for a ragged (N, K) batch)")
+            " (pass group_ids for a ragged (N, K) batch)"
+        )
     if group_ids is not None and scores.ndim != 2:
         raise ValueError(f"with group_ids, scores must be (N, K), got shape {tuple(scores.shape)}")
     k = scores.shape[-1]
@@ -122,31 +133,46 @@ def prepare(
         groups = ragged_groups(xp, ids, dtype, dev, lazy=lazy)
     if singleton == "raise" and not lazy:
         _check_no_singletons(groups, x, group_ids is None, xp)
-    return Batch(xp=xp, groups=groups, raw=x, valid=valid, row_valid=row_valid,
-                 weights=xp.reshape(w, (1,) * (x.ndim - 1) + (k,)), lead_shape=lead,
-                 out_dtype=out_dtype, device=dev)
+    return Batch(
+        xp=xp,
+        groups=groups,
+        raw=x,
+        valid=valid,
+        row_valid=row_valid,
+        weights=xp.reshape(w, (1,) * (x.ndim - 1) + (k,)),
+        lead_shape=lead,
+        out_dtype=out_dtype,
+        device=dev,
+    )
 
 
-def _weights(weights: Array | Sequence[float] | None, k: int, xp: Namespace, dtype: Any, dev: Any,
-             lazy: bool) -> Array:
+def _weights(
+    weights: Array | Sequence[float] | None, k: int, xp: Namespace, dtype: Any, dev: Any, lazy: bool
+) -> Array:
     if weights is None:
         return xp.ones((k,), dtype=dtype, device=dev)
     if is_array_api_obj(weights):
-        w = xp.astype(weights, dtype) if array_namespace(weights) is xp else xp.asarray(
-            weights, dtype=dtype, device=dev)
+        w = (
+            xp.astype(weights, dtype)
+            if array_namespace(weights) is xp
+            else xp.asarray(weights, dtype=dtype, device=dev)
+        )
     else:
         try:
-            w = xp.asarray([float(v) for v in weights], dtype=dtype, device=dev)  # type: ignore[union-attr]
+            w = xp.asarray([float(v) for v in weights], dtype=dtype, device=dev)
         except (TypeError, ValueError) as exc:
             raise TypeError(f"weights must be a sequence of {k} numbers: {exc}") from None
     if w.ndim != 1 or w.shape[0] != k:
-        raise ValueError(f"weights must have one entry per reward component ({k}), got shape {tuple(w.shape)}")
+        raise ValueError(
+            f"weights must have one entry per reward component ({k}), got shape {tuple(w.shape)}"
+        )
     if not lazy and not is_lazy_array(w) and not bool(xp.all(xp.isfinite(w))):
         raise ValueError("weights must be finite")
     return w
 
 
 def _group_ids(group_ids: Array | Sequence[int], n: int, xp: Namespace, dev: Any) -> Array:
+    ids: Array
     if is_array_api_obj(group_ids) and array_namespace(group_ids) is xp:
         ids = group_ids
     else:
@@ -155,12 +181,15 @@ def _group_ids(group_ids: Array | Sequence[int], n: int, xp: Namespace, dev: Any
         except (TypeError, ValueError) as exc:
             raise TypeError(
                 "group_ids must be integers (map strings with numpy.unique(ids, return_inverse=True)); "
-                f"could not convert them: {exc}") from None
+                f"could not convert them: {exc}"
+            ) from None
     if ids.ndim != 1:
         raise ValueError(f"group_ids must be one-dimensional, got shape {tuple(ids.shape)}")
     if not xp.isdtype(ids.dtype, "integral"):
-        raise TypeError(f"group_ids must have an integer dtype, got {ids.dtype} "
-                        "(map other ids with numpy.unique(ids, return_inverse=True))")
+        raise TypeError(
+            f"group_ids must have an integer dtype, got {ids.dtype} "
+            "(map other ids with numpy.unique(ids, return_inverse=True))"
+        )
     if ids.shape[0] != n:
         raise ValueError(f"group_ids has length {ids.shape[0]} but scores has {n} rows")
     return ids
@@ -169,8 +198,10 @@ def _group_ids(group_ids: Array | Sequence[int], n: int, xp: Namespace, dev: Any
 def _rows(mask: Array, xp: Namespace, dense: bool) -> str:
     """The first offending row indices, formatted for an error message."""
     found = [tuple(int(i) for i in idx) for idx in zip(*xp.nonzero(mask), strict=True)]
-    shown = [str(idx[1:] if dense and idx[0] == 0 and mask.shape[0] == 1 else (idx if dense else idx[0]))
-             for idx in found[:_SHOWN]]
+    shown = [
+        str(idx[1:] if dense and idx[0] == 0 and mask.shape[0] == 1 else (idx if dense else idx[0]))
+        for idx in found[:_SHOWN]
+    ]
     more = f" and {len(found) - _SHOWN} more" if len(found) > _SHOWN else ""
     return ", ".join(shown) + more
 
@@ -182,13 +213,17 @@ def _check_finite(x: Array, nan_policy: str, *, dense: bool, xp: Namespace) -> N
     if nan_policy == "raise":
         nan = xp.any(xp.isnan(x), axis=-1)
         if bool(xp.any(nan)):
-            raise ValueError(f"scores contain NaN in rows {_rows(nan, xp, dense)} "
-                             "(pass nan_policy='ignore' to leave missing rewards out of the statistics)")
+            raise ValueError(
+                f"scores contain NaN in rows {_rows(nan, xp, dense)} "
+                "(pass nan_policy='ignore' to leave missing rewards out of the statistics)"
+            )
 
 
 def _check_no_singletons(groups: Groups, x: Array, dense: bool, xp: Namespace) -> None:
-    count = xp.broadcast_to(groups.count, x.shape[:-1] + (1,))[..., 0]
+    count = xp.broadcast_to(groups.count, (*x.shape[:-1], 1))[..., 0]
     single = count < 2
     if bool(xp.any(single)):
-        raise ValueError(f"groups of one rollout at rows {_rows(single, xp, dense)} "
-                         "(singleton='raise'; the default singleton='zero' gives them advantage 0)")
+        raise ValueError(
+            f"groups of one rollout at rows {_rows(single, xp, dense)} "
+            "(singleton='raise'; the default singleton='zero' gives them advantage 0)"
+        )

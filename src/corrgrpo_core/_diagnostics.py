@@ -98,8 +98,17 @@ class AdvantageStats:
         return out
 
 
-def stats_from_parts(batch: Batch, parts: CorrParts, corr_den: Array, *, eps: float, eps_placement: str,
-                     ddof: int, rtol: float, degenerate_threshold: float = 0.01) -> AdvantageStats:
+def stats_from_parts(
+    batch: Batch,
+    parts: CorrParts,
+    corr_den: Array,
+    *,
+    eps: float,
+    eps_placement: str,
+    ddof: int,
+    rtol: float,
+    degenerate_threshold: float = 0.01,
+) -> AdvantageStats:
     """Assemble :class:`AdvantageStats` from the pieces CorrGRPO computed anyway."""
     from ._estimators import denominator, safe_divide, total_moments
 
@@ -110,7 +119,7 @@ def stats_from_parts(batch: Batch, parts: CorrParts, corr_den: Array, *, eps: fl
     comps = parts.components
     lead = batch.lead_shape
     k = batch.raw.shape[-1]
-    rows = batch.raw.shape[:-1] + (1,)
+    rows = (*batch.raw.shape[:-1], 1)
     zero = xp.sum(xp.astype(~comps.varies, xp.int64), axis=-1, keepdims=True)
     varying = xp.any(comps.varies, axis=-1, keepdims=True)
     corr = parts.correlation_sum

@@ -29,8 +29,9 @@ def safe_divide(num: Array, den: Array, xp: Namespace) -> Array:
 
 def _zscores(m: Moments, eps: float, placement: str, xp: Namespace) -> Array:
     """GDPO-style z-scores (x - mean) / (std + eps), zero for components that do not vary."""
-    return xp.where(m.varies, safe_divide(m.centred, denominator(m.var, eps, placement, xp), xp),
-                    xp.zeros_like(m.centred))
+    return xp.where(
+        m.varies, safe_divide(m.centred, denominator(m.var, eps, placement, xp), xp), xp.zeros_like(m.centred)
+    )
 
 
 def _sum_k(x: Array, xp: Namespace) -> Array:
@@ -50,7 +51,9 @@ def _rows_only(batch: Batch, adv: Array) -> Array:
 
 def total_moments(batch: Batch, *, ddof: int, rtol: float) -> Moments:
     """Group moments of the weighted total R_i = sum_k w_k x_ik (NaN entries count as 0)."""
-    return group_moments(_sum_k(batch.weighted, batch.xp), batch.row_valid, batch.groups, ddof=ddof, rtol=rtol)
+    return group_moments(
+        _sum_k(batch.weighted, batch.xp), batch.row_valid, batch.groups, ddof=ddof, rtol=rtol
+    )
 
 
 def grpo(batch: Batch, *, eps: float, eps_placement: str, ddof: int, rtol: float) -> Array:
@@ -68,7 +71,9 @@ def rloo(batch: Batch, *, rtol: float) -> Array:
     xp = batch.xp
     m = total_moments(batch, ddof=0, rtol=rtol)
     many = m.count > 1
-    factor = xp.where(many, m.count / xp.where(many, m.count - 1, xp.ones_like(m.count)), xp.zeros_like(m.count))
+    factor = xp.where(
+        many, m.count / xp.where(many, m.count - 1, xp.ones_like(m.count)), xp.zeros_like(m.count)
+    )
     return m.centred * factor
 
 
@@ -93,27 +98,36 @@ def corr_parts(batch: Batch, *, ddof: int, rtol: float) -> CorrParts:
     xp = batch.xp
     m = group_moments(batch.weighted, batch.valid, batch.groups, ddof=ddof, rtol=rtol)
     zsum = _sum_k(m.z, xp)
-    rows = batch.groups.count if batch.row_valid is None else batch.groups.group_sum(
-        xp.astype(batch.row_valid, zsum.dtype))
+    rows = (
+        batch.groups.count
+        if batch.row_valid is None
+        else batch.groups.group_sum(xp.astype(batch.row_valid, zsum.dtype))
+    )
     dof = rows - ddof
-    corr = xp.where(dof > 0, batch.groups.group_sum(zsum * zsum) / xp.where(dof > 0, dof, xp.ones_like(dof)),
-                    xp.zeros_like(zsum))
+    corr = xp.where(
+        dof > 0,
+        batch.groups.group_sum(zsum * zsum) / xp.where(dof > 0, dof, xp.ones_like(dof)),
+        xp.zeros_like(zsum),
+    )
     return CorrParts(components=m, numerator=_sum_k(m.centred, xp), correlation_sum=corr)
 
 
-def corr_denominator(parts: CorrParts, *, eps: float, eps_placement: str, min_correlation_sum: float,
-                     xp: Namespace) -> Array:
+def corr_denominator(
+    parts: CorrParts, *, eps: float, eps_placement: str, min_correlation_sum: float, xp: Namespace
+) -> Array:
     floor = xp.maximum(parts.correlation_sum, xp.full_like(parts.correlation_sum, min_correlation_sum))
     return denominator(floor, eps, eps_placement, xp)
 
 
-def corrgrpo(batch: Batch, *, eps: float, eps_placement: str, ddof: int, rtol: float,
-             min_correlation_sum: float) -> Array:
+def corrgrpo(
+    batch: Batch, *, eps: float, eps_placement: str, ddof: int, rtol: float, min_correlation_sum: float
+) -> Array:
     """sum_k c_ik / sqrt(max(sum_{l,m} rho_lm, floor) + eps)."""
     xp = batch.xp
     parts = corr_parts(batch, ddof=ddof, rtol=rtol)
-    den = corr_denominator(parts, eps=eps, eps_placement=eps_placement,
-                           min_correlation_sum=min_correlation_sum, xp=xp)
+    den = corr_denominator(
+        parts, eps=eps, eps_placement=eps_placement, min_correlation_sum=min_correlation_sum, xp=xp
+    )
     return _rows_only(batch, safe_divide(parts.numerator, den, xp))
 
 
@@ -145,8 +159,16 @@ def gdpo(batch: Batch, *, eps: float, eps_placement: str, ddof: int, rtol: float
     return batch_zscore(batch, h, eps=eps, eps_placement=eps_placement, ddof=ddof, rtol=rtol)
 
 
-def gdpo_corr(batch: Batch, *, eps: float, group_eps_placement: str, eps_placement: str, ddof: int,
-              rtol: float, min_correlation_sum: float) -> Array:
+def gdpo_corr(
+    batch: Batch,
+    *,
+    eps: float,
+    group_eps_placement: str,
+    eps_placement: str,
+    ddof: int,
+    rtol: float,
+    min_correlation_sum: float,
+) -> Array:
     """(H - mean_B H) / sqrt(Var_B(sum_k u_ik) + eps), u the batch z-scores of U_k = w_k z_k."""
     xp = batch.xp
     z = component_zscores(batch, eps=eps, eps_placement=group_eps_placement, ddof=ddof, rtol=rtol)
@@ -156,10 +178,15 @@ def gdpo_corr(batch: Batch, *, eps: float, group_eps_placement: str, eps_placeme
     zsum = _sum_k(m.z, xp)
     rows = m.count[..., :1]
     dof = rows - ddof
-    corr = xp.where(dof > 0, batch.groups.batch_sum(zsum * zsum) / xp.where(dof > 0, dof, xp.ones_like(dof)),
-                    xp.zeros_like(rows))
+    corr = xp.where(
+        dof > 0,
+        batch.groups.batch_sum(zsum * zsum) / xp.where(dof > 0, dof, xp.ones_like(dof)),
+        xp.zeros_like(rows),
+    )
     corr = xp.maximum(corr, xp.full_like(corr, min_correlation_sum))
-    return _rows_only(batch, safe_divide(_sum_k(m.centred, xp), denominator(corr, eps, eps_placement, xp), xp))
+    return _rows_only(
+        batch, safe_divide(_sum_k(m.centred, xp), denominator(corr, eps, eps_placement, xp), xp)
+    )
 
 
 def dara_weights(batch: Batch, varies: Array, *, max_weight: float) -> Array:
@@ -169,7 +196,7 @@ def dara_weights(batch: Batch, varies: Array, *, max_weight: float) -> Array:
     """
     xp = batch.xp
     per_row = 1.0 / batch.groups.count  # each group sums to 1 over its rows
-    groups = batch.groups.batch_sum(xp.broadcast_to(per_row, varies.shape[:-1] + (1,)))
+    groups = batch.groups.batch_sum(xp.broadcast_to(per_row, (*varies.shape[:-1], 1)))
     pi = batch.groups.batch_sum(xp.astype(varies, per_row.dtype) * per_row) / groups
     top = xp.max(pi, axis=-1, keepdims=True)
     has = pi > 0
@@ -184,8 +211,18 @@ def _dara_calibrate(values: Array, density: Array, variant: str, xp: Namespace) 
     return density * xp.maximum(values, zero) + xp.minimum(values, zero)
 
 
-def dara(batch: Batch, *, variant: str, base: str, max_weight: float, eps: float, eps_placement: str,
-         ddof: int, rtol: float, min_correlation_sum: float) -> Array:
+def dara(
+    batch: Batch,
+    *,
+    variant: str,
+    base: str,
+    max_weight: float,
+    eps: float,
+    eps_placement: str,
+    ddof: int,
+    rtol: float,
+    min_correlation_sum: float,
+) -> Array:
     """DARA: density-weighted components, Sym (w z) or Asym (w max(z, 0) + min(z, 0)).
 
     base="gdpo": S_i = sum_k w_k calibrate(z_ik), then a batch z-score (the DARA paper).
@@ -201,6 +238,7 @@ def dara(batch: Batch, *, variant: str, base: str, max_weight: float, eps: float
     parts = corr_parts(batch, ddof=ddof, rtol=rtol)
     density = dara_weights(batch, parts.components.varies, max_weight=max_weight)
     num = _sum_k(_dara_calibrate(parts.components.centred, density, variant, xp), xp)
-    den = corr_denominator(parts, eps=eps, eps_placement=eps_placement,
-                           min_correlation_sum=min_correlation_sum, xp=xp)
+    den = corr_denominator(
+        parts, eps=eps, eps_placement=eps_placement, min_correlation_sum=min_correlation_sum, xp=xp
+    )
     return _rows_only(batch, safe_divide(num, den, xp))

@@ -19,6 +19,18 @@ from ._lib._compat import Array, Namespace, is_jax_namespace, is_numpy_namespace
 
 
 @dataclass(frozen=True)
+class RaggedIndex:
+    """Where each row of a ragged batch sits once the rows are sorted by group id."""
+
+    segment: Array  # (N,) sorted position of the first row of the row's group
+    order: Array  # (N,) stable argsort of the ids
+    inverse: Array  # (N,) inverse permutation of ``order``
+    seg_start: Array  # (N,) in sorted order: first index of the row's group
+    seg_end: Array  # (N,) in sorted order: one past the last index
+    max_size: int  # largest group; only needed (and only computed) by the generic scan
+
+
+@dataclass(frozen=True)
 class Groups:
     """How the rows of a batch form groups.
 
@@ -27,57 +39,58 @@ class Groups:
     """
 
     xp: Namespace
-    dense: bool
     count: Array
-    # ragged layout only
-    segment: Array | None = None  # (N,) sorted position of the first row of the row's group
-    order: Array | None = None  # (N,) stable argsort of the ids
-    inverse: Array | None = None  # (N,) inverse permutation of ``order``
-    seg_start: Array | None = None  # (N,) in sorted order: first index of the row's group
-    seg_end: Array | None = None  # (N,) in sorted order: one past the last index
-    max_size: int | None = None  # only known (and only needed) on the generic path
+    ragged: RaggedIndex | None = None
+
+    @property
+    def dense(self) -> bool:
+        return self.ragged is None
 
     def group_sum(self, x: Array) -> Array:
         """Sum of ``x`` over each row's group, broadcastable against ``x``."""
-        xp = self.xp
-        if self.dense:
+        xp, r = self.xp, self.ragged
+        if r is None:
             return xp.sum(x, axis=1, keepdims=True)
-        assert self.segment is not None
         if is_numpy_namespace(xp):
-            return _numpy_segment_sum(xp, x, self.segment)
+            return _numpy_segment_sum(xp, x, r.segment)
         if is_torch_namespace(xp):
-            sums = xp.zeros(x.shape, dtype=x.dtype, device=x.device).index_add_(0, self.segment, x)
-            return sums[self.segment, ...]
+            sums = xp.zeros(x.shape, dtype=x.dtype, device=x.device).index_add_(0, r.segment, x)
+            return sums[r.segment, ...]
         if is_jax_namespace(xp):
             import jax
 
-            sums = jax.ops.segment_sum(x, self.segment, num_segments=x.shape[0])
-            return xp.take(sums, self.segment, axis=0)
-        return self._scan_sum(x)
+            sums = jax.ops.segment_sum(x, r.segment, num_segments=x.shape[0])
+            return xp.take(sums, r.segment, axis=0)
+        return _scan_sum(xp, x, r)
 
     def batch_sum(self, x: Array) -> Array:
         """Sum of ``x`` over every row of the batch, broadcastable against ``x``."""
-        axes = (0, 1) if self.dense else (0,)
+        axes = (0, 1) if self.ragged is None else (0,)
         return self.xp.sum(x, axis=axes, keepdims=True)
 
-    def _scan_sum(self, x: Array) -> Array:
-        # Segmented inclusive scan by doubling: exact within a segment (no prefix-sum
-        # cancellation across groups), log2(largest group) passes.
-        xp = self.xp
-        assert self.order is not None and self.inverse is not None
-        assert self.seg_start is not None and self.seg_end is not None and self.max_size is not None
-        n = x.shape[0]
-        scan = xp.take(x, self.order, axis=0)
-        index = xp.arange(n, dtype=self.seg_start.dtype, device=_device(x))
-        shift = 1
-        while shift < self.max_size:
-            pad = xp.zeros((shift, *x.shape[1:]), dtype=x.dtype, device=_device(x))
-            previous = xp.concat([pad, scan[: n - shift, ...]], axis=0)
-            same = xp.reshape(index - shift >= self.seg_start, (n,) + (1,) * (x.ndim - 1))
-            scan = xp.where(same, scan + previous, scan)
-            shift *= 2
-        totals = xp.take(scan, self.seg_end - 1, axis=0)
-        return xp.take(totals, self.inverse, axis=0)
+    def first_of_group(self, x: Array) -> Array:
+        """The value of each row's group at the group's first row, broadcastable against ``x``."""
+        r = self.ragged
+        if r is None:
+            return x[:, :1, ...]
+        return self.xp.take(x, self.xp.take(r.order, r.segment), axis=0)
+
+
+def _scan_sum(xp: Namespace, x: Array, r: RaggedIndex) -> Array:
+    # Segmented inclusive scan by doubling: exact within a segment (no prefix-sum
+    # cancellation across groups), log2(largest group) passes.
+    n = x.shape[0]
+    scan = xp.take(x, r.order, axis=0)
+    index = xp.arange(n, dtype=r.seg_start.dtype, device=_device(x))
+    shift = 1
+    while shift < r.max_size:
+        pad = xp.zeros((shift, *x.shape[1:]), dtype=x.dtype, device=_device(x))
+        previous = xp.concat([pad, scan[: n - shift, ...]], axis=0)
+        same = xp.reshape(index - shift >= r.seg_start, (n,) + (1,) * (x.ndim - 1))
+        scan = xp.where(same, scan + previous, scan)
+        shift *= 2
+    totals = xp.take(scan, r.seg_end - 1, axis=0)
+    return xp.take(totals, r.inverse, axis=0)
 
 
 def _device(x: Array) -> Any:
@@ -98,7 +111,7 @@ def _numpy_segment_sum(xp: Namespace, x: Array, segment: Array) -> Array:
 def dense_groups(xp: Namespace, shape: tuple[int, ...], dtype: Any, dev: Any) -> Groups:
     """Groups for an internal ``(B, n, K)`` array."""
     count = xp.full((1, 1, 1), float(shape[1]), dtype=dtype, device=dev)
-    return Groups(xp=xp, dense=True, count=count)
+    return Groups(xp=xp, count=count)
 
 
 def ragged_groups(xp: Namespace, group_ids: Array, dtype: Any, dev: Any, *, lazy: bool) -> Groups:
@@ -112,11 +125,11 @@ def ragged_groups(xp: Namespace, group_ids: Array, dtype: Any, dev: Any, *, lazy
     segment = xp.take(start, inverse)
     count = xp.reshape(xp.astype(xp.take(end - start, inverse), dtype), (n, 1))
     native = is_numpy_namespace(xp) or is_torch_namespace(xp) or is_jax_namespace(xp)
-    max_size = None
-    if not native:
-        max_size = 0 if n == 0 or lazy else int(xp.max(end - start))
-    return Groups(xp=xp, dense=False, count=count, segment=segment, order=order, inverse=inverse,
-                  seg_start=start, seg_end=end, max_size=max_size)
+    max_size = 0 if native or lazy or n == 0 else int(xp.max(end - start))
+    index = RaggedIndex(
+        segment=segment, order=order, inverse=inverse, seg_start=start, seg_end=end, max_size=max_size
+    )
+    return Groups(xp=xp, count=count, ragged=index)
 
 
 def _inverse_permutation(xp: Namespace, order: Array, dev: Any) -> Array:

@@ -51,8 +51,9 @@ def get_estimator(name: str) -> EstimatorSpec:
         raise ValueError(f"unknown estimator {name!r}; known: {', '.join(estimator_names())}") from None
 
 
-def compute_advantages(scores: Array, /, group_ids: Any = None, *, estimator: str = "corrgrpo",
-                       **options: Any) -> Array:
+def compute_advantages(
+    scores: Array, /, group_ids: Any = None, *, estimator: str = "corrgrpo", **options: Any
+) -> Array:
     """Advantages from the estimator named ``estimator`` (see :func:`estimator_names`).
 
     Examples
@@ -65,14 +66,19 @@ def compute_advantages(scores: Array, /, group_ids: Any = None, *, estimator: st
     spec = get_estimator(estimator)
     unknown = sorted(set(options) - set(spec.options))
     if unknown:
-        raise TypeError(f"estimator {estimator!r} takes no option(s) {', '.join(unknown)}; "
-                        f"its options: {', '.join(spec.options)}")
+        raise TypeError(
+            f"estimator {estimator!r} takes no option(s) {', '.join(unknown)}; "
+            f"its options: {', '.join(spec.options)}"
+        )
     return spec.fn(scores, group_ids, **options)
 
 
 for _name, _fn, _summary in (
-    ("corrgrpo", _api.corr_normalized_advantage,
-     "centred total reward over the correlation norm of the group (CorrGRPO)"),
+    (
+        "corrgrpo",
+        _api.corr_normalized_advantage,
+        "centred total reward over the correlation norm of the group (CorrGRPO)",
+    ),
     ("grpo", _api.grpo_advantage, "group z-score of the weighted total reward"),
     ("dr_grpo", _api.dr_grpo_advantage, "centred total reward, no std division (Dr.GRPO)"),
     ("rloo", _api.rloo_advantage, "leave-one-out baseline (RLOO)"),

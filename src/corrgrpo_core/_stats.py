@@ -67,8 +67,16 @@ def moments(
 def group_moments(x: Array, valid: Array | None, groups: Groups, *, ddof: int, rtol: float) -> Moments:
     """:func:`moments` within each group."""
     xp = groups.xp
-    return moments(x, valid, groups.group_sum, groups.count, _group_reference(x, valid, groups),
-                   ddof=ddof, rtol=rtol, xp=xp)
+    return moments(
+        x,
+        valid,
+        groups.group_sum,
+        groups.count,
+        _group_reference(x, valid, groups),
+        ddof=ddof,
+        rtol=rtol,
+        xp=xp,
+    )
 
 
 def batch_moments(x: Array, valid: Array | None, groups: Groups, *, ddof: int, rtol: float) -> Moments:
@@ -89,16 +97,9 @@ def _group_reference(x: Array, valid: Array | None, groups: Groups) -> Array:
     xp = groups.xp
     if x.shape[0] == 0 or (groups.dense and x.shape[1] == 0):
         return xp.zeros_like(x)
-    if groups.dense:
-        ref = x[:, :1, :]
-    else:
-        assert groups.segment is not None and groups.order is not None
-        # first row (in sorted order) of each row's group
-        ref = xp.take(x, xp.take(groups.order, groups.segment), axis=0)
+    ref = groups.first_of_group(x)
     if valid is not None:
-        ref_valid = valid[:, :1, :] if groups.dense else xp.take(
-            valid, xp.take(groups.order, groups.segment), axis=0)  # type: ignore[union-attr]
-        ref = xp.where(ref_valid, ref, xp.zeros_like(ref))
+        ref = xp.where(groups.first_of_group(valid), ref, xp.zeros_like(ref))
     return ref
 
 

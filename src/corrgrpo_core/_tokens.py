@@ -20,9 +20,13 @@ def broadcast_to_tokens(advantages: Array, response_mask: Array, /, *, xp: Names
     """
     if xp is None:
         xp = array_namespace(advantages, response_mask)
-    if response_mask.ndim != advantages.ndim + 1 or tuple(response_mask.shape[:-1]) != tuple(advantages.shape):
-        raise ValueError(f"response_mask must be advantages' shape plus a token axis: got advantages "
-                         f"{tuple(advantages.shape)} and mask {tuple(response_mask.shape)}")
+    if response_mask.ndim != advantages.ndim + 1 or tuple(response_mask.shape[:-1]) != tuple(
+        advantages.shape
+    ):
+        raise ValueError(
+            f"response_mask must be advantages' shape plus a token axis: got advantages "
+            f"{tuple(advantages.shape)} and mask {tuple(response_mask.shape)}"
+        )
     mask = response_mask if response_mask.dtype == xp.bool else response_mask != 0
     values = xp.broadcast_to(advantages[..., None], tuple(response_mask.shape))
     return xp.where(mask, values, xp.zeros_like(values))
