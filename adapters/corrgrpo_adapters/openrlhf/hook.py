@@ -5,10 +5,11 @@ OpenRLHF computes advantages in ``RemoteExperienceMaker.compute_advantages_and_r
 workers. A patch made in the driver never reaches them, so the launcher names :func:`setup` as Ray's
 ``worker_process_setup_hook``: every worker runs it at start-up, before it unpickles any actor.
 
-The patched advantage method lets OpenRLHF do everything it normally does for ``group_norm`` (length
-penalties, the ``group_reward_std`` log, dtype promotion), then replaces the advantage of each sample
-by one core call over the whole batch and rebuilds the token-level advantages and returns with
-OpenRLHF's own KL shaping (``compute_reward``) and ``get_cumulative_returns``.
+The patched advantage method takes OpenRLHF's steps for ``group_norm`` (float32 promotion, its length
+penalties, the ``group_reward_std`` log, KL shaping with ``compute_reward``, ``get_cumulative_returns``)
+and replaces only the group baseline: one core call over the components of the whole batch. It calls
+OpenRLHF's functions rather than the original method so that the per-token returns loop, the costly
+part, runs once.
 """
 
 from __future__ import annotations
@@ -104,6 +105,7 @@ def check_openrlhf(config: AdapterConfig | None = None) -> None:
         ("self", "rewards", "action_mask", "gamma"),
     )
     _require(_EXPERIENCE_MAKER, "compute_reward", ("r", "kl_coef", "kl", "action_mask", "reward_clip_range"))
+    _require(_EXPERIENCE_MAKER, "apply_length_penalties", ("experiences", "args"))
     if config is not None and config.policy_loss == "cispo":
         _require(_LOSS, "PolicyLoss.forward", _POLICY_LOSS_PARAMS)
         _require(
@@ -143,12 +145,11 @@ def _components(experiences: Sequence[Any], keys: Sequence[str]) -> Any:
     return stacked.to(torch.promote_types(stacked.dtype, torch.float32))
 
 
-def _group_ids(experiences: Sequence[Any], n_samples_per_prompt: int) -> Any:
-    """Sample ``i`` (OpenRLHF's prompt-ordered ``index``) belongs to prompt ``i // n_samples_per_prompt``."""
+def _sample_index(experiences: Sequence[Any]) -> Any:
+    """OpenRLHF's ``Experience.index`` of every sample: its position in prompt order (n per prompt)."""
     import torch
 
-    index = torch.tensor(list(itertools.chain.from_iterable(e.index for e in experiences)))
-    return torch.div(index, n_samples_per_prompt, rounding_mode="floor")
+    return torch.tensor(list(itertools.chain.from_iterable(e.index for e in experiences)))
 
 
 def _log_stats(config: AdapterConfig, experiences: Sequence[Any], scores: Any, group_ids: Any) -> None:
@@ -171,11 +172,23 @@ def _stats_kwargs(config: AdapterConfig) -> dict[str, Any]:
     return {k: v for k, v in config.core_kwargs().items() if k in shared}
 
 
+def _group_reward_std(experiences: Sequence[Any], index: Any, n_samples_per_prompt: int) -> Any:
+    """OpenRLHF's ``group_reward_std`` log: the std of the scalar reward over each sample's group."""
+    import torch
+
+    rewards = torch.cat([experience.rewards for experience in experiences])
+    in_prompt_order = torch.empty_like(rewards)
+    in_prompt_order[index] = rewards
+    group_std = in_prompt_order.reshape(-1, n_samples_per_prompt).std(-1)
+    return group_std.repeat_interleave(n_samples_per_prompt)[index]
+
+
 def _make_advantage_method(original: Callable[..., Any], config: AdapterConfig) -> Callable[..., Any]:
     @functools.wraps(original)
     def compute_advantages_and_returns(self: Any, experiences: list[Any]) -> list[Any]:
+        # OpenRLHF's own steps for group_norm, with the group baseline replaced by one core call.
         import torch
-        from openrlhf.trainer.ppo_utils.experience_maker import compute_reward
+        from openrlhf.trainer.ppo_utils.experience_maker import apply_length_penalties, compute_reward
 
         import corrgrpo_core as cc
 
@@ -185,30 +198,36 @@ def _make_advantage_method(original: Callable[..., Any], config: AdapterConfig) 
                 f"got {self.advantage_estimator!r}"
             )
         args = self.strategy.args
-        # OpenRLHF consumes (and clears) the per-token KL; keep it to rebuild the shaped rewards.
-        kls = [experience.kl for experience in experiences]
-        experiences = original(self, experiences)
+        for experience in experiences:
+            experience.rewards = experience.rewards.to(
+                torch.promote_types(experience.rewards.dtype, torch.float32)
+            )
+        apply_length_penalties(experiences, args)  # also refreshes info["reward"]
 
+        n_samples = args.rollout.n_samples_per_prompt
+        index = _sample_index(experiences)
+        group_ids = torch.div(index, n_samples, rounding_mode="floor")
         scores = _components(experiences, config.reward_keys)
-        group_ids = _group_ids(experiences, args.rollout.n_samples_per_prompt)
         advantages = cc.compute_advantages(scores, group_ids, **config.core_kwargs())
         if config.log_stats:
             _log_stats(config, experiences, scores, group_ids)
 
         sizes = [len(experience.index) for experience in experiences]
-        for experience, kl, advantage in zip(experiences, kls, torch.split(advantages, sizes), strict=True):
+        stds = _group_reward_std(experiences, index, n_samples).split(sizes)
+        for experience, advantage, std in zip(experiences, advantages.split(sizes), stds, strict=True):
+            experience.info["group_reward_std"] = std
             reward = compute_reward(
                 advantage,
                 self.kl_ctl.value,
-                kl,
+                experience.kl,
                 action_mask=experience.action_mask,
                 reward_clip_range=args.reward.clip_range,
             )
-            experience.returns = self.get_cumulative_returns(
-                reward, experience.action_mask, args.algo.advantage.gamma
-            )
+            # Undiscounted, as OpenRLHF forces gamma = 1 for its group estimators.
+            experience.returns = self.get_cumulative_returns(reward, experience.action_mask, 1.0)
             experience.advantages = experience.returns.clone()
             experience.info["return"] = reward.sum(dim=-1)
+            experience.kl = None
         return experiences
 
     setattr(compute_advantages_and_returns, _ORIGINAL, original)

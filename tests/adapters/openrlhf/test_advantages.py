@@ -23,16 +23,21 @@ def _components(seed: int = 0) -> dict[str, torch.Tensor]:
     return {"acc": acc, "fmt": fmt, "length": length}
 
 
-@pytest.mark.parametrize("overlong_buffer_len", [None, 3.0])
-@pytest.mark.parametrize("kl_coef", [0.0, 0.05])
-def test_grpo_on_the_reward_matches_openrlhf_group_norm(orl, patch_with, kl_coef, overlong_buffer_len):
+@pytest.mark.parametrize(
+    ("kl_coef", "overlong_buffer_len", "gamma"),
+    [(0.0, None, 1.0), (0.05, None, 1.0), (0.0, 3.0, 1.0), (0.05, 3.0, 1.0), (0.05, None, 0.9)],
+)
+def test_grpo_on_the_reward_matches_openrlhf_group_norm(orl, patch_with, kl_coef, overlong_buffer_len, gamma):
     # OpenRLHF's group_norm is GRPO with eps=1e-9 outside the square root and the unbiased std; the
-    # reward key "reward" is OpenRLHF's scalar reward after its own length penalties.
+    # reward key "reward" is OpenRLHF's scalar reward after its own length penalties. OpenRLHF
+    # overrides gamma to 1 for group_norm, and so does the patch.
     args = orl.make_args(N_SAMPLES, overlong_buffer_len=overlong_buffer_len)
+    args.algo.advantage.gamma = gamma
     experiences = orl.make_experiences(_components(), n_samples=N_SAMPLES, micro_batch=3)
     expected = orl.make_maker(args, kl_coef=kl_coef).compute_advantages_and_returns(orl.copy(experiences))
 
     patch_with(AdapterConfig("grpo", ("reward",), options={"eps": 1e-9}))
+    args.algo.advantage.gamma = gamma
     got = orl.make_maker(args, kl_coef=kl_coef).compute_advantages_and_returns(orl.copy(experiences))
 
     assert len(got) == len(expected)
@@ -78,6 +83,20 @@ def test_token_advantages_are_the_core_advantages_under_the_action_mask(
         torch.testing.assert_close(experience.advantages, expected.to(experience.advantages.dtype))
         torch.testing.assert_close(experience.returns, experience.advantages)
         assert experience.advantages.dtype == torch.float32
+
+
+def test_the_per_token_returns_loop_runs_once_per_experience(orl, patch_with, monkeypatch):
+    # It is a Python loop over the response length, the costly part of the step.
+    experiences = orl.make_experiences(_components(), n_samples=N_SAMPLES, micro_batch=3)
+    patch_with(AdapterConfig("corrgrpo", ("acc", "fmt")))
+    maker = orl.make_maker(orl.make_args(N_SAMPLES))
+    calls = []
+    loop = maker.get_cumulative_returns
+    monkeypatch.setattr(
+        maker, "get_cumulative_returns", lambda *a: calls.append(1) or loop(*a), raising=False
+    )
+    maker.compute_advantages_and_returns(experiences)
+    assert len(calls) == len(experiences)
 
 
 def test_groups_follow_experience_index_not_batch_order(orl, patch_with):
