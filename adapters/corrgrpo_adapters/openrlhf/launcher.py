@@ -176,13 +176,15 @@ def _openrlhf_argv(parser: argparse.ArgumentParser, rest: list[str], config: Ada
 
 
 def merge_runtime_env(
-    config: AdapterConfig, *envs: Mapping[str, Any] | None
+    config: AdapterConfig, *envs: Mapping[str, Any] | None, environ: Mapping[str, str] | None = None
 ) -> tuple[dict[str, Any], AdapterConfig]:
     """Our runtime_env on top of the user's ``envs`` (merged left to right, conflicts are errors).
 
     A ``worker_process_setup_hook`` among them is kept and called by ours (Ray allows one hook);
-    ``env_vars`` are merged key by key. Returns the runtime_env and the config that records the hook.
+    ``env_vars`` are merged key by key, over the defaults OpenRLHF's own ``ray.init`` takes from
+    ``environ``. Returns the runtime_env and the config that records the hook.
     """
+    environ = os.environ if environ is None else environ
     merged: dict[str, Any] = {}
     env_vars: dict[str, str] = {}
     for env in envs:
@@ -204,7 +206,7 @@ def merge_runtime_env(
     if user_hook == SETUP_HOOK:
         user_hook = None
     config = dataclasses.replace(config, user_setup_hook=user_hook or config.user_setup_hook)
-    defaults = {k: os.environ.get(k, v) for k, v in _OPENRLHF_ENV_DEFAULTS.items()}
+    defaults = {k: environ.get(k, v) for k, v in _OPENRLHF_ENV_DEFAULTS.items()}
     merged["env_vars"] = {**defaults, **env_vars, CONFIG_ENV_VAR: config.to_json()}
     merged["worker_process_setup_hook"] = SETUP_HOOK
     return merged, config
@@ -233,7 +235,9 @@ def parse_launch(argv: Sequence[str] | None = None, *, environ: Mapping[str, str
     if environ.get(_JOB_CONFIG_ENV_VAR):
         job_env = json.loads(environ[_JOB_CONFIG_ENV_VAR]).get("runtime_env")
     try:
-        runtime_env, config = merge_runtime_env(config, job_env, ray_init.pop("runtime_env", None))
+        runtime_env, config = merge_runtime_env(
+            config, job_env, ray_init.pop("runtime_env", None), environ=environ
+        )
     except ValueError as exc:
         parser.error(str(exc))
     ray_init["runtime_env"] = runtime_env

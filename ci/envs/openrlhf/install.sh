@@ -9,6 +9,6 @@
 # OpenRLHF pins ray and transformers; the rest are the versions this suite was last run with.
 "$PY" -m pip install -q "ray[default]==2.55.0" "transformers==5.15.0" peft==0.21.2 accelerate==1.15.0 \
     torchdata==0.11.0 datasets==5.2.0 einops==0.8.2 optree==0.20.0 sympy==1.14.0 pylatexenc==2.11 \
-    tqdm packaging numpy aiohttp setuptools wheel
+    pillow==13.0.0 tqdm packaging numpy aiohttp setuptools wheel
 DS_BUILD_OPS=0 "$PY" -m pip install -q --no-build-isolation deepspeed==0.19.6
 "$PY" -m pip install -q -e ".[test]"

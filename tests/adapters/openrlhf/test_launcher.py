@@ -121,7 +121,8 @@ def test_runtime_env_merges_the_users_and_chains_their_hook():
     user = {"worker_process_setup_hook": "mypkg.setup", "env_vars": {"A": "1"}, "pip": ["x"]}
     argv = [*OURS, *OPENRLHF_ARGS, "--corrgrpo.ray_init", json.dumps({"num_cpus": 3, "runtime_env": user})]
     job = {"runtime_env": {"env_vars": {"B": "2"}, "working_dir": "/job"}}
-    launch = launcher.parse_launch(argv, environ={"RAY_JOB_CONFIG_JSON_ENV_VAR": json.dumps(job)})
+    environ = {"RAY_JOB_CONFIG_JSON_ENV_VAR": json.dumps(job), "NCCL_DEBUG": "INFO"}
+    launch = launcher.parse_launch(argv, environ=environ)
     env = launch.ray_init["runtime_env"]
     assert launch.ray_init["num_cpus"] == 3
     assert env["worker_process_setup_hook"] == launcher.SETUP_HOOK
@@ -129,7 +130,9 @@ def test_runtime_env_merges_the_users_and_chains_their_hook():
     assert env["working_dir"] == "/job"
     assert env["env_vars"]["A"] == "1"
     assert env["env_vars"]["B"] == "2"
-    assert env["env_vars"]["TOKENIZERS_PARALLELISM"]  # what OpenRLHF's own ray.init would have set
+    # What OpenRLHF's own ray.init would have set, honouring the caller's environment as it does.
+    assert env["env_vars"]["TOKENIZERS_PARALLELISM"] == "true"
+    assert env["env_vars"]["NCCL_DEBUG"] == "INFO"
     shipped = AdapterConfig.from_json(env["env_vars"][CONFIG_ENV_VAR])
     assert shipped == launch.config
     assert shipped.user_setup_hook == "mypkg.setup"
