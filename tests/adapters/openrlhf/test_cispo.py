@@ -31,7 +31,6 @@ def _grad(loss_fn, log_probs, old, advantages, mask, **kwargs):
 
 @pytest.fixture
 def cispo(orl, patch_with):
-    pytest.importorskip("corrgrpo_core.objectives", reason="the core's objectives module has not landed")
     patch_with(AdapterConfig("corrgrpo", ("acc",), policy_loss="cispo"))
     return orl
 
