@@ -151,6 +151,7 @@ def openrlhf_cli(monkeypatch: pytest.MonkeyPatch) -> Any:
     """
     import openrlhf.utils
     import ray
+
     from corrgrpo_adapters.openrlhf import launcher
 
     def reached(args: Any) -> None:

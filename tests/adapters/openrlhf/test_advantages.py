@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from corrgrpo_adapters.openrlhf import hook
-from corrgrpo_adapters.openrlhf.config import AdapterConfig
 
 import corrgrpo_core as cc
+from corrgrpo_adapters.openrlhf import hook
+from corrgrpo_adapters.openrlhf.config import AdapterConfig
 
 N_SAMPLES = 4
 PROMPTS = 5

@@ -6,6 +6,7 @@ import sys
 
 import pytest
 import torch
+
 from corrgrpo_adapters.openrlhf import hook, launcher
 from corrgrpo_adapters.openrlhf.config import AdapterConfig
 
@@ -51,6 +52,22 @@ def test_on_policy_cispo_has_ppo_gradient(cispo, token_level_loss):
     assert float(clip_ratio) == 0.0
     assert float(ppo_kl) == 0.0
     assert extra == (None, None)
+
+
+@pytest.mark.parametrize(
+    ("token_level_loss", "aggregation"), [(True, "token-mean"), (False, "seq-mean-token-mean")]
+)
+def test_the_loss_is_the_core_cispo_loss(cispo, token_level_loss, aggregation):
+    from corrgrpo_core.objectives import cispo_loss
+
+    old, advantages, mask = _batch(seed=3)
+    log_probs = old + torch.linspace(-0.5, 0.5, 5)
+    loss_fn = cispo.PolicyLoss(EPS_LOW, EPS_HIGH, token_level_loss=token_level_loss)
+    loss, *_ = _grad(loss_fn, log_probs, old, advantages, mask)
+    core = cispo_loss(
+        log_probs, old, advantages, mask, eps_low=EPS_LOW, eps_high=EPS_HIGH, aggregation=aggregation
+    )
+    torch.testing.assert_close(loss, core.loss)
 
 
 def test_off_policy_tokens_keep_a_clipped_weight(cispo):

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from corrgrpo_adapters.openrlhf import launcher
 from corrgrpo_adapters.openrlhf.config import CONFIG_ENV_VAR, AdapterConfig
 from corrgrpo_adapters.openrlhf.hook import OpenRLHFLayoutError

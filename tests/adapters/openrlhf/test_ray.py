@@ -3,7 +3,7 @@
 One local Ray session (1 CPU, no dashboard) serves the whole module: the fixture runs the launcher's
 ``main`` with OpenRLHF's GPU-bound entry point replaced by a probe that starts a Ray actor, asks it to
 run ``RemoteExperienceMaker.compute_advantages_and_returns`` on real ``Experience`` objects and
-reports back. ``main`` then shuts Ray down.
+OpenRLHF's ``PolicyLoss`` (patched to CISPO), and reports back. ``main`` then shuts Ray down.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 import ray
 import torch
-from corrgrpo_adapters.openrlhf import launcher
 
 import corrgrpo_core as cc
+from corrgrpo_adapters.openrlhf import launcher
 
 pytestmark = [
     pytest.mark.slow,
@@ -41,9 +41,11 @@ class _Probe:
         import sys
         from types import SimpleNamespace
 
-        from corrgrpo_adapters.openrlhf import hook
+        from openrlhf.models.loss import PolicyLoss
         from openrlhf.trainer.ppo_utils.experience import Experience
         from openrlhf.trainer.ppo_utils.experience_maker import RemoteExperienceMaker
+
+        from corrgrpo_adapters.openrlhf import hook
 
         n = len(components[KEYS[0]])
         maker = RemoteExperienceMaker.__new__(RemoteExperienceMaker)
@@ -66,12 +68,16 @@ class _Probe:
             for lo, hi in ((0, half), (half, n))
         ]
         out = maker.compute_advantages_and_returns(experiences)
+        log_probs = torch.log(torch.linspace(0.1, 0.9, 6)).reshape(2, 3)
+        advantages = torch.tensor([[1.0], [-1.0]]).expand(2, 3)  # token-level, as OpenRLHF passes them
+        cispo = PolicyLoss(0.2, 0.28)(log_probs, log_probs.flip(1), advantages, torch.ones(2, 3))
         return {
             "pid": os.getpid(),
             "patched": hook.is_patched(),
             "stubbed": "vllm" in sys.modules and not hasattr(sys.modules["vllm"], "__file__"),
             "advantages": torch.cat([e.advantages[:, 0] for e in out]),
             "metrics": sorted(k for k in out[0].info if k.startswith(hook.METRIC_PREFIX)),
+            "cispo_loss": cispo[0],
         }
 
 
@@ -100,16 +106,15 @@ def ray_run(orl) -> dict[str, Any]:
             "env_vars": {"PYTHONPATH": str(orl.here)},
         },
     }
+    # fmt: off
     argv = [
-        "--corrgrpo.estimator",
-        "corrgrpo",
-        "--corrgrpo.reward_keys",
-        *KEYS,
-        "--corrgrpo.ray_init",
-        json.dumps(ray_init),
-        "--rollout.n_samples_per_prompt",
-        str(N_SAMPLES),
+        "--corrgrpo.estimator", "corrgrpo",
+        "--corrgrpo.reward_keys", *KEYS,
+        "--corrgrpo.policy_loss", "cispo",
+        "--corrgrpo.ray_init", json.dumps(ray_init),
+        "--rollout.n_samples_per_prompt", str(N_SAMPLES),
     ]
+    # fmt: on
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(launcher, "run_openrlhf", probe)
         assert launcher.main(argv) == 0
@@ -122,13 +127,25 @@ def ray_run(orl) -> dict[str, Any]:
 def test_patched_computation_runs_in_a_ray_actor(ray_run):
     report = ray_run["report"]
     assert report["pid"] != ray_run["driver_pid"]  # really another process
-    assert report["patched"] == {"compute_advantages_and_returns": True, "policy_loss": False}
+    assert report["patched"] == {"compute_advantages_and_returns": True, "policy_loss": True}
     assert report["stubbed"]  # the user's hook ran there too (before ours)
 
     scores = torch.stack([ray_run["components"][k] for k in KEYS], dim=-1)
     expected = cc.compute_advantages(scores, torch.arange(16) // N_SAMPLES, estimator="corrgrpo")
     torch.testing.assert_close(report["advantages"], expected)
     assert "corrgrpo/c_q/mean" in report["metrics"]
+
+
+def test_cispo_loss_runs_in_a_ray_actor(ray_run, orl):
+    from corrgrpo_core.objectives import cispo_loss
+
+    log_probs = torch.log(torch.linspace(0.1, 0.9, 6)).reshape(2, 3)
+    advantages, mask = torch.tensor([[1.0], [-1.0]]).expand(2, 3), torch.ones(2, 3)
+    expected = cispo_loss(log_probs, log_probs.flip(1), advantages, mask, eps_low=0.2, eps_high=0.28).loss
+    torch.testing.assert_close(ray_run["report"]["cispo_loss"], expected)
+    # The driver was never patched: its PolicyLoss is OpenRLHF's PPO, whose value differs here.
+    ppo = orl.PolicyLoss(0.2, 0.28)(log_probs, log_probs.flip(1), advantages, mask)[0]
+    assert not torch.allclose(ppo, expected)
 
 
 def test_launcher_started_ray_with_the_hook_and_shut_it_down(ray_run):
