@@ -1,9 +1,11 @@
 """The launcher's setup hook reaches a real Ray actor, and the patched computation runs there.
 
-One local Ray session (1 CPU, no dashboard) serves the whole module: the fixture runs the launcher's
-``main`` with OpenRLHF's GPU-bound entry point replaced by a probe that starts a Ray actor, asks it to
-run ``RemoteExperienceMaker.compute_advantages_and_returns`` on real ``Experience`` objects and
-OpenRLHF's ``PolicyLoss`` (patched to CISPO), and reports back. ``main`` then shuts Ray down.
+One local Ray session (1 CPU, no dashboard) serves the whole module. The fixture runs the launcher's
+``main``, which starts Ray and runs OpenRLHF's real entry point (parser, checks, ``train()``). Where
+``train()`` would build its first GPU object (``get_strategy``), a probe takes over: it starts a Ray
+actor that runs ``RemoteExperienceMaker.compute_advantages_and_returns`` on real ``Experience``
+objects and OpenRLHF's ``PolicyLoss`` (patched to CISPO), and reports back. ``main`` then shuts Ray
+down on the way out.
 """
 
 from __future__ import annotations
@@ -81,6 +83,10 @@ class _Probe:
         }
 
 
+class _ReachedTraining(Exception):
+    pass
+
+
 @pytest.fixture(scope="module")
 def ray_run(orl) -> dict[str, Any]:
     import os
@@ -89,11 +95,13 @@ def ray_run(orl) -> dict[str, Any]:
     components = {"acc": (torch.rand(16, generator=gen) > 0.5).float(), "fmt": torch.rand(16, generator=gen)}
     seen: dict[str, Any] = {}
 
-    def probe(openrlhf_argv: list[str]) -> None:
-        # Stands in for OpenRLHF's entry point, which needs GPUs; it runs while main's Ray is up.
-        seen["argv"] = openrlhf_argv
+    def start_of_training(args: Any) -> None:
+        # OpenRLHF's train() has parsed and checked its arguments and found Ray up; its next step
+        # (the DeepSpeed strategy, then GPU actors) needs GPUs, so the probe takes over from here.
+        seen["args"] = args
         seen["runtime_env"] = ray.get_runtime_context().runtime_env
         seen["report"] = ray.get(_Probe.remote().report.remote(components), timeout=240)
+        raise _ReachedTraining
 
     ray_init = {
         "address": "local",  # a fresh local Ray, never a cluster some other process started
@@ -115,9 +123,12 @@ def ray_run(orl) -> dict[str, Any]:
         "--rollout.n_samples_per_prompt", str(N_SAMPLES),
     ]
     # fmt: on
+    import openrlhf.utils
+
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(launcher, "run_openrlhf", probe)
-        assert launcher.main(argv) == 0
+        mp.setattr(openrlhf.utils, "get_strategy", start_of_training)
+        with pytest.raises(_ReachedTraining):
+            launcher.main(argv)  # the real launcher, running OpenRLHF's real entry point
     seen["ray_down"] = not ray.is_initialized()
     seen["components"] = components
     seen["driver_pid"] = os.getpid()
@@ -148,14 +159,11 @@ def test_cispo_loss_runs_in_a_ray_actor(ray_run, orl):
     assert not torch.allclose(ppo, expected)
 
 
-def test_launcher_started_ray_with_the_hook_and_shut_it_down(ray_run):
+def test_launcher_started_ray_ran_openrlhf_and_shut_ray_down(ray_run):
     env = ray_run["runtime_env"]
     assert env["worker_process_setup_hook"] == launcher.SETUP_HOOK
     assert json.loads(env["env_vars"]["CORRGRPO_OPENRLHF_CONFIG"])["user_setup_hook"].endswith(".install")
-    assert ray_run["argv"] == [
-        "--rollout.n_samples_per_prompt",
-        str(N_SAMPLES),
-        "--algo.advantage.estimator",
-        "group_norm",
-    ]
+    args = ray_run["args"]  # as OpenRLHF's own parser made them from the launcher's argv
+    assert args.algo.advantage.estimator == "group_norm"
+    assert args.rollout.n_samples_per_prompt == N_SAMPLES
     assert ray_run["ray_down"]
