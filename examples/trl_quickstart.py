@@ -16,8 +16,9 @@ import re
 from pathlib import Path
 
 import torch
-from corrgrpo_adapters.trl import CorrGRPOConfig, CorrGRPOTrainer
 from datasets import Dataset
+
+from corrgrpo_adapters.trl import CorrGRPOConfig, CorrGRPOTrainer
 
 
 def correct(completions: list[str], answer: list[str], **_: object) -> list[float]:

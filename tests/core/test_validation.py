@@ -76,9 +76,9 @@ def test_the_nan_error_names_dense_rows():
 
 
 def test_registry_errors():
-    with pytest.raises(ValueError, match="unknown estimator 'corr'; known: corrgrpo, dara"):
+    with pytest.raises(ValueError, match=r"unknown estimator 'corr'; known: corrgrpo, dara"):
         cc.compute_advantages(np.ones((2, 2)), estimator="corr")
-    with pytest.raises(TypeError, match="estimator 'grpo' takes no option.*min_correlation_sum"):
+    with pytest.raises(TypeError, match=r"estimator 'grpo' takes no option.*min_correlation_sum"):
         cc.compute_advantages(np.ones((2, 2)), estimator="grpo", min_correlation_sum=1.0)
     with pytest.raises(ValueError, match="already registered"):
         cc.register_estimator("grpo", cc.grpo_advantage, "again")

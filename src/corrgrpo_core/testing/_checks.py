@@ -20,7 +20,7 @@ CENTRED = ("corrgrpo", "dr_grpo", "grpo", "mo_grpo", "rloo")
 
 def _group_sums(values: F64, ids: npt.NDArray[Any]) -> F64:
     _, inverse = np.unique(ids, return_inverse=True)
-    return np.bincount(inverse, weights=values)
+    return np.asarray(np.bincount(inverse, weights=values), dtype=np.float64)
 
 
 def _close(actual: F64, desired: F64, rtol: float, atol: float, what: str) -> None:
@@ -30,7 +30,7 @@ def _close(actual: F64, desired: F64, rtol: float, atol: float, what: str) -> No
 def _centred_totals(batch: RewardBatch) -> F64:
     total = batch.scores.sum(axis=1)
     _, inverse, counts = np.unique(batch.group_ids, return_inverse=True, return_counts=True)
-    return total - (np.bincount(inverse, weights=total) / counts)[inverse]
+    return np.asarray(total - (np.bincount(inverse, weights=total) / counts)[inverse], dtype=np.float64)
 
 
 def check_batch(fn: Estimator, batch: RewardBatch, *, kind: str = "corrgrpo", eps: float = 1e-6,

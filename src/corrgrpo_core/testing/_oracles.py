@@ -53,7 +53,7 @@ def grpo_oracle(scores: F64, group_ids: npt.NDArray[Any], *, weights: F64 | None
     def group(r: F64) -> F64:
         if not _varies(r, tol):
             return np.zeros(r.shape[0])
-        return (r - r.mean()) / (r.std(ddof=1) + eps)
+        return np.asarray((r - r.mean()) / (r.std(ddof=1) + eps), dtype=np.float64)
 
     return _by_group(total[:, None], group_ids, lambda g: group(g[:, 0]))
 
@@ -89,7 +89,8 @@ def _zscores(scores: F64, group_ids: npt.NDArray[Any], eps: float, tol: float) -
 def mo_grpo_oracle(scores: F64, group_ids: npt.NDArray[Any], *, weights: F64 | None = None, eps: float = 1e-6,
                    tol: float = 1e-12) -> F64:
     """MO-GRPO: sum_k w_k z_k."""
-    return (_zscores(scores, group_ids, eps, tol) * (1.0 if weights is None else weights)).sum(axis=1)
+    weighted = _zscores(scores, group_ids, eps, tol) * (1.0 if weights is None else weights)
+    return np.asarray(weighted.sum(axis=1), dtype=np.float64)
 
 
 def gdpo_oracle(scores: F64, group_ids: npt.NDArray[Any], *, weights: F64 | None = None, eps: float = 1e-6,
@@ -98,7 +99,7 @@ def gdpo_oracle(scores: F64, group_ids: npt.NDArray[Any], *, weights: F64 | None
     h = mo_grpo_oracle(scores, group_ids, weights=weights, eps=eps, tol=tol)
     if not _varies(h, tol):
         return np.zeros_like(h)
-    return (h - h.mean()) / (h.std(ddof=1) + eps)
+    return np.asarray((h - h.mean()) / (h.std(ddof=1) + eps), dtype=np.float64)
 
 
 ORACLES: dict[str, Callable[..., F64]] = {
