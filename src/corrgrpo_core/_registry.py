@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from . import _api
@@ -19,7 +20,7 @@ class EstimatorSpec:
     fn: Callable[..., Array]
     summary: str
 
-    @property
+    @cached_property
     def options(self) -> tuple[str, ...]:
         """The keyword options ``fn`` accepts."""
         params = inspect.signature(self.fn).parameters.values()
