@@ -79,6 +79,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", choices=["float64", "float32"], default="float64")
     p.add_argument("--loop-max", type=_count, default=131_072, help="largest N timed with the loop baseline")
     p.add_argument("--no-verl", action="store_true", help="skip verl's functions even when importable")
+    p.add_argument("--cold-malloc", action="store_true", help="skip the allocator warm-up (see warm_allocator)")
     p.add_argument("--no-memory", action="store_true", help="skip the peak-memory pass")
     p.add_argument("--repeat", type=int, default=3, help="least timed calls per row (median)")
     p.add_argument("--budget", type=float, default=0.3, help="seconds of timed calls per row, at most 50 calls")
@@ -124,6 +125,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         min_repeat=args.repeat,
         budget_s=args.budget,
         memory=not args.no_memory,
+        cold_malloc=args.cold_malloc,
         log=log,
     )
     table = markdown(rows)

@@ -170,6 +170,19 @@ def _to_numpy(a: Any) -> np.ndarray:
     return np.asarray(a).reshape(-1)
 
 
+def warm_allocator() -> None:
+    """Allocate and free a 16 MiB block, as any process that has held a large array has done.
+
+    glibc then serves blocks up to that size from its heap and keeps freed pages, instead of
+    mapping fresh zeroed pages on every call: in this VM each fresh 4 KiB page costs about 5 us,
+    more than the arithmetic on it, and a short benchmark would otherwise time the kernel's page
+    faults (a long-running trainer has raised these thresholds long before). ``--cold-malloc``
+    skips this.
+    """
+    block = np.ones(2**21)
+    del block
+
+
 def run(
     *,
     ns: Iterable[int],
@@ -183,12 +196,15 @@ def run(
     min_repeat: int = 3,
     budget_s: float = 0.3,
     memory: bool = True,
+    cold_malloc: bool = False,
     log: Callable[[Row], None] | None = None,
 ) -> list[Row]:
     """Measure every (backend, layout, K, N, estimator); ratios come from the same process and run."""
     from ._verl import verl_calls
 
     rows: list[Row] = []
+    if not cold_malloc:
+        warm_allocator()
     live = [Backend(b) for b in backends]
     for layout in layouts:
         for k in ks:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from ._groups import Groups, dense_groups, equal_runs, ragged_groups
+from ._groups import Groups, dense_groups, find_runs, ragged_groups
 from ._lib._compat import (
     Array,
     Namespace,
@@ -133,7 +133,8 @@ def prepare(
         groups = dense_groups(xp, tuple(x.shape), dtype, dev)
     else:
         ids = _group_ids(group_ids, scores.shape[0], xp, dev)
-        n = equal_runs(xp, ids)
+        runs = find_runs(xp, ids)
+        n = 0 if runs is None else runs.equal_size()
         if n:  # ids in runs of one size (verl's layout): the dense path, no index at all
             x = xp.reshape(x, (x.shape[0] // n, n, k))
             if valid is not None:
@@ -141,7 +142,7 @@ def prepare(
                 row_valid = xp.reshape(row_valid, (*x.shape[:-1], 1))
             groups = dense_groups(xp, tuple(x.shape), dtype, dev)
         else:
-            groups = ragged_groups(xp, ids, dtype, dev, lazy=lazy)
+            groups = ragged_groups(xp, ids, dtype, dev, lazy=lazy, runs=runs)
     if singleton == "raise" and not lazy:
         _check_no_singletons(groups, x, group_ids is None, xp)
     return Batch(

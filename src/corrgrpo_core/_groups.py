@@ -211,32 +211,66 @@ def dense_groups(xp: Namespace, shape: tuple[int, ...], dtype: Any, dev: Any) ->
     return Groups(xp=xp, count_g=count, size=shape[1])
 
 
-def equal_runs(xp: Namespace, group_ids: Array) -> int:
-    """numpy only: the common size n >= 2 when the ids form runs of n equal ids, each id once; else 0.
-
-    Such a batch (verl's layout: each prompt's rollouts adjacent) is a dense ``(N / n, n, K)``.
-    """
-    if not is_numpy_namespace(xp) or group_ids.shape[0] < 2:
-        return 0
-    runs = _numpy_runs(group_ids)
-    if runs is None:
-        return 0
-    starts = runs[0]
-    n = int(group_ids.shape[0]) // int(starts.shape[0])
-    if n < 2 or n * starts.shape[0] != group_ids.shape[0]:
-        return 0
-    import numpy as np
-
-    return n if bool(np.all(np.diff(starts) == n)) else 0
-
-
-def ragged_groups(xp: Namespace, group_ids: Array, dtype: Any, dev: Any, *, lazy: bool) -> Groups:
-    """Groups for an internal ``(N, K)`` array whose rows belong to ``group_ids``."""
+def _host_ids(xp: Namespace, ids: Array) -> Array | None:
+    """The ids as a numpy array when reading them costs no device synchronisation, else None."""
     if is_numpy_namespace(xp):
-        index = _numpy_index(group_ids)
+        return ids
+    if is_torch_namespace(xp) and ids.device.type == "cpu":
+        return ids.numpy()
+    return None
+
+
+@dataclass(frozen=True)
+class Runs:
+    """Ids on the host that form runs (each id's rows adjacent): where each run starts, row labels."""
+
+    starts: Array
+    labels: Array
+
+    def equal_size(self) -> int:
+        """The common run length n >= 2, else 0: such a batch is a dense ``(N / n, n, K)``."""
+        import numpy as np
+
+        rows, runs = self.labels.shape[0], self.starts.shape[0]
+        n = rows // runs if runs else 0
+        if n < 2 or n * runs != rows:
+            return 0
+        return n if bool(np.all(np.diff(self.starts) == n)) else 0
+
+
+def find_runs(xp: Namespace, group_ids: Array) -> Runs | None:
+    """The runs of ``group_ids`` (verl's layout: each prompt's rollouts adjacent), else None.
+
+    Only looked for where the ids are on the host (numpy, torch on the CPU): O(N), no sort.
+    """
+    host = _host_ids(xp, group_ids)
+    if host is None or host.shape[0] == 0:
+        return None
+    return _numpy_runs(host)
+
+
+def ragged_groups(
+    xp: Namespace, group_ids: Array, dtype: Any, dev: Any, *, lazy: bool, runs: Runs | None = None
+) -> Groups:
+    """Groups for an internal ``(N, K)`` array whose rows belong to ``group_ids`` (``runs``: theirs)."""
+    if is_numpy_namespace(xp):
+        index = _numpy_index(group_ids, runs)
         assert index.size is not None
         return Groups(xp=xp, count_g=xp.astype(index.size[:, None], dtype), ragged=index)
     n = group_ids.shape[0]
+    host = _host_ids(xp, group_ids)
+    if host is not None:  # torch on the CPU: compact labels 0..G-1, group-level arrays of G rows
+        import torch
+
+        found = _numpy_index(host, runs)
+        assert found.size is not None
+        index = RaggedIndex(
+            labels=torch.from_numpy(found.labels.astype("int64", copy=False)),
+            num=found.num,
+            member=torch.from_numpy(found.member.astype("int64", copy=False)),
+            size=None,
+        )
+        return Groups(xp=xp, count_g=torch.from_numpy(found.size).to(dtype)[:, None], ragged=index)
     if is_torch_namespace(xp) or is_jax_namespace(xp):
         index = _native_index(xp, group_ids, dev)
         ones = xp.ones((n, 1), dtype=dtype, device=dev)
@@ -290,8 +324,8 @@ def _native_index(xp: Namespace, ids: Array, dev: Any) -> RaggedIndex:
     return RaggedIndex(labels=labels, num=n, member=order, size=None)
 
 
-def _numpy_runs(ids: Array) -> tuple[Array, Array] | None:
-    """(run starts, run labels per row) when every id forms one run of adjacent rows, else None."""
+def _numpy_runs(ids: Array) -> Runs | None:
+    """The runs when every id forms one run of adjacent rows, else None."""
     import numpy as np
 
     change = ids[1:] != ids[:-1]
@@ -299,26 +333,35 @@ def _numpy_runs(ids: Array) -> tuple[Array, Array] | None:
     run_ids = ids[starts]
     if starts.shape[0] > 1:
         step = np.diff(run_ids)
-        monotonic = bool(np.all(step > 0)) or bool(np.all(step < 0))
-        if not monotonic and np.unique(run_ids).shape[0] != run_ids.shape[0]:
+        if not (bool(np.all(step > 0)) or bool(np.all(step < 0))) and _repeats(run_ids):
             return None  # some id comes back after another: not runs
     labels = np.empty(ids.shape[0], dtype=np.intp)
     labels[0] = 0
     np.cumsum(change, out=labels[1:])
-    return starts, labels
+    return Runs(starts=starts, labels=labels)
 
 
-def _numpy_index(ids: Array) -> RaggedIndex:
-    """Labels 0..G-1 without a sort when the ids are in runs or in a compact range."""
+def _repeats(values: Array) -> bool:
+    """Whether some value occurs twice: a count table for a compact range, else a sort."""
+    import numpy as np
+
+    lo, hi = int(values.min()), int(values.max())
+    if hi - lo < _DIRECT_SPAN * values.shape[0]:
+        wide = values if values.dtype.itemsize >= 8 else values.astype(np.int64)
+        return bool(np.bincount(wide - wide.dtype.type(lo)).max() > 1)
+    return bool(np.unique(values).shape[0] != values.shape[0])
+
+
+def _numpy_index(ids: Array, runs: Runs | None) -> RaggedIndex:
+    """Labels 0..G-1 without a sort when the ids are in runs (``runs``) or in a compact range."""
     import numpy as np
 
     n = ids.shape[0]
     if n == 0:
         empty = np.zeros(0, dtype=np.intp)
         return RaggedIndex(labels=empty, num=0, member=empty, size=empty)
-    runs = _numpy_runs(ids)
     if runs is not None:
-        starts, labels = runs
+        starts, labels = runs.starts, runs.labels
         size = np.diff(np.append(starts, n))
         return RaggedIndex(labels=labels, num=int(starts.shape[0]), member=starts, size=size)
     lo, hi = int(ids.min()), int(ids.max())
