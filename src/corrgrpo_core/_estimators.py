@@ -7,11 +7,11 @@ group, z_ik = c_ik / s_k the group z-score (zero for a component that does not v
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ._batch import Batch
-from ._lib._compat import Array, Namespace, is_numpy_namespace
-from ._stats import Moments, batch_moments, group_moments
+from ._lib._compat import Array, Namespace
+from ._stats import Moments, _sum_k, batch_moments, group_moments
 
 
 def denominator(spread_sq: Array, eps: float, placement: str, xp: Namespace) -> Array:
@@ -36,14 +36,6 @@ def _zscore_den(m: Moments, eps: float, placement: str, xp: Namespace) -> Array:
 def _zscores(m: Moments, eps: float, placement: str, xp: Namespace) -> Array:
     """GDPO-style z-scores (x - mean) / (std + eps), zero for components that do not vary."""
     return m.centred / m.scope.expand(_zscore_den(m, eps, placement, xp))
-
-
-def _sum_k(x: Array, xp: Namespace) -> Array:
-    if is_numpy_namespace(xp):  # einsum: one tight loop over a short last axis
-        import numpy as np
-
-        return np.einsum("...k->...", x)[..., None]
-    return xp.sum(x, axis=-1, keepdims=True)
 
 
 def _rows_only(batch: Batch, adv: Array) -> Array:
@@ -117,7 +109,7 @@ def corr_parts(batch: Batch, *, ddof: int, rtol: float) -> CorrParts:
     corr = xp.where(
         dof > 0, g.reduce_sq(zsum) / xp.where(dof > 0, dof, xp.ones_like(dof)), xp.zeros_like(dof)
     )
-    return CorrParts(components=m, numerator=_sum_k(m.centred, xp), correlation_sum_g=corr)
+    return CorrParts(components=m, numerator=m.row_sum(), correlation_sum_g=corr)
 
 
 def _corr_denominator_g(
@@ -177,16 +169,7 @@ def _weighted_zscores(batch: Batch, *, eps: float, eps_placement: str, ddof: int
     """Group moments of the unweighted components, whose ``inv_std_g`` is replaced by w_k / (std + eps)."""
     xp = batch.xp
     m = group_moments(batch.raw, batch.valid, batch.groups, ddof=ddof, rtol=rtol)
-    factor = batch.weights / _zscore_den(m, eps, eps_placement, xp)
-    return Moments(
-        scope=m.scope,
-        centred=m.centred,
-        count_g=m.count_g,
-        var_g=m.var_g,
-        std_g=m.std_g,
-        varies_g=m.varies_g,
-        inv_std_g=factor,
-    )
+    return replace(m, inv_std_g=batch.weights / _zscore_den(m, eps, eps_placement, xp))
 
 
 def batch_zscore(batch: Batch, h: Array, *, eps: float, eps_placement: str, ddof: int, rtol: float) -> Array:
@@ -233,7 +216,7 @@ def gdpo_corr(
     )
     corr = xp.maximum(corr, xp.full_like(corr, min_correlation_sum))
     return _rows_only(
-        batch, safe_divide(_sum_k(m.centred, xp), denominator(corr, eps, eps_placement, xp), xp)
+        batch, safe_divide(m.row_sum(), denominator(corr, eps, eps_placement, xp), xp)
     )
 
 

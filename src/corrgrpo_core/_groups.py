@@ -23,6 +23,8 @@ from ._lib._compat import Array, Namespace, is_jax_namespace, is_numpy_namespace
 
 # numpy labels ids in a range this many times the row count by direct addressing (no sort).
 _DIRECT_SPAN = 4
+# Groups up to this size take the one-pass sum of squares (relative error about size * eps).
+SMALL_GROUP = 1024
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,7 @@ class Groups:
     count_g: Array  # group sizes, group level, in the working dtype
     ragged: RaggedIndex | None = None
     size: int | None = None  # dense: the group size, known without reading an array
+    small: bool = False  # every group has at most SMALL_GROUP rows (known without a device read)
 
     @property
     def dense(self) -> bool:
@@ -208,7 +211,7 @@ def _device(x: Array) -> Any:
 def dense_groups(xp: Namespace, shape: tuple[int, ...], dtype: Any, dev: Any) -> Groups:
     """Groups for an internal ``(B, n, K)`` array."""
     count = xp.full((1, 1, 1), float(shape[1]), dtype=dtype, device=dev)
-    return Groups(xp=xp, count_g=count, size=shape[1])
+    return Groups(xp=xp, count_g=count, size=shape[1], small=shape[1] <= SMALL_GROUP)
 
 
 def _host_ids(xp: Namespace, ids: Array) -> Array | None:
@@ -256,7 +259,9 @@ def ragged_groups(
     if is_numpy_namespace(xp):
         index = _numpy_index(group_ids, runs)
         assert index.size is not None
-        return Groups(xp=xp, count_g=xp.astype(index.size[:, None], dtype), ragged=index)
+        return Groups(
+            xp=xp, count_g=xp.astype(index.size[:, None], dtype), ragged=index, small=_small(index.size)
+        )
     n = group_ids.shape[0]
     host = _host_ids(xp, group_ids)
     if host is not None:  # torch on the CPU: compact labels 0..G-1, group-level arrays of G rows
@@ -270,7 +275,8 @@ def ragged_groups(
             member=torch.from_numpy(found.member.astype("int64", copy=False)),
             size=None,
         )
-        return Groups(xp=xp, count_g=torch.from_numpy(found.size).to(dtype)[:, None], ragged=index)
+        count = torch.from_numpy(found.size).to(dtype)[:, None]
+        return Groups(xp=xp, count_g=count, ragged=index, small=_small(found.size))
     if is_torch_namespace(xp) or is_jax_namespace(xp):
         index = _native_index(xp, group_ids, dev)
         ones = xp.ones((n, 1), dtype=dtype, device=dev)
@@ -294,6 +300,10 @@ def ragged_groups(
         max_size=max_size,
     )
     return Groups(xp=xp, count_g=xp.reshape(xp.astype(size, dtype), (n, 1)), ragged=index)
+
+
+def _small(size: Array) -> bool:
+    return size.shape[0] == 0 or int(size.max()) <= SMALL_GROUP
 
 
 def _native_index(xp: Namespace, ids: Array, dev: Any) -> RaggedIndex:

@@ -12,7 +12,7 @@ from functools import cached_property
 from typing import Any, Protocol
 
 from ._groups import Groups
-from ._lib._compat import Array, Namespace, is_numpy_namespace
+from ._lib._compat import Array, Namespace, array_namespace, is_numpy_namespace
 
 
 class Scope(Protocol):
@@ -55,22 +55,24 @@ class BatchScope:
 
 @dataclass(frozen=True)
 class Moments:
-    """Centred values and spread of each component within its scope (group or batch).
+    """Spread of each component within its scope (group or batch), and the values it came from.
 
-    ``centred`` is row level and zero where a value is missing. The ``*_g`` fields are scope
-    level; ``count``, ``var``, ``std``, ``varies`` and ``z`` are their row-level broadcasts.
-    ``varies`` is False for components whose spread is zero (or below the scale-relative
-    tolerance), and ``z`` is the z-score with the (ddof-corrected) standard deviation, zero for
-    components that do not vary.
+    ``shifted`` is row level: each value minus one value of its scope (zero where missing), so a
+    constant component is exactly zero. The ``*_g`` fields are scope level; ``count``, ``var``,
+    ``std``, ``varies``, ``centred`` and ``z`` are their row-level broadcasts. ``varies`` is False
+    for components whose spread is zero (or below the scale-relative tolerance); ``z`` is the
+    z-score with the (ddof-corrected) standard deviation, zero for components that do not vary.
     """
 
     scope: Any
-    centred: Array
+    shifted: Array
+    shift_mean_g: Array  # mean of ``shifted`` over the scope
     count_g: Array
     var_g: Array
     std_g: Array
     varies_g: Array
     inv_std_g: Array  # 1 / std where the component varies, else 0
+    valid: Array | None = None
 
     @property
     def count(self) -> Array:
@@ -89,12 +91,43 @@ class Moments:
         return self.scope.expand(self.varies_g)
 
     @cached_property
+    def centred(self) -> Array:
+        """x - mean, zero where missing (a new array)."""
+        centred = self.shifted - self.scope.expand(self.shift_mean_g)
+        if self.valid is not None:
+            xp = array_namespace(centred)
+            centred = xp.where(self.valid, centred, xp.zeros_like(centred))
+        return centred
+
+    @cached_property
     def z(self) -> Array:
         return self.centred * self.scope.expand(self.inv_std_g)
 
+    def row_sum(self, g: Array | None = None) -> Array:
+        """sum_k c_ik g_k (g: scope level; None: all ones) without materialising the centred values.
+
+        sum_k (s_ik - m_k) g_k = sum_k s_ik g_k - sum_k m_k g_k: one pass over the shifted values
+        and a scope-level correction; constant components add exact zeros to both.
+        """
+        xp = array_namespace(self.shifted)
+        if self.valid is not None or "centred" in self.__dict__:  # use the centred values at hand
+            c = self.centred
+            return _sum_k(c, xp) if g is None else self.scope.row_dot(c, g)
+        if g is None:
+            return _sum_k(self.shifted, xp) - self.scope.expand(_sum_k(self.shift_mean_g, xp))
+        return self.scope.row_dot(self.shifted, g) - self.scope.expand(_sum_k(self.shift_mean_g * g, xp))
+
     def z_row_sum(self) -> Array:
         """sum_k z_ik without materialising z."""
-        return self.scope.row_dot(self.centred, self.inv_std_g)
+        return self.row_sum(self.inv_std_g)
+
+
+def _sum_k(x: Array, xp: Namespace) -> Array:
+    if is_numpy_namespace(xp):  # einsum: one tight loop over a short last axis
+        import numpy as np
+
+        return np.einsum("...k->...", x)[..., None]
+    return xp.sum(x, axis=-1, keepdims=True)
 
 
 def moments(
@@ -107,13 +140,17 @@ def moments(
     rtol: float,
     xp: Namespace,
     size: int | None = None,
+    one_pass: bool = False,
 ) -> Moments:
-    """Centre ``x`` and measure its spread over ``scope`` (``count``: its rows, scope level).
+    """Measure the spread of ``x`` over ``scope`` (``count``: its rows, scope level).
 
     The values are first shifted by one value of the scope (e.g. a row of the group): a constant
-    component is then exactly zero after centring, whatever the dtype, and the sums stay small.
-    ``size``, when every scope has that many rows, spares the arrays of counts. numpy updates
-    its own temporaries in place: fewer fresh pages, which cost more than the arithmetic.
+    component is then exactly zero, whatever the dtype, and the sum of squares can be taken in
+    the same pass as the sum, sum (s - m)^2 = sum s^2 - n m^2, without cancellation: the shift
+    is a member of the scope, so n m^2 is at most about n times the spread. ``size``, when every
+    scope has that many rows, spares the arrays of counts. ``one_pass`` only where every scope
+    is small (its error bound grows with the scope's size); otherwise the values are centred
+    first, as always where entries are missing.
     """
     reference = scope.reference(x)
     if valid is not None:
@@ -129,12 +166,20 @@ def moments(
     else:
         safe_count = xp.where(count > 0, count, xp.ones_like(count))
         dof = count - ddof
-    shifted_mean = scope.reduce(shifted)
-    shifted_mean = _update(inplace, "divide", shifted_mean, safe_count)
-    centred = _update(inplace, "subtract", shifted, scope.expand(shifted_mean))
-    if valid is not None:
-        centred = xp.where(valid, centred, xp.zeros_like(centred))
-    sum_sq = scope.reduce_sq(centred)
+    shift_sum = scope.reduce(shifted)
+    shifted_mean = shift_sum / safe_count
+    centred = None
+    if one_pass and valid is None:
+        # n m^2 = (sum s) m; clipped at 0 against rounding (it is a sum of squares)
+        sum_sq = _update(
+            inplace, "subtract", scope.reduce_sq(shifted), _update(inplace, "multiply", shift_sum, shifted_mean)
+        )
+        sum_sq = xp.maximum(sum_sq, xp.zeros_like(sum_sq))
+    else:  # large scopes: centre first (the error of one pass grows with the scope's size)
+        centred = shifted - scope.expand(shifted_mean)
+        if valid is not None:
+            centred = xp.where(valid, centred, xp.zeros_like(centred))
+        sum_sq = scope.reduce_sq(centred)
     if size is not None:
         var = sum_sq / dof if dof > 0 else xp.zeros_like(sum_sq)
         positive: Any = dof > 0
@@ -154,9 +199,20 @@ def moments(
         inv_std = np.divide(1.0, std, out=np.zeros_like(std), where=varies)
     else:
         inv_std = xp.where(varies, 1.0 / xp.where(varies, std, xp.ones_like(std)), xp.zeros_like(std))
-    return Moments(
-        scope=scope, centred=centred, count_g=count, var_g=var, std_g=std, varies_g=varies, inv_std_g=inv_std
+    m = Moments(
+        scope=scope,
+        shifted=shifted,
+        shift_mean_g=shifted_mean,
+        count_g=count,
+        var_g=var,
+        std_g=std,
+        varies_g=varies,
+        inv_std_g=inv_std,
+        valid=valid,
     )
+    if centred is not None:
+        m.__dict__["centred"] = centred  # the cached_property's slot: computed already
+    return m
 
 
 def _update(inplace: bool, op: str, a: Array, b: Any) -> Array:
@@ -171,7 +227,9 @@ def _update(inplace: bool, op: str, a: Array, b: Any) -> Array:
 
 def group_moments(x: Array, valid: Array | None, groups: Groups, *, ddof: int, rtol: float) -> Moments:
     """:func:`moments` within each group."""
-    return moments(x, valid, groups, groups.count_g, ddof=ddof, rtol=rtol, xp=groups.xp, size=groups.size)
+    return moments(
+        x, valid, groups, groups.count_g, ddof=ddof, rtol=rtol, xp=groups.xp, size=groups.size, one_pass=groups.small
+    )
 
 
 def batch_scope(groups: Groups) -> BatchScope:
