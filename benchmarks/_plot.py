@@ -30,7 +30,8 @@ def plot(rows: Sequence[Row], path: Path) -> None:
                     linestyle="-" if backend == "numpy" else "--")
         for backend, pts in sorted(floor.items()):
             pts = sorted(set(pts))
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], color="k", linestyle=":", label=f"copy floor ({backend})")
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], color="k", linestyle=":" if backend == "numpy" else "-.",
+                    label=f"copy floor ({backend})")
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("rows N")

@@ -37,6 +37,11 @@ class BatchScope:
         return self.xp.sum(x, axis=self.axes, keepdims=True)
 
     def reduce_sq(self, x: Array) -> Array:
+        if is_numpy_namespace(self.xp):  # no N x K temporary for the squares
+            import numpy as np
+
+            flat = np.reshape(x, (-1, x.shape[-1]))
+            return np.reshape(np.einsum("nk,nk->k", flat, flat), (1,) * (x.ndim - 1) + (x.shape[-1],))
         return self.reduce(x * x)
 
     def expand(self, g: Array) -> Array:
