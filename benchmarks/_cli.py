@@ -17,7 +17,11 @@ PRESETS: dict[str, dict[str, Any]] = {
     # the issue's targets: N = 65,536 and 1,048,576, K = 7, groups of 8, ragged in runs and shuffled
     "targets": {"n": [65_536, 1_048_576], "k": [7], "layout": ["dense8", "runs8", "runs", "shuffled"]},
     # time per row against N for the plot
-    "scaling": {"n": [1_000, 10_000, 100_000, 1_000_000, 10_000_000], "k": [7], "layout": ["dense8", "runs", "shuffled"]},
+    "scaling": {
+        "n": [1_000, 10_000, 100_000, 1_000_000, 10_000_000],
+        "k": [7],
+        "layout": ["dense8", "runs", "shuffled"],
+    },
     # the whole grid of the issue (long)
     "full": {
         "n": [1_000, 10_000, 100_000, 1_000_000, 10_000_000],
@@ -79,10 +83,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", choices=["float64", "float32"], default="float64")
     p.add_argument("--loop-max", type=_count, default=131_072, help="largest N timed with the loop baseline")
     p.add_argument("--no-verl", action="store_true", help="skip verl's functions even when importable")
-    p.add_argument("--cold-malloc", action="store_true", help="skip the allocator warm-up (see warm_allocator)")
+    p.add_argument(
+        "--cold-malloc", action="store_true", help="skip the allocator warm-up (see warm_allocator)"
+    )
     p.add_argument("--no-memory", action="store_true", help="skip the peak-memory pass")
     p.add_argument("--repeat", type=int, default=3, help="least timed calls per row (median)")
-    p.add_argument("--budget", type=float, default=0.3, help="seconds of timed calls per row, at most 50 calls")
+    p.add_argument(
+        "--budget", type=float, default=0.3, help="seconds of timed calls per row, at most 50 calls"
+    )
     p.add_argument("--json", type=Path, help="write the rows as JSON")
     p.add_argument("--markdown", type=Path, help="write the table as markdown")
     p.add_argument("--plot", type=Path, help="write a PNG of ns per row against N (needs matplotlib)")
@@ -130,7 +138,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     table = markdown(rows)
     print(table)
-    meta = {"python": sys.version.split()[0], "machine": platform.machine(), "argv": list(argv or sys.argv[1:])}
+    meta = {
+        "python": sys.version.split()[0],
+        "machine": platform.machine(),
+        "argv": list(argv or sys.argv[1:]),
+    }
     if args.json:
         args.json.write_text(json.dumps({"meta": meta, "rows": [r.as_dict() for r in rows]}, indent=1))
     if args.markdown:

@@ -26,12 +26,22 @@ def plot(rows: Sequence[Row], path: Path) -> None:
                 floor[r.backend].append((r.n, r.floor_s / r.n * 1e9))
         for (est, backend), pts in sorted(lines.items()):
             pts.sort()
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=f"{est} ({backend})",
-                    linestyle="-" if backend == "numpy" else "--")
+            ax.plot(
+                [p[0] for p in pts],
+                [p[1] for p in pts],
+                marker="o",
+                label=f"{est} ({backend})",
+                linestyle="-" if backend == "numpy" else "--",
+            )
         for backend, pts in sorted(floor.items()):
             pts = sorted(set(pts))
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], color="k", linestyle=":" if backend == "numpy" else "-.",
-                    label=f"copy floor ({backend})")
+            ax.plot(
+                [p[0] for p in pts],
+                [p[1] for p in pts],
+                color="k",
+                linestyle=":" if backend == "numpy" else "-.",
+                label=f"copy floor ({backend})",
+            )
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("rows N")

@@ -214,7 +214,9 @@ def run(
                 loops: dict[tuple[str, str], float | None] = {}
                 for backend in live:
                     x = backend.put(case.scores)
-                    floor = backend.time(lambda x=x: backend.copy(x), min_repeat=min_repeat, budget_s=budget_s)
+                    floor = backend.time(
+                        lambda x=x, b=backend: b.copy(x), min_repeat=min_repeat, budget_s=budget_s
+                    )
                     flat, flat_ids = backend.put(case.flat), case.flat_ids
                     for est in estimators:
                         call = estimator_call(est, case, backend)
@@ -240,7 +242,9 @@ def run(
                         if backend.name == "numpy":
                             reference[est] = out
                         elif est in reference:
-                            row.max_abs_diff_vs_numpy = float(np.max(np.abs(out - reference[est]), initial=0.0))
+                            row.max_abs_diff_vs_numpy = float(
+                                np.max(np.abs(out - reference[est]), initial=0.0)
+                            )
                         if case.rows <= loop_max:
                             for lib in ("torch", "numpy"):
                                 if (est, lib) not in loops:

@@ -129,8 +129,15 @@ def corr_denominator(
     return parts.components.scope.expand(den)
 
 
-def corr_advantage(parts: CorrParts, numerator: Array, *, eps: float, eps_placement: str,
-                   min_correlation_sum: float, xp: Namespace) -> Array:
+def corr_advantage(
+    parts: CorrParts,
+    numerator: Array,
+    *,
+    eps: float,
+    eps_placement: str,
+    min_correlation_sum: float,
+    xp: Namespace,
+) -> Array:
     """numerator / denominator per row, 0 where the denominator is 0 (only possible with eps = 0)."""
     den = _corr_denominator_g(
         parts, eps=eps, eps_placement=eps_placement, min_correlation_sum=min_correlation_sum, xp=xp
@@ -215,9 +222,7 @@ def gdpo_corr(
         xp.zeros_like(rows),
     )
     corr = xp.maximum(corr, xp.full_like(corr, min_correlation_sum))
-    return _rows_only(
-        batch, safe_divide(m.row_sum(), denominator(corr, eps, eps_placement, xp), xp)
-    )
+    return _rows_only(batch, safe_divide(m.row_sum(), denominator(corr, eps, eps_placement, xp), xp))
 
 
 def dara_weights(batch: Batch, varies: Array, *, max_weight: float) -> Array:

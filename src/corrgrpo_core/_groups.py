@@ -188,7 +188,9 @@ def _scan_sum(xp: Namespace, x: Array, r: RaggedIndex) -> Array:
     # Segmented inclusive scan by doubling: exact within a segment (no prefix-sum
     # cancellation across groups), log2(largest group) passes. Labels are sorted positions of
     # the groups' first rows, so the totals indexed by sorted position are the group level.
-    assert r.order is not None and r.seg_start is not None and r.seg_end is not None
+    assert r.order is not None
+    assert r.seg_start is not None
+    assert r.seg_end is not None
     n = x.shape[0]
     scan = xp.take(x, r.order, axis=0)
     index = xp.arange(n, dtype=r.seg_start.dtype, device=_device(x))

@@ -51,6 +51,10 @@ class BatchScope:
         return x - g
 
     def row_dot(self, x: Array, g: Array) -> Array:
+        if is_numpy_namespace(self.xp):  # no N x K temporary for the products
+            import numpy as np
+
+            return np.einsum("...k,...k->...", x, np.broadcast_to(g, x.shape))[..., None]
         return self.xp.sum(x * g, axis=-1, keepdims=True)
 
     def reference(self, x: Array) -> Array:
@@ -106,7 +110,18 @@ class Moments:
 
     @cached_property
     def z(self) -> Array:
-        return self.centred * self.scope.expand(self.inv_std_g)
+        return self.scaled(self.inv_std_g)
+
+    def scaled(self, g: Array) -> Array:
+        """c_ik g_k (g: scope level), a new array; numpy scales the centred values in place."""
+        if "centred" in self.__dict__ or not is_numpy_namespace(array_namespace(self.shifted)):
+            return self.centred * self.scope.expand(g)
+        import numpy as np
+
+        out = self.shifted - self.scope.expand(self.shift_mean_g)
+        if self.valid is not None:
+            out = np.where(self.valid, out, 0.0)
+        return np.multiply(out, self.scope.expand(g), out=out)
 
     def row_sum(self, g: Array | None = None) -> Array:
         """sum_k c_ik g_k (g: scope level; None: all ones) without materialising the centred values.
@@ -177,7 +192,10 @@ def moments(
     if one_pass and valid is None:
         # n m^2 = (sum s) m; clipped at 0 against rounding (it is a sum of squares)
         sum_sq = _update(
-            inplace, "subtract", scope.reduce_sq(shifted), _update(inplace, "multiply", shift_sum, shifted_mean)
+            inplace,
+            "subtract",
+            scope.reduce_sq(shifted),
+            _update(inplace, "multiply", shift_sum, shifted_mean),
         )
         sum_sq = xp.maximum(sum_sq, xp.zeros_like(sum_sq))
     else:  # large scopes: centre first (the error of one pass grows with the scope's size)
@@ -206,8 +224,9 @@ def moments(
         inv_std = xp.where(varies, 1.0 / xp.where(varies, std, xp.ones_like(std)), xp.zeros_like(std))
     m = Moments(
         scope=scope,
-        shifted=shifted,
-        shift_mean_g=shifted_mean,
+        # Centred already: keep only those (shifted by their mean, 0), not the shifted values too.
+        shifted=shifted if centred is None else centred,
+        shift_mean_g=shifted_mean if centred is None else xp.zeros_like(shifted_mean),
         count_g=count,
         var_g=var,
         std_g=std,
@@ -233,7 +252,15 @@ def _update(inplace: bool, op: str, a: Array, b: Any) -> Array:
 def group_moments(x: Array, valid: Array | None, groups: Groups, *, ddof: int, rtol: float) -> Moments:
     """:func:`moments` within each group."""
     return moments(
-        x, valid, groups, groups.count_g, ddof=ddof, rtol=rtol, xp=groups.xp, size=groups.size, one_pass=groups.small
+        x,
+        valid,
+        groups,
+        groups.count_g,
+        ddof=ddof,
+        rtol=rtol,
+        xp=groups.xp,
+        size=groups.size,
+        one_pass=groups.small,
     )
 
 
