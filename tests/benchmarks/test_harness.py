@@ -24,14 +24,17 @@ def test_cases_have_the_promised_layout(layout):
     if size:
         assert set(sizes.tolist()) == {size}
     else:
-        assert sizes.min() >= 1 and sizes.max() <= 32 and len(set(sizes.tolist())) > 1
+        assert sizes.min() >= 1
+        assert sizes.max() <= 32
+        assert len(set(sizes.tolist())) > 1
     changes = int(np.count_nonzero(ids[1:] != ids[:-1]))
     if kind == "shuffled":
         assert changes > len(sizes)  # groups are split up
     else:
         assert changes == len(sizes) - 1  # each group's rows are adjacent
     if kind == "dense":
-        assert case.ids is None and case.scores.shape == (case.rows // size, size, 3)
+        assert case.ids is None
+        assert case.scores.shape == (case.rows // size, size, 3)
 
 
 @pytest.mark.parametrize("estimator", sorted(LOOPS))
@@ -52,44 +55,98 @@ def test_loop_baseline_matches_the_library(estimator, layout, lib):
 
 
 def test_run_reports_ratios_from_the_same_run():
-    rows = run(ns=[512], ks=[3], layouts=["dense8", "shuffled"], estimators=["corrgrpo", "grpo"],
-               backends=["numpy"], loop_max=512, min_repeat=1, budget_s=0.0)
+    rows = run(
+        ns=[512],
+        ks=[3],
+        layouts=["dense8", "shuffled"],
+        estimators=["corrgrpo", "grpo"],
+        backends=["numpy"],
+        loop_max=512,
+        min_repeat=1,
+        budget_s=0.0,
+    )
     assert len(rows) == 4
     for r in rows:
-        assert r.n == 512 and r.median_s > 0 and r.floor_s > 0
+        assert r.n == 512
+        assert r.median_s > 0
+        assert r.floor_s > 0
         assert r.x_floor == pytest.approx(r.median_s / r.floor_s)
         assert r.x_loop == pytest.approx(r.loop_s / r.median_s)
         assert r.rows_per_s == pytest.approx(512 / r.median_s)
-        assert r.peak_extra_bytes is not None and r.peak_extra_bytes > 0
+        assert r.peak_extra_bytes is not None
+        assert r.peak_extra_bytes > 0
 
 
 def test_torch_rows_agree_with_numpy():
     pytest.importorskip("torch")
-    rows = run(ns=[300], ks=[2], layouts=["runs"], estimators=["corrgrpo", "gdpo"],
-               backends=["numpy", "torch"], loop_max=0, min_repeat=1, budget_s=0.0, memory=False)
+    rows = run(
+        ns=[300],
+        ks=[2],
+        layouts=["runs"],
+        estimators=["corrgrpo", "gdpo"],
+        backends=["numpy", "torch"],
+        loop_max=0,
+        min_repeat=1,
+        budget_s=0.0,
+        memory=False,
+    )
     torch_rows = [r for r in rows if r.backend == "torch"]
     assert len(torch_rows) == 2
     for r in torch_rows:
-        assert r.max_abs_diff_vs_numpy is not None and r.max_abs_diff_vs_numpy < 1e-9
-        assert r.peak_extra_bytes is None and r.loop_s is None
+        assert r.max_abs_diff_vs_numpy is not None
+        assert r.max_abs_diff_vs_numpy < 1e-9
+        assert r.peak_extra_bytes is None
+        assert r.loop_s is None
 
 
 def test_cli_writes_json_and_markdown(tmp_path, capsys):
     out_json, out_md = tmp_path / "t.json", tmp_path / "t.md"
-    code = main(["--n", "2e2", "--k", "2", "--layout", "runs8", "--estimator", "gdpo_corr",
-                 "--backend", "numpy", "--repeat", "1", "--budget", "0",
-                 "--json", str(out_json), "--markdown", str(out_md)])
+    code = main(
+        [
+            "--n",
+            "2e2",
+            "--k",
+            "2",
+            "--layout",
+            "runs8",
+            "--estimator",
+            "gdpo_corr",
+            "--backend",
+            "numpy",
+            "--repeat",
+            "1",
+            "--budget",
+            "0",
+            "--json",
+            str(out_json),
+            "--markdown",
+            str(out_md),
+        ]
+    )
     assert code == 0
     data = json.loads(out_json.read_text())
     assert [r["estimator"] for r in data["rows"]] == ["gdpo_corr"]
     assert data["rows"][0]["n"] == 200
     table = out_md.read_text()
-    assert table.startswith("| backend | layout |") and "gdpo_corr" in table
+    assert table.startswith("| backend | layout |")
+    assert "gdpo_corr" in table
     assert table in capsys.readouterr().out
 
 
 def test_markdown_leaves_out_columns_nobody_measured():
-    rows = run(ns=[64], ks=[1], layouts=["dense4"], estimators=["grpo"], backends=["numpy"],
-               loop_max=0, min_repeat=1, budget_s=0.0, verl=False, memory=False)
+    rows = run(
+        ns=[64],
+        ks=[1],
+        layouts=["dense4"],
+        estimators=["grpo"],
+        backends=["numpy"],
+        loop_max=0,
+        min_repeat=1,
+        budget_s=0.0,
+        verl=False,
+        memory=False,
+    )
     header = markdown(rows).splitlines()[0]
-    assert "vs loop" not in header and "peak extra MB" not in header and "x floor" in header
+    assert "vs loop" not in header
+    assert "peak extra MB" not in header
+    assert "x floor" in header
