@@ -1,0 +1,483 @@
+"""Public estimators: docstring, validation and dispatch over :mod:`._estimators`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from . import _estimators as est
+from ._batch import EPS_PLACEMENTS, Batch, check_choice, check_ddof, check_nonnegative, prepare, resolve_rtol
+from ._diagnostics import AdvantageStats, stats_from_parts
+from ._lib._compat import Array, Namespace
+
+IdsLike = Array | Sequence[int] | None
+WeightsLike = Array | Sequence[float] | None
+
+
+def _run(
+    scores: Array,
+    group_ids: IdsLike,
+    weights: WeightsLike,
+    nan_policy: str,
+    singleton: str,
+    xp: Namespace | None,
+    zero_variance_rtol: float | None,
+    compute: Callable[[Batch, float], Array],
+) -> Array:
+    batch = prepare(scores, group_ids, weights=weights, nan_policy=nan_policy, singleton=singleton, xp=xp)
+    if 0 in batch.raw.shape[:-1]:
+        return batch.xp.zeros(batch.lead_shape, dtype=batch.out_dtype, device=batch.device)
+    rtol = resolve_rtol(zero_variance_rtol, batch.xp, batch.raw.dtype)
+    return batch.finish(compute(batch, rtol))
+
+
+def _eps(eps: float, placement: str, name: str = "eps_placement") -> float:
+    check_choice(name, placement, EPS_PLACEMENTS)
+    return check_nonnegative("eps", eps)
+
+
+def corr_normalized_advantage(
+    scores: Array,
+    /,
+    group_ids: IdsLike = None,
+    *,
+    weights: WeightsLike = None,
+    eps: float = 1e-6,
+    eps_placement: str = "inside",
+    ddof: int = 1,
+    singleton: str = "zero",
+    zero_variance_rtol: float | None = None,
+    nan_policy: str = "raise",
+    min_correlation_sum: float = 0.0,
+    return_stats: bool = False,
+    xp: Namespace | None = None,
+) -> Any:
+    r"""CorrGRPO advantages: the centred total reward over the correlation norm of its group.
+
+    .. math:: A_i = \frac{\sum_k (x_{ik} - \bar x_k)}{\sqrt{\max(\sum_{l,m} \rho_{lm}, f) + \epsilon}}
+
+    with :math:`x_{ik} = w_k R_{ik}` (weights applied before any statistic), :math:`\rho` the
+    group's sample Pearson matrix with zero rows and columns for components that do not vary,
+    and :math:`f` = ``min_correlation_sum``. The correlation sum is computed as the group
+    variance of the summed z-scores (no K x K matrix).
+
+    Parameters
+    ----------
+    scores
+        ``(n, K)`` one group, ``(B, n, K)`` B groups of n rollouts, or ``(N, K)`` with
+        ``group_ids``. Any array-API array (numpy, torch, jax, cupy, array-api-strict).
+    group_ids
+        Integer group of each row for a ragged batch (any order, any group sizes).
+    weights
+        One weight per component (negative allowed), applied before any statistic.
+    eps, eps_placement
+        ``"inside"`` the square root (the reference code, default) or ``"outside"`` (the paper).
+    ddof
+        Delta degrees of freedom of the variances (1: sample statistics, as every framework).
+        Pearson correlations do not depend on it.
+    singleton
+        ``"zero"``: a group of one rollout gets advantage 0; ``"raise"``: error.
+    zero_variance_rtol
+        A component is constant in a group when its standard deviation is at most this times
+        its root mean square. Default: 64 machine epsilons of the working dtype; 0 gives the
+        reference code's exact ``var > 0`` test.
+    nan_policy
+        ``"raise"`` (default) names the rows with NaN; ``"ignore"`` leaves NaN entries out of
+        their component's statistics, and rows with every component NaN get 0 (TRL's None).
+    min_correlation_sum
+        Floor f on the correlation sum, against the blow-up of anti-correlated components
+        (default 0 = paper fidelity).
+    return_stats
+        Also return an :class:`AdvantageStats` with the diagnostics.
+
+    Returns
+    -------
+    Advantages with the scores' leading shape and floating dtype, on the same device
+    (and an :class:`AdvantageStats` when ``return_stats``).
+
+    Examples
+    --------
+    >>> import numpy as np, corrgrpo_core as cc
+    >>> s = np.array([[.1, .18, .8], [.18, .1, 7.28], [.82, .9, 8], [.9, .82, 1.52]])
+    >>> np.round(cc.corr_normalized_advantage(s), 4)
+    array([-1.8607,  0.9304,  1.8607, -0.9304])
+    """
+    eps = _eps(eps, eps_placement)
+    ddof = check_ddof(ddof)
+    floor = check_nonnegative("min_correlation_sum", min_correlation_sum)
+    stats: list[AdvantageStats] = []
+
+    def compute(batch: Batch, rtol: float) -> Array:
+        parts = est.corr_parts(batch, ddof=ddof, rtol=rtol)
+        den = est.corr_denominator(
+            parts, eps=eps, eps_placement=eps_placement, min_correlation_sum=floor, xp=batch.xp
+        )
+        if return_stats:
+            stats.append(
+                stats_from_parts(
+                    batch, parts, den, eps=eps, eps_placement=eps_placement, ddof=ddof, rtol=rtol
+                )
+            )
+        return est._rows_only(batch, est.safe_divide(parts.numerator, den, batch.xp))
+
+    adv = _run(scores, group_ids, weights, nan_policy, singleton, xp, zero_variance_rtol, compute)
+    if not return_stats:
+        return adv
+    if not stats:  # empty batch
+        return adv, advantage_stats(scores, group_ids, weights=weights, nan_policy=nan_policy, xp=xp)
+    return adv, stats[0]
+
+
+def advantage_stats(
+    scores: Array,
+    /,
+    group_ids: IdsLike = None,
+    *,
+    weights: WeightsLike = None,
+    eps: float = 1e-6,
+    eps_placement: str = "inside",
+    ddof: int = 1,
+    zero_variance_rtol: float | None = None,
+    nan_policy: str = "raise",
+    min_correlation_sum: float = 0.0,
+    degenerate_threshold: float = 0.01,
+    xp: Namespace | None = None,
+) -> AdvantageStats:
+    """Diagnostics of a reward batch under CorrGRPO versus GRPO (see :class:`AdvantageStats`).
+
+    Options mean what they mean in :func:`corr_normalized_advantage`. A group is *degenerate*
+    when some component varies but the correlation sum is below ``degenerate_threshold``:
+    its advantages are amplified by up to 1/sqrt(eps).
+
+    Examples
+    --------
+    >>> import numpy as np, corrgrpo_core as cc
+    >>> s = np.array([[.1, .18, .8], [.18, .1, 7.28], [.82, .9, 8], [.9, .82, 1.52]])
+    >>> st = cc.advantage_stats(s)
+    >>> round(float(st.c_q[0]), 3), np.round(st.variance_share[0], 3).tolist()
+    (1.699, [0.011, 0.011, 0.911])
+    """
+    eps = _eps(eps, eps_placement)
+    ddof = check_ddof(ddof)
+    floor = check_nonnegative("min_correlation_sum", min_correlation_sum)
+    threshold = check_nonnegative("degenerate_threshold", degenerate_threshold)
+    batch = prepare(scores, group_ids, weights=weights, nan_policy=nan_policy, singleton="zero", xp=xp)
+    rtol = resolve_rtol(zero_variance_rtol, batch.xp, batch.raw.dtype)
+    parts = est.corr_parts(batch, ddof=ddof, rtol=rtol)
+    den = est.corr_denominator(
+        parts, eps=eps, eps_placement=eps_placement, min_correlation_sum=floor, xp=batch.xp
+    )
+    return stats_from_parts(
+        batch,
+        parts,
+        den,
+        eps=eps,
+        eps_placement=eps_placement,
+        ddof=ddof,
+        rtol=rtol,
+        degenerate_threshold=threshold,
+    )
+
+
+def grpo_advantage(
+    scores: Array,
+    /,
+    group_ids: IdsLike = None,
+    *,
+    weights: WeightsLike = None,
+    eps: float = 1e-6,
+    eps_placement: str = "outside",
+    ddof: int = 1,
+    singleton: str = "zero",
+    zero_variance_rtol: float | None = None,
+    nan_policy: str = "raise",
+    xp: Namespace | None = None,
+) -> Array:
+    r"""GRPO: :math:`A_i = (R_i - \bar R) / (s_R + \epsilon)`, :math:`R_i = \sum_k w_k x_{ik}`.
+
+    ``eps=1e-6`` outside the square root matches verl (TRL uses 1e-4, OpenRLHF 1e-9). Groups
+    whose total does not vary, and groups of one, get 0 (verl gives a singleton R / (1 + eps)).
+    Other options as in :func:`corr_normalized_advantage`.
+
+    Examples
+    --------
+    >>> import numpy as np, corrgrpo_core as cc
+    >>> s = np.array([[.1, .18, .8], [.18, .1, 7.28], [.82, .9, 8], [.9, .82, 1.52]])
+    >>> np.round(cc.grpo_advantage(s), 4)
+    array([-1.0954,  0.5477,  1.0954, -0.5477])
+    """
+    eps = _eps(eps, eps_placement)
+    ddof = check_ddof(ddof)
+    return _run(
+        scores,
+        group_ids,
+        weights,
+        nan_policy,
+        singleton,
+        xp,
+        zero_variance_rtol,
+        lambda b, rtol: est.grpo(b, eps=eps, eps_placement=eps_placement, ddof=ddof, rtol=rtol),
+    )
+
+
+def dr_grpo_advantage(
+    scores: Array,
+    /,
+    group_ids: IdsLike = None,
+    *,
+    weights: WeightsLike = None,
+    singleton: str = "zero",
+    zero_variance_rtol: float | None = None,
+    nan_policy: str = "raise",
+    xp: Namespace | None = None,
+) -> Array:
+    r"""Dr.GRPO: the centred total reward :math:`A_i = R_i - \bar R` (no std division).
+
+    Examples
+    --------
+    >>> import numpy as np, corrgrpo_core as cc
+    >>> cc.dr_grpo_advantage(np.array([[1.0], [3.0]]))
+    array([-1.,  1.])
+    """
+    return _run(
+        scores,
+        group_ids,
+        weights,
+        nan_policy,
+        singleton,
+        xp,
+        zero_variance_rtol,
+        lambda b, rtol: est.dr_grpo(b, rtol=rtol),
+    )
+
+
+def rloo_advantage(
+    scores: Array,
+    /,
+    group_ids: IdsLike = None,
+    *,
+    weights: WeightsLike = None,
+    singleton: str = "zero",
+    zero_variance_rtol: float | None = None,
+    nan_policy: str = "raise",
+    xp: Namespace | None = None,
+) -> Array:
+    r"""RLOO: :math:`A_i = R_i - \frac{1}{n-1}\sum_{j \ne i} R_j = \frac{n}{n-1}(R_i - \bar R)`.
+
+    Groups of one get 0 (verl keeps A = R there).
+
+    Examples
+    --------
+    >>> import numpy as np, corrgrpo_core as cc
+    >>> cc.rloo_advantage(np.array([[1.0], [2.0], [6.0]]))
+    array([-3. , -1.5,  4.5])
+    """
+    return _run(
+        scores,
+        group_ids,
+        weights,
+        nan_policy,
+        singleton,
+        xp,
+        zero_variance_rtol,
+        lambda b, rtol: est.rloo(b, rtol=rtol),
+    )
+
+
+def mo_grpo_advantage(
+    scores: Array,
+    /,
+    group_ids: IdsLike = None,
+    *,
+    weights: WeightsLike = None,
+    eps: float = 1e-6,
+    eps_placement: str = "outside",
+    ddof: int = 1,
+    singleton: str = "zero",
+    zero_variance_rtol: float | None = None,
+    nan_policy: str = "raise",
+    xp: Namespace | None = None,
+) -> Array:
+    r"""MO-GRPO: the weighted sum of per-component group z-scores, :math:`\sum_k w_k z_{ik}`.
+
+    :math:`z_{ik} = (R_{ik} - \bar R_k) / (s_k + \epsilon)`, 0 for a constant component. The
+    weights multiply the z-scores (weighting before a z-score would only keep their sign).
+
+    Examples
+    --------
+    >>> import numpy as np, corrgrpo_core as cc
+    >>> np.round(cc.mo_grpo_advantage(np.array([[0.0, 10.0], [1.0, 30.0]])), 4)
+    array([-1.4142,  1.4142])
+    """
+    eps = _eps(eps, eps_placement)
+    ddof = check_ddof(ddof)
+    return _run(
+        scores,
+        group_ids,
+        weights,
+        nan_policy,
+        singleton,
+        xp,
+        zero_variance_rtol,
+        lambda b, rtol: est.mo_grpo(b, eps=eps, eps_placement=eps_placement, ddof=ddof, rtol=rtol),
+    )
+
+
+def gdpo_advantage(
+    scores: Array,
+    /,
+    group_ids: IdsLike = None,
+    *,
+    weights: WeightsLike = None,
+    eps: float = 1e-6,
+    eps_placement: str = "outside",
+    ddof: int = 1,
+    singleton: str = "zero",
+    zero_variance_rtol: float | None = None,
+    nan_policy: str = "raise",
+    xp: Namespace | None = None,
+) -> Array:
+    r"""GDPO: MO-GRPO's :math:`H_i = \sum_k w_k z_{ik}`, then a z-score over the whole batch.
+
+    :math:`A_i = (H_i - \bar H_B) / (s_{B}(H) + \epsilon)` over every row passed (per response,
+    as TRL's ``normalize_then_sum``; verl's GDPO whitens per token).
+
+    Examples
+    --------
+    >>> import numpy as np, corrgrpo_core as cc
+    >>> s = np.array([[.1, .18, .8], [.18, .1, 7.28], [.82, .9, 8], [.9, .82, 1.52]])
+    >>> np.round(cc.gdpo_advantage(s), 4)
+    array([-1.1534, -0.4119,  1.1534,  0.4119])
+    """
+    eps = _eps(eps, eps_placement)
+    ddof = check_ddof(ddof)
+    return _run(
+        scores,
+        group_ids,
+        weights,
+        nan_policy,
+        singleton,
+        xp,
+        zero_variance_rtol,
+        lambda b, rtol: est.gdpo(b, eps=eps, eps_placement=eps_placement, ddof=ddof, rtol=rtol),
+    )
+
+
+def gdpo_corr_advantage(
+    scores: Array,
+    /,
+    group_ids: IdsLike = None,
+    *,
+    weights: WeightsLike = None,
+    eps: float = 1e-6,
+    eps_placement: str = "inside",
+    group_eps_placement: str = "outside",
+    ddof: int = 1,
+    singleton: str = "zero",
+    zero_variance_rtol: float | None = None,
+    nan_policy: str = "raise",
+    min_correlation_sum: float = 0.0,
+    xp: Namespace | None = None,
+) -> Array:
+    r"""GDPO with the batch std replaced by the correlation norm of :math:`U_k = w_k z_k`.
+
+    :math:`A_i = (H_i - \bar H_B) / \sqrt{\sum_{l,m} \rho^B_{lm}(U) + \epsilon}`, the batch
+    Pearson matrix taken per response (the reference centres per token; see docs/method.md).
+    ``group_eps_placement`` is for the group z-scores, ``eps_placement`` for the batch norm.
+
+    Examples
+    --------
+    >>> import numpy as np, corrgrpo_core as cc
+    >>> s = np.array([[.1, .18, .8], [.18, .1, 7.28], [.82, .9, 8], [.9, .82, 1.52]])
+    >>> np.round(cc.gdpo_corr_advantage(s), 3)
+    array([-1.153, -0.412,  1.153,  0.412])
+    """
+    eps = _eps(eps, eps_placement)
+    check_choice("group_eps_placement", group_eps_placement, EPS_PLACEMENTS)
+    ddof = check_ddof(ddof)
+    floor = check_nonnegative("min_correlation_sum", min_correlation_sum)
+    return _run(
+        scores,
+        group_ids,
+        weights,
+        nan_policy,
+        singleton,
+        xp,
+        zero_variance_rtol,
+        lambda b, rtol: est.gdpo_corr(
+            b,
+            eps=eps,
+            group_eps_placement=group_eps_placement,
+            eps_placement=eps_placement,
+            ddof=ddof,
+            rtol=rtol,
+            min_correlation_sum=floor,
+        ),
+    )
+
+
+DARA_VARIANTS = ("asym", "sym")
+DARA_BASES = ("gdpo", "corrgrpo")
+
+
+def dara_advantage(
+    scores: Array,
+    /,
+    group_ids: IdsLike = None,
+    *,
+    weights: WeightsLike = None,
+    variant: str = "asym",
+    base: str = "gdpo",
+    max_weight: float = 5.0,
+    eps: float = 1e-6,
+    eps_placement: str | None = None,
+    ddof: int = 1,
+    singleton: str = "zero",
+    zero_variance_rtol: float | None = None,
+    nan_policy: str = "raise",
+    min_correlation_sum: float = 0.0,
+    xp: Namespace | None = None,
+) -> Array:
+    r"""DARA: density-aware weights :math:`d_k = \min(w_{max}, \sqrt{\max_j \pi_j / \pi_k})`.
+
+    :math:`\pi_k` is the share of groups in which component k varies. ``variant="sym"``
+    scales each component by :math:`d_k`; ``"asym"`` (DARA's main method) only its positive
+    part. ``base="gdpo"`` applies this to group z-scores and batch-normalises (the DARA paper);
+    ``base="corrgrpo"`` applies it to centred components over CorrGRPO's correlation norm.
+    ``eps_placement`` defaults to ``"outside"`` for the GDPO base, ``"inside"`` for CorrGRPO's.
+
+    Examples
+    --------
+    >>> import numpy as np, corrgrpo_core as cc
+    >>> s = np.array([[.1, .18, .8], [.18, .1, 7.28], [.82, .9, 8], [.9, .82, 1.52]])
+    >>> bool(np.allclose(cc.dara_advantage(s), cc.gdpo_advantage(s)))  # equal densities: GDPO
+    True
+    """
+    check_choice("DARA variant", variant, DARA_VARIANTS)
+    check_choice("DARA base", base, DARA_BASES)
+    placement = eps_placement or ("outside" if base == "gdpo" else "inside")
+    eps = _eps(eps, placement)
+    ddof = check_ddof(ddof)
+    floor = check_nonnegative("min_correlation_sum", min_correlation_sum)
+    if not (isinstance(max_weight, (int, float)) and max_weight >= 1):
+        raise ValueError(f"max_weight must be a number >= 1, got {max_weight!r}")
+    return _run(
+        scores,
+        group_ids,
+        weights,
+        nan_policy,
+        singleton,
+        xp,
+        zero_variance_rtol,
+        lambda b, rtol: est.dara(
+            b,
+            variant=variant,
+            base=base,
+            max_weight=float(max_weight),
+            eps=eps,
+            eps_placement=placement,
+            ddof=ddof,
+            rtol=rtol,
+            min_correlation_sum=floor,
+        ),
+    )

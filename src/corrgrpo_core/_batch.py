@@ -1,0 +1,229 @@
+"""Input validation and preparation: one place that turns user input into a :class:`Batch`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ._groups import Groups, dense_groups, ragged_groups
+from ._lib._compat import (
+    Array,
+    Namespace,
+    array_namespace,
+    device,
+    is_array_api_obj,
+    is_lazy_array,
+    work_dtype,
+)
+
+NAN_POLICIES = ("raise", "ignore")
+SINGLETON_POLICIES = ("zero", "raise")
+EPS_PLACEMENTS = ("inside", "outside")
+_SHOWN = 10  # how many offending rows an error message names
+
+
+@dataclass(frozen=True)
+class Batch:
+    """A validated reward batch in the working dtype.
+
+    ``raw`` is ``(B, n, K)`` or ``(N, K)`` with missing (NaN) entries set to 0, ``valid`` marks
+    the entries that were present (None when all are), ``weights`` broadcasts against ``raw``.
+    """
+
+    xp: Namespace
+    groups: Groups
+    raw: Array
+    valid: Array | None
+    row_valid: Array | None
+    weights: Array
+    lead_shape: tuple[int, ...]
+    out_dtype: Any
+    device: Any
+
+    @property
+    def weighted(self) -> Array:
+        return self.raw * self.weights
+
+    def finish(self, adv: Array) -> Array:
+        """(rows..., 1) internal advantages -> the scores' leading shape and floating dtype."""
+        xp = self.xp
+        return xp.astype(xp.reshape(adv, self.lead_shape), self.out_dtype)
+
+
+def check_choice(name: str, value: object, choices: Sequence[str]) -> None:
+    if value not in choices:
+        raise ValueError(f"unknown {name} {value!r}; choose one of {', '.join(map(repr, choices))}")
+
+
+def check_nonnegative(name: str, value: float) -> float:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not value >= 0:
+        raise ValueError(f"{name} must be a non-negative number, got {value!r}")
+    return float(value)
+
+
+def check_ddof(ddof: int) -> int:
+    if isinstance(ddof, bool) or not isinstance(ddof, int) or ddof < 0:
+        raise ValueError(f"ddof must be a non-negative integer, got {ddof!r}")
+    return ddof
+
+
+def resolve_rtol(zero_variance_rtol: float | None, xp: Namespace, dtype: Any) -> float:
+    """Default: 64 machine epsilons of the working dtype; 0 gives the exact ``var > 0`` test."""
+    if zero_variance_rtol is None:
+        return 64.0 * float(xp.finfo(dtype).eps)
+    return check_nonnegative("zero_variance_rtol", zero_variance_rtol)
+
+
+def prepare(
+    scores: Array,
+    group_ids: Array | Sequence[int] | None,
+    *,
+    weights: Array | Sequence[float] | None,
+    nan_policy: str,
+    singleton: str,
+    xp: Namespace | None,
+) -> Batch:
+    """Validate ``scores`` (and ids, weights) and build the :class:`Batch` the estimators use."""
+    check_choice("nan_policy", nan_policy, NAN_POLICIES)
+    check_choice("singleton policy", singleton, SINGLETON_POLICIES)
+    if not is_array_api_obj(scores):
+        raise TypeError(
+            f"scores must be an array (numpy, torch, jax, cupy, ...), got {type(scores).__name__}"
+        )
+    if xp is None:
+        xp = array_namespace(scores)
+    dev = device(scores)
+    lazy = is_lazy_array(scores)
+    if not (xp.isdtype(scores.dtype, "real floating") or xp.isdtype(scores.dtype, "integral")):
+        raise TypeError(f"scores must have a real numeric dtype, got {scores.dtype}")
+    if group_ids is None and scores.ndim not in (2, 3):
+        raise ValueError(
+            f"scores must be (n, K) for one group or (B, n, K) for B groups, got shape {tuple(scores.shape)}"
+            " (pass group_ids for a ragged (N, K) batch)"
+        )
+    if group_ids is not None and scores.ndim != 2:
+        raise ValueError(f"with group_ids, scores must be (N, K), got shape {tuple(scores.shape)}")
+    k = scores.shape[-1]
+    if k == 0:
+        raise ValueError("scores has no reward component (K = 0)")
+    if xp.isdtype(scores.dtype, "real floating"):
+        out_dtype = scores.dtype
+    else:
+        out_dtype = xp.__array_namespace_info__().default_dtypes(device=dev)["real floating"]
+    dtype = work_dtype(xp, dev)
+    lead = tuple(scores.shape[:-1]) if scores.ndim != 2 or group_ids is not None else (scores.shape[0],)
+
+    w = _weights(weights, k, xp, dtype, dev, lazy)
+    x = xp.astype(scores, dtype)
+    if scores.ndim == 2 and group_ids is None:
+        x = xp.reshape(x, (1, *x.shape))
+    valid = row_valid = None
+    if not lazy:
+        _check_finite(x, nan_policy, dense=group_ids is None, xp=xp)
+    if nan_policy == "ignore":
+        valid = ~xp.isnan(x)
+        x = xp.where(valid, x, xp.zeros_like(x))
+        row_valid = xp.any(valid, axis=-1, keepdims=True)
+
+    if group_ids is None:
+        groups = dense_groups(xp, tuple(x.shape), dtype, dev)
+    else:
+        ids = _group_ids(group_ids, scores.shape[0], xp, dev)
+        groups = ragged_groups(xp, ids, dtype, dev, lazy=lazy)
+    if singleton == "raise" and not lazy:
+        _check_no_singletons(groups, x, group_ids is None, xp)
+    return Batch(
+        xp=xp,
+        groups=groups,
+        raw=x,
+        valid=valid,
+        row_valid=row_valid,
+        weights=xp.reshape(w, (1,) * (x.ndim - 1) + (k,)),
+        lead_shape=lead,
+        out_dtype=out_dtype,
+        device=dev,
+    )
+
+
+def _weights(
+    weights: Array | Sequence[float] | None, k: int, xp: Namespace, dtype: Any, dev: Any, lazy: bool
+) -> Array:
+    if weights is None:
+        return xp.ones((k,), dtype=dtype, device=dev)
+    if is_array_api_obj(weights):
+        w = (
+            xp.astype(weights, dtype)
+            if array_namespace(weights) is xp
+            else xp.asarray(weights, dtype=dtype, device=dev)
+        )
+    else:
+        try:
+            w = xp.asarray([float(v) for v in weights], dtype=dtype, device=dev)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"weights must be a sequence of {k} numbers: {exc}") from None
+    if w.ndim != 1 or w.shape[0] != k:
+        raise ValueError(
+            f"weights must have one entry per reward component ({k}), got shape {tuple(w.shape)}"
+        )
+    if not lazy and not is_lazy_array(w) and not bool(xp.all(xp.isfinite(w))):
+        raise ValueError("weights must be finite")
+    return w
+
+
+def _group_ids(group_ids: Array | Sequence[int], n: int, xp: Namespace, dev: Any) -> Array:
+    ids: Array
+    if is_array_api_obj(group_ids) and array_namespace(group_ids) is xp:
+        ids = group_ids
+    else:
+        try:
+            ids = xp.asarray(group_ids, device=dev)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(
+                "group_ids must be integers (map strings with numpy.unique(ids, return_inverse=True)); "
+                f"could not convert them: {exc}"
+            ) from None
+    if ids.ndim != 1:
+        raise ValueError(f"group_ids must be one-dimensional, got shape {tuple(ids.shape)}")
+    if not xp.isdtype(ids.dtype, "integral"):
+        raise TypeError(
+            f"group_ids must have an integer dtype, got {ids.dtype} "
+            "(map other ids with numpy.unique(ids, return_inverse=True))"
+        )
+    if ids.shape[0] != n:
+        raise ValueError(f"group_ids has length {ids.shape[0]} but scores has {n} rows")
+    return ids
+
+
+def _rows(mask: Array, xp: Namespace, dense: bool) -> str:
+    """The first offending row indices, formatted for an error message."""
+    found = [tuple(int(i) for i in idx) for idx in zip(*xp.nonzero(mask), strict=True)]
+    shown = [
+        str(idx[1:] if dense and idx[0] == 0 and mask.shape[0] == 1 else (idx if dense else idx[0]))
+        for idx in found[:_SHOWN]
+    ]
+    more = f" and {len(found) - _SHOWN} more" if len(found) > _SHOWN else ""
+    return ", ".join(shown) + more
+
+
+def _check_finite(x: Array, nan_policy: str, *, dense: bool, xp: Namespace) -> None:
+    infinite = xp.any(xp.isinf(x), axis=-1)
+    if bool(xp.any(infinite)):
+        raise ValueError(f"scores contain inf in rows {_rows(infinite, xp, dense)}")
+    if nan_policy == "raise":
+        nan = xp.any(xp.isnan(x), axis=-1)
+        if bool(xp.any(nan)):
+            raise ValueError(
+                f"scores contain NaN in rows {_rows(nan, xp, dense)} "
+                "(pass nan_policy='ignore' to leave missing rewards out of the statistics)"
+            )
+
+
+def _check_no_singletons(groups: Groups, x: Array, dense: bool, xp: Namespace) -> None:
+    count = xp.broadcast_to(groups.count, (*x.shape[:-1], 1))[..., 0]
+    single = count < 2
+    if bool(xp.any(single)):
+        raise ValueError(
+            f"groups of one rollout at rows {_rows(single, xp, dense)} "
+            "(singleton='raise'; the default singleton='zero' gives them advantage 0)"
+        )

@@ -1,0 +1,144 @@
+"""Diagnostics users log next to their reward curves: c_q, correlation sums, denominator shares."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ._lib._compat import Array, Namespace
+
+if TYPE_CHECKING:
+    from ._batch import Batch
+    from ._estimators import CorrParts
+
+
+@dataclass(frozen=True)
+class AdvantageStats:
+    """Per-row diagnostics (each row carries its group's values).
+
+    Shapes are the scores' leading shape, with a trailing K for per-component fields.
+
+    Attributes
+    ----------
+    group_size
+        Rollouts in the row's group.
+    covariance_sum
+        GRPO's denominator squared: the group variance of the weighted total,
+        :math:`\\sum_{l,m} \\Sigma_{lm}`.
+    correlation_sum
+        CorrGRPO's :math:`\\sum_{l,m} \\rho_{lm}` (before any floor).
+    c_q
+        The factor with :math:`A^{corr} = c_q A^{grpo}` (same eps convention on both sides).
+    variance_share
+        Each component's variance as a share of the covariance sum (the paper's 91.1%).
+    advantage_contribution
+        Each component's centred value over the CorrGRPO denominator; sums to the advantage.
+    zero_variance_count
+        Components that do not vary in the group.
+    degenerate
+        Some component varies but the correlation sum is below the threshold.
+    total_std
+        Group standard deviation of the weighted total (DAPO's dynamic-sampling criterion).
+    """
+
+    group_size: Array
+    covariance_sum: Array
+    correlation_sum: Array
+    c_q: Array
+    variance_share: Array
+    advantage_contribution: Array
+    zero_variance_count: Array
+    degenerate: Array
+    total_std: Array
+    xp: Namespace
+
+    def summary(self, component_names: Sequence[str] | None = None) -> dict[str, float]:
+        """Flat metrics for a logger, each group counted once.
+
+        Keys: ``groups``, ``singleton_groups``, ``degenerate_groups``, ``c_q/mean|min|max``,
+        ``correlation_sum/mean``, ``covariance_sum/mean``, ``zero_variance_components/mean``, and
+        per component ``denominator_share/<name>`` (mean variance share) and
+        ``advantage_contribution/<name>`` (mean absolute contribution).
+        """
+        xp = self.xp
+        size = xp.reshape(self.group_size, (-1,))
+        k = self.variance_share.shape[-1]
+        names = list(component_names) if component_names is not None else [str(i) for i in range(k)]
+        if len(names) != k:
+            raise ValueError(f"component_names has {len(names)} names for {k} components")
+        if size.shape[0] == 0:
+            return {"groups": 0.0}
+        per_group = 1.0 / size
+        groups = float(xp.sum(per_group))
+
+        def mean(v: Array) -> float:
+            return float(xp.sum(xp.reshape(v, (-1,)) * per_group)) / groups
+
+        def count(v: Array) -> float:
+            return float(xp.sum(xp.astype(xp.reshape(v, (-1,)), per_group.dtype) * per_group))
+
+        c_q = xp.reshape(self.c_q, (-1,))
+        out = {
+            "groups": groups,
+            "singleton_groups": count(size < 2),
+            "degenerate_groups": count(self.degenerate),
+            "c_q/mean": mean(c_q),
+            "c_q/min": float(xp.min(c_q)),
+            "c_q/max": float(xp.max(c_q)),
+            "correlation_sum/mean": mean(self.correlation_sum),
+            "covariance_sum/mean": mean(self.covariance_sum),
+            "zero_variance_components/mean": mean(self.zero_variance_count),
+        }
+        share = xp.reshape(self.variance_share, (-1, k))
+        contribution = xp.abs(xp.reshape(self.advantage_contribution, (-1, k)))
+        for i, name in enumerate(names):
+            out[f"denominator_share/{name}"] = mean(share[:, i])
+            out[f"advantage_contribution/{name}"] = float(xp.mean(contribution[:, i]))
+        return out
+
+
+def stats_from_parts(
+    batch: Batch,
+    parts: CorrParts,
+    corr_den: Array,
+    *,
+    eps: float,
+    eps_placement: str,
+    ddof: int,
+    rtol: float,
+    degenerate_threshold: float = 0.01,
+) -> AdvantageStats:
+    """Assemble :class:`AdvantageStats` from the pieces CorrGRPO computed anyway."""
+    from ._estimators import denominator, safe_divide, total_moments
+
+    xp = batch.xp
+    total = total_moments(batch, ddof=ddof, rtol=rtol)
+    covariance_sum = total.var
+    grpo_den = denominator(covariance_sum, eps, eps_placement, xp)
+    comps = parts.components
+    lead = batch.lead_shape
+    k = batch.raw.shape[-1]
+    rows = (*batch.raw.shape[:-1], 1)
+    zero = xp.sum(xp.astype(~comps.varies, xp.int64), axis=-1, keepdims=True)
+    varying = xp.any(comps.varies, axis=-1, keepdims=True)
+    corr = parts.correlation_sum
+
+    def per_row(v: Array) -> Array:
+        return xp.reshape(xp.broadcast_to(v, rows), lead)
+
+    def per_comp(v: Array) -> Array:
+        return xp.reshape(xp.broadcast_to(v, batch.raw.shape), (*lead, k))
+
+    return AdvantageStats(
+        group_size=per_row(batch.groups.count),
+        covariance_sum=per_row(covariance_sum),
+        correlation_sum=per_row(corr),
+        c_q=per_row(safe_divide(grpo_den, corr_den, xp)),
+        variance_share=per_comp(safe_divide(comps.var, covariance_sum, xp)),
+        advantage_contribution=per_comp(safe_divide(comps.centred, corr_den, xp)),
+        zero_variance_count=per_row(zero),
+        degenerate=per_row(varying & (corr < degenerate_threshold)),
+        total_std=per_row(total.std),
+        xp=xp,
+    )

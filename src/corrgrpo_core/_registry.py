@@ -1,0 +1,90 @@
+"""Estimators by name, for adapters that pick one from a config string."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from . import _api
+from ._lib._compat import Array
+
+
+@dataclass(frozen=True)
+class EstimatorSpec:
+    """A registered estimator: ``fn(scores, group_ids=None, **options)`` and a one-line summary."""
+
+    name: str
+    fn: Callable[..., Array]
+    summary: str
+
+    @property
+    def options(self) -> tuple[str, ...]:
+        """The keyword options ``fn`` accepts."""
+        params = inspect.signature(self.fn).parameters.values()
+        return tuple(p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY)
+
+
+_REGISTRY: dict[str, EstimatorSpec] = {}
+
+
+def register_estimator(name: str, fn: Callable[..., Array], summary: str) -> EstimatorSpec:
+    """Add an estimator under ``name`` (an existing name is an error)."""
+    if name in _REGISTRY:
+        raise ValueError(f"an estimator named {name!r} is already registered")
+    spec = EstimatorSpec(name, fn, summary)
+    _REGISTRY[name] = spec
+    return spec
+
+
+def estimator_names() -> tuple[str, ...]:
+    """The registered estimator names, sorted."""
+    return tuple(sorted(_REGISTRY))
+
+
+def get_estimator(name: str) -> EstimatorSpec:
+    """The estimator registered under ``name``; unknown names list the known ones."""
+    try:
+        return _REGISTRY[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown estimator {name!r}; known: {', '.join(estimator_names())}") from None
+
+
+def compute_advantages(
+    scores: Array, /, group_ids: Any = None, *, estimator: str = "corrgrpo", **options: Any
+) -> Array:
+    """Advantages from the estimator named ``estimator`` (see :func:`estimator_names`).
+
+    Examples
+    --------
+    >>> import numpy as np, corrgrpo_core as cc
+    >>> s = np.array([[.1, .18, .8], [.18, .1, 7.28], [.82, .9, 8], [.9, .82, 1.52]])
+    >>> np.round(cc.compute_advantages(s, estimator="grpo"), 4)
+    array([-1.0954,  0.5477,  1.0954, -0.5477])
+    """
+    spec = get_estimator(estimator)
+    unknown = sorted(set(options) - set(spec.options))
+    if unknown:
+        raise TypeError(
+            f"estimator {estimator!r} takes no option(s) {', '.join(unknown)}; "
+            f"its options: {', '.join(spec.options)}"
+        )
+    return spec.fn(scores, group_ids, **options)
+
+
+for _name, _fn, _summary in (
+    (
+        "corrgrpo",
+        _api.corr_normalized_advantage,
+        "centred total reward over the correlation norm of the group (CorrGRPO)",
+    ),
+    ("grpo", _api.grpo_advantage, "group z-score of the weighted total reward"),
+    ("dr_grpo", _api.dr_grpo_advantage, "centred total reward, no std division (Dr.GRPO)"),
+    ("rloo", _api.rloo_advantage, "leave-one-out baseline (RLOO)"),
+    ("mo_grpo", _api.mo_grpo_advantage, "sum of per-component group z-scores (MO-GRPO)"),
+    ("gdpo", _api.gdpo_advantage, "per-component group z-scores summed, then batch z-scored (GDPO)"),
+    ("gdpo_corr", _api.gdpo_corr_advantage, "GDPO with the batch std replaced by a correlation norm"),
+    ("dara", _api.dara_advantage, "density-aware weights on GDPO or CorrGRPO (DARA)"),
+):
+    register_estimator(_name, _fn, _summary)
