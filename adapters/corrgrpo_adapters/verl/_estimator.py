@@ -148,7 +148,7 @@ def advantages_for_verl(*, token_level_rewards: torch.Tensor, response_mask: tor
     weights = None if spec.weights is None else np.asarray(spec.weights)
     adv = compute_advantages(scores, ids, estimator=spec.core_estimator, weights=weights, **spec.core_kwargs)
     adv_t = torch.as_tensor(np.asarray(adv), dtype=token_level_rewards.dtype, device=token_level_rewards.device)
-    tokens = broadcast_to_tokens(adv_t, response_mask.to(token_level_rewards.dtype))
+    tokens = broadcast_to_tokens(adv_t, response_mask)
     source = active_source()
     if source is not None:
         source.metrics.update(reward_metrics(scores, ids, spec))
