@@ -85,6 +85,10 @@ def _register_estimators(core_algos: ModuleType) -> None:
         current = registry.get(name)
         if getattr(current, "corrgrpo_estimator", None) == name:
             continue  # this process registered it already (the plugin loaded twice)
+        if current is not None:
+            owner = f"{getattr(current, '__module__', '?')}.{getattr(current, '__qualname__', repr(current))}"
+            raise PluginError(f"verl's estimator name {name!r} is already registered to {owner}; uninstall or "
+                              "rename the other plugin (corrgrpo does not override estimators it did not register)")
         fn = functools.partial(_estimator.advantages_for_verl, estimator=name)
         fn.corrgrpo_estimator = name  # type: ignore[attr-defined]
         core_algos.register_adv_est(name)(fn)

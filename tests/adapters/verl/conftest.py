@@ -80,7 +80,7 @@ def algorithm(**options: Any) -> Any:
     return OmegaConf.create({"adv_estimator": "corrgrpo", "norm_adv_by_std_in_grpo": True, **options})
 
 
-def run_python(code: str, *, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def _run_python(code: str, *, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """Run ``code`` in a fresh interpreter of this environment (plugins load from installed metadata)."""
     environ = dict(os.environ, **(env or {}))
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environ,
@@ -158,3 +158,8 @@ def make_batch() -> type[Batch]:
 @pytest.fixture
 def algo() -> Any:
     return algorithm
+
+
+@pytest.fixture
+def run_python() -> Any:
+    return _run_python
