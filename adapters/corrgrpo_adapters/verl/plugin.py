@@ -136,17 +136,17 @@ def check_config(config: Any) -> _config.RewardSpec | None:
     selected = name in _config.ESTIMATORS or mode in _config.TRAINER_MODES
     # Trigger (and so check) the registrations this run needs here in the driver, before Ray starts; the
     # TaskRunner process repeats them when it imports the same modules.
-    if mode in _config.TRAINER_MODES:
+    if selected and mode is not None:
         import verl.trainer.ppo.v1  # noqa: F401
-    elif name in _config.ESTIMATORS and mode is None:
+    elif selected:
         import verl.trainer.ppo.ray_trainer  # noqa: F401
     if selected and FAILURES:
         raise PluginError(f"the config selects corrgrpo (adv_estimator={name}, trainer_mode={mode}) but the "
                           f"corrgrpo verl plugin failed to load: {failure_report()}")
-    if mode in _config.TRAINER_MODES:
+    if selected and mode is not None:
         from verl.trainer.ppo.v1 import get_trainer_cls
 
-        get_trainer_cls(mode)
+        get_trainer_cls(mode)  # verl's error lists the registered modes
     from verl.trainer.ppo.core_algos import get_adv_estimator_fn
 
     try:

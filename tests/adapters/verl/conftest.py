@@ -65,7 +65,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("filterwarnings", line)
 
 
-def compose(overrides: Sequence[str]) -> Any:
+def _compose(overrides: Sequence[str]) -> Any:
     """verl's own ``ppo_trainer`` config, composed by Hydra with ``overrides`` (what main_ppo receives)."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
@@ -163,3 +163,15 @@ def algo() -> Any:
 @pytest.fixture
 def run_python() -> Any:
     return _run_python
+
+
+@pytest.fixture
+def compose() -> Any:
+    return _compose
+
+
+@pytest.fixture
+def recipes() -> Any:
+    from types import SimpleNamespace
+
+    return SimpleNamespace(grpo=list(GRPO_RECIPE), corrgrpo=list(CORRGRPO_OVERRIDES))
