@@ -20,6 +20,9 @@ from ._config import ESTIMATORS
 from ._estimator import active_source, component_source
 
 META_KEY = "corrgrpo_metrics"
+# The same call also serves verl's stock V1 trainer modes, whose non_tensor_batch holds only "uid".
+ORIGIN = ("non_tensor_batch (the legacy trainer copies compute_score's dict there; on the V1 trainer the "
+          "components arrive only with trainer.v1.trainer_mode=corrgrpo)")
 
 
 def patch(ray_trainer: ModuleType) -> None:
@@ -32,7 +35,7 @@ def patch(ray_trainer: ModuleType) -> None:
     def compute_advantage(data: Any, adv_estimator: Any, *args: Any, **kwargs: Any) -> Any:
         if str(adv_estimator) not in ESTIMATORS or active_source() is not None:
             return original_advantage(data, adv_estimator, *args, **kwargs)
-        with component_source(data.non_tensor_batch, origin="non_tensor_batch (legacy trainer)") as source:
+        with component_source(data.non_tensor_batch, origin=ORIGIN) as source:
             data = original_advantage(data, adv_estimator, *args, **kwargs)
         data.meta_info[META_KEY] = dict(source.metrics)
         return data
