@@ -173,6 +173,11 @@ def test_dapo_filtering(tq: Any, compose: Any, recipes: Any, make_batch: Any) ->
     stock_config = compose(recipes.grpo + ["algorithm.filter_groups.enable=True", "algorithm.filter_groups.metric=reward"])
     stock = trainer("sync", stock_config)._build_replay_buffer()
     assert dapo_filtered(tq, stock, partition) == {uid_of[0], uid_of[1]}
+    # verl's own metrics keep working unchanged under our trainer mode and estimator.
+    plain = trainer("corrgrpo", compose(recipes.grpo + recipes.corrgrpo + [
+        "algorithm.filter_groups.enable=True", "algorithm.filter_groups.metric=reward"]))._build_replay_buffer()
+    assert type(plain) is type(stock)
+    assert dapo_filtered(tq, plain, partition) == {uid_of[0], uid_of[1]}
 
     ours_config = compose(recipes.grpo + ["algorithm.adv_estimator=corrgrpo", "+algorithm.reward_keys=[acc,fmt,len]",
                                           "trainer.v1.trainer_mode=corrgrpo", "algorithm.filter_groups.enable=True",
