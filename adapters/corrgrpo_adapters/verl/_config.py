@@ -72,8 +72,9 @@ def _as_list(value: Any, name: str) -> list[Any] | None:
     if value is None:
         return None
     if isinstance(value, str | bytes) or not isinstance(value, Iterable):
-        raise ConfigError(f"algorithm.{name} must be a list, got {value!r}; write e.g. "
-                          f"+algorithm.{name}='[acc,fmt]'")
+        raise ConfigError(
+            f"algorithm.{name} must be a list, got {value!r}; write e.g. +algorithm.{name}='[acc,fmt]'"
+        )
     return list(value)
 
 
@@ -81,14 +82,18 @@ def reward_keys(algorithm: Any) -> tuple[str, ...]:
     keys = _as_list(_get(algorithm, "reward_keys"), "reward_keys")
     legacy = _as_list(_get(algorithm, "gdpo_reward_keys"), "gdpo_reward_keys")
     if keys is not None and legacy is not None and keys != legacy:
-        raise ConfigError(f"algorithm.reward_keys={keys} and algorithm.gdpo_reward_keys={legacy} disagree; "
-                          "set only one of them")
+        raise ConfigError(
+            f"algorithm.reward_keys={keys} and algorithm.gdpo_reward_keys={legacy} disagree; "
+            "set only one of them"
+        )
     keys = keys if keys is not None else legacy
     if keys is None:
         return ()
     if not keys:
-        raise ConfigError("algorithm.reward_keys is empty; list the compute_score dict keys to combine, "
-                          "or drop the option to use the single summed reward")
+        raise ConfigError(
+            "algorithm.reward_keys is empty; list the compute_score dict keys to combine, "
+            "or drop the option to use the single summed reward"
+        )
     bad = [k for k in keys if not isinstance(k, str) or not k]
     if bad:
         raise ConfigError(f"algorithm.reward_keys must be non-empty strings, got {bad}")
@@ -102,17 +107,23 @@ def _reward_weights(algorithm: Any, keys: tuple[str, ...]) -> tuple[float, ...] 
     weights = _as_list(_get(algorithm, "reward_weights"), "reward_weights")
     legacy = _as_list(_get(algorithm, "gdpo_reward_weights"), "gdpo_reward_weights")
     if weights is not None and legacy is not None and weights != legacy:
-        raise ConfigError(f"algorithm.reward_weights={weights} and algorithm.gdpo_reward_weights={legacy} "
-                          "disagree; set only one of them")
+        raise ConfigError(
+            f"algorithm.reward_weights={weights} and algorithm.gdpo_reward_weights={legacy} "
+            "disagree; set only one of them"
+        )
     weights = weights if weights is not None else legacy
     if weights is None:
         return None
     if not keys:
-        raise ConfigError(f"algorithm.reward_weights={weights} is set but algorithm.reward_keys is not; "
-                          "weights apply to named reward components")
+        raise ConfigError(
+            f"algorithm.reward_weights={weights} is set but algorithm.reward_keys is not; "
+            "weights apply to named reward components"
+        )
     if len(weights) != len(keys):
-        raise ConfigError(f"algorithm.reward_weights has {len(weights)} entries but algorithm.reward_keys "
-                          f"has {len(keys)} ({list(keys)}); give one weight per key")
+        raise ConfigError(
+            f"algorithm.reward_weights has {len(weights)} entries but algorithm.reward_keys "
+            f"has {len(keys)} ({list(keys)}); give one weight per key"
+        )
     try:
         values = tuple(float(w) for w in weights)
     except (TypeError, ValueError):
@@ -138,9 +149,11 @@ def reward_spec(algorithm: Any, estimator: str | None = None) -> RewardSpec:
     core = ESTIMATORS[name]
     if not bool(_get(algorithm, "norm_adv_by_std_in_grpo", True)):
         if core not in UNNORMALISED:
-            raise ConfigError(f"algorithm.norm_adv_by_std_in_grpo=False has no meaning for {name!r}, which "
-                              "normalises every component before combining them; remove the flag or use "
-                              f"one of {sorted(k for k, v in ESTIMATORS.items() if v in UNNORMALISED)}")
+            raise ConfigError(
+                f"algorithm.norm_adv_by_std_in_grpo=False has no meaning for {name!r}, which "
+                "normalises every component before combining them; remove the flag or use "
+                f"one of {sorted(k for k, v in ESTIMATORS.items() if v in UNNORMALISED)}"
+            )
         core = UNNORMALISED[core]
     extra = _get(algorithm, "estimator_kwargs")
     if extra is None:
@@ -150,8 +163,10 @@ def reward_spec(algorithm: Any, estimator: str | None = None) -> RewardSpec:
     kwargs = {str(k): v for k, v in extra.items()}
     for reserved in ("weights", "group_ids", "estimator"):
         if reserved in kwargs:
-            raise ConfigError(f"algorithm.estimator_kwargs may not set {reserved!r}; it comes from "
-                              "algorithm.reward_weights and the batch")
+            raise ConfigError(
+                f"algorithm.estimator_kwargs may not set {reserved!r}; it comes from "
+                "algorithm.reward_weights and the batch"
+            )
     return RewardSpec(verl_name=name, core_estimator=core, keys=keys, weights=weights, core_kwargs=kwargs)
 
 
@@ -167,8 +182,10 @@ def check_trainer(config: Any) -> RewardSpec | None:
     v1 = _get(trainer, "v1") or {}
     mode = str(_get(v1, "trainer_mode", "sync"))
     filter_groups = _get(algorithm, "filter_groups") or {}
-    component_filter = (bool(_get(filter_groups, "enable", False))
-                        and _get(filter_groups, "metric") == COMPONENTS_FILTER_METRIC)
+    component_filter = (
+        bool(_get(filter_groups, "enable", False))
+        and _get(filter_groups, "metric") == COMPONENTS_FILTER_METRIC
+    )
     name = str(_get(algorithm, "adv_estimator"))
     spec = reward_spec(algorithm) if name in ESTIMATORS else None
     keys = spec.keys if spec is not None else reward_keys(algorithm)
@@ -177,15 +194,20 @@ def check_trainer(config: Any) -> RewardSpec | None:
         raise ConfigError(
             f"algorithm.adv_estimator={name} with reward_keys={list(spec.keys)} on verl's V1 trainer needs "
             f"trainer.v1.trainer_mode={_our_mode(mode)} (verl's own '{mode}' mode does not pass reward "
-            "components to advantage estimators); or run the legacy trainer with trainer.use_v1=False")
+            "components to advantage estimators); or run the legacy trainer with trainer.use_v1=False"
+        )
     if component_filter:
         if not keys:
-            raise ConfigError(f"algorithm.filter_groups.metric={COMPONENTS_FILTER_METRIC} needs "
-                              "+algorithm.reward_keys=[...] naming the components to check")
+            raise ConfigError(
+                f"algorithm.filter_groups.metric={COMPONENTS_FILTER_METRIC} needs "
+                "+algorithm.reward_keys=[...] naming the components to check"
+            )
         if not ours:
-            raise ConfigError(f"algorithm.filter_groups.metric={COMPONENTS_FILTER_METRIC} is implemented by "
-                              f"the corrgrpo trainer modes; set trainer.v1.trainer_mode={_our_mode(mode)} "
-                              "(group filtering exists only on verl's V1 trainer)")
+            raise ConfigError(
+                f"algorithm.filter_groups.metric={COMPONENTS_FILTER_METRIC} is implemented by "
+                f"the corrgrpo trainer modes; set trainer.v1.trainer_mode={_our_mode(mode)} "
+                "(group filtering exists only on verl's V1 trainer)"
+            )
     return spec
 
 

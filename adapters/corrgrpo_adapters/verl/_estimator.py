@@ -31,7 +31,9 @@ class ComponentSource:
     metrics: dict[str, float] = field(default_factory=dict)
 
 
-_SOURCE: contextvars.ContextVar[ComponentSource | None] = contextvars.ContextVar("corrgrpo_source", default=None)
+_SOURCE: contextvars.ContextVar[ComponentSource | None] = contextvars.ContextVar(
+    "corrgrpo_source", default=None
+)
 
 
 @contextlib.contextmanager
@@ -49,8 +51,9 @@ def active_source() -> ComponentSource | None:
     return _SOURCE.get()
 
 
-def components_from_extra_fields(extra_fields: Sequence[Any], keys: Sequence[str], *,
-                                 row_names: Sequence[str] | None = None) -> dict[str, np.ndarray]:
+def components_from_extra_fields(
+    extra_fields: Sequence[Any], keys: Sequence[str], *, row_names: Sequence[str] | None = None
+) -> dict[str, np.ndarray]:
     """Columns ``{key: (N,) float64}`` from V1 TransferQueue ``extra_fields`` rows.
 
     Each row is a dict (or a TensorDict ``NonTensorData`` whose ``.data`` is one) holding
@@ -62,13 +65,17 @@ def components_from_extra_fields(extra_fields: Sequence[Any], keys: Sequence[str
         info = row.get("reward_extra_info") if isinstance(row, Mapping) else None
         name = row_names[i] if row_names is not None else str(i)
         if not isinstance(info, Mapping):
-            raise ConfigError(f"trajectory {name} carries no reward_extra_info in its extra_fields; reward "
-                              "components come from compute_score returning a dict (reward loop managers "
-                              "naive, dapo or gdpo copy every key into reward_extra_info)")
+            raise ConfigError(
+                f"trajectory {name} carries no reward_extra_info in its extra_fields; reward "
+                "components come from compute_score returning a dict (reward loop managers "
+                "naive, dapo or gdpo copy every key into reward_extra_info)"
+            )
         missing = [k for k in keys if k not in info]
         if missing:
-            raise ConfigError(f"reward key(s) {missing} not found in reward_extra_info of trajectory {name}; "
-                              f"keys present: {sorted(map(str, info))}")
+            raise ConfigError(
+                f"reward key(s) {missing} not found in reward_extra_info of trajectory {name}; "
+                f"keys present: {sorted(map(str, info))}"
+            )
         for k in keys:
             columns[k].append(info[k])
     return {k: _column(v, k) for k, v in columns.items()}
@@ -78,37 +85,48 @@ def _column(values: Any, key: str) -> np.ndarray:
     try:
         column = np.asarray(values, dtype=np.float64)
     except (TypeError, ValueError):
-        raise ConfigError(f"reward component {key!r} holds non-numeric values, e.g. {list(values)[:3]}") from None
+        raise ConfigError(
+            f"reward component {key!r} holds non-numeric values, e.g. {list(values)[:3]}"
+        ) from None
     if column.ndim != 1:
-        raise ConfigError(f"reward component {key!r} must hold one number per response, got shape "
-                          f"{column.shape}")
+        raise ConfigError(
+            f"reward component {key!r} must hold one number per response, got shape {column.shape}"
+        )
     return column
 
 
-def component_matrix(values: Mapping[str, Any], keys: Sequence[str], n_rows: int, *, origin: str) -> np.ndarray:
+def component_matrix(
+    values: Mapping[str, Any], keys: Sequence[str], n_rows: int, *, origin: str
+) -> np.ndarray:
     """Stack the configured components into an ``(N, K)`` float64 score matrix."""
     missing = [k for k in keys if k not in values]
     if missing:
-        raise ConfigError(f"reward key(s) {missing} not found in {origin}; keys present: "
-                          f"{sorted(map(str, values))}")
+        raise ConfigError(
+            f"reward key(s) {missing} not found in {origin}; keys present: {sorted(map(str, values))}"
+        )
     columns = [_column(values[k], k) for k in keys]
     for k, column in zip(keys, columns, strict=True):
         if column.shape[0] != n_rows:
-            raise ConfigError(f"reward component {k!r} has {column.shape[0]} values for a batch of {n_rows} "
-                              f"responses ({origin})")
+            raise ConfigError(
+                f"reward component {k!r} has {column.shape[0]} values for a batch of {n_rows} "
+                f"responses ({origin})"
+            )
     return np.stack(columns, axis=1)
 
 
 def group_ids(index: Any) -> np.ndarray:
     """verl's ``uid`` strings (any hashable, any order) -> integer group ids."""
     if index is None:
-        raise ConfigError("the advantage call got no 'uid' index; corrgrpo estimators group responses by "
-                          "verl's non_tensor_batch['uid']")
+        raise ConfigError(
+            "the advantage call got no 'uid' index; corrgrpo estimators group responses by "
+            "verl's non_tensor_batch['uid']"
+        )
     return np.unique(np.asarray(index), return_inverse=True)[1].reshape(-1)
 
 
-def _scores(spec: RewardSpec, token_level_rewards: torch.Tensor,
-            non_tensor_batch: Mapping[str, Any] | None) -> np.ndarray:
+def _scores(
+    spec: RewardSpec, token_level_rewards: torch.Tensor, non_tensor_batch: Mapping[str, Any] | None
+) -> np.ndarray:
     n_rows = token_level_rewards.shape[0]
     if not spec.keys:
         # One component: the sequence reward verl's own GRPO uses (in-reward KL included, if enabled).
@@ -123,7 +141,8 @@ def _scores(spec: RewardSpec, token_level_rewards: torch.Tensor,
             f"algorithm.adv_estimator={spec.verl_name} needs reward components {list(spec.keys)} but verl "
             "passed none to the estimator. On the V1 trainer set trainer.v1.trainer_mode=corrgrpo (or "
             "corrgrpo_colocate_async / corrgrpo_separate_async); on the legacy trainer (trainer.use_v1=False) "
-            "make sure the corrgrpo plugin loaded (python -m corrgrpo_adapters.verl)")
+            "make sure the corrgrpo plugin loaded (python -m corrgrpo_adapters.verl)"
+        )
     return component_matrix(values, spec.keys, n_rows, origin=origin)
 
 
@@ -138,16 +157,24 @@ def reward_metrics(scores: np.ndarray, ids: np.ndarray, spec: RewardSpec) -> dic
     return metrics
 
 
-def advantages_for_verl(*, token_level_rewards: torch.Tensor, response_mask: torch.Tensor, config: Any = None,
-                        index: Any = None, estimator: str, non_tensor_batch: Mapping[str, Any] | None = None,
-                        ) -> tuple[torch.Tensor, torch.Tensor]:
+def advantages_for_verl(
+    *,
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    config: Any = None,
+    index: Any = None,
+    estimator: str,
+    non_tensor_batch: Mapping[str, Any] | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """One corrgrpo estimator in verl's calling convention; returns ``(advantages, returns)``, both (N, T)."""
     spec = reward_spec(config if config is not None else {}, estimator)
     ids = group_ids(index)
     scores = _scores(spec, token_level_rewards, non_tensor_batch)
     weights = None if spec.weights is None else np.asarray(spec.weights)
     adv = compute_advantages(scores, ids, estimator=spec.core_estimator, weights=weights, **spec.core_kwargs)
-    adv_t = torch.as_tensor(np.asarray(adv), dtype=token_level_rewards.dtype, device=token_level_rewards.device)
+    adv_t = torch.as_tensor(
+        np.asarray(adv), dtype=token_level_rewards.dtype, device=token_level_rewards.device
+    )
     tokens = broadcast_to_tokens(adv_t, response_mask)
     source = active_source()
     if source is not None:

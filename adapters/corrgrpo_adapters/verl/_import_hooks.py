@@ -24,8 +24,12 @@ class _AfterImportFinder(importlib.abc.MetaPathFinder):
         self.hooks: dict[str, list[Hook]] = {}
         self._lock = threading.Lock()
 
-    def find_spec(self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None,
-                  ) -> importlib.machinery.ModuleSpec | None:
+    def find_spec(
+        self,
+        fullname: str,
+        path: Sequence[str] | None,
+        target: ModuleType | None = None,
+    ) -> importlib.machinery.ModuleSpec | None:
         if fullname not in self.hooks:
             return None
         spec = None

@@ -21,8 +21,10 @@ from ._estimator import active_source, component_source
 
 META_KEY = "corrgrpo_metrics"
 # The same call also serves verl's stock V1 trainer modes, whose non_tensor_batch holds only "uid".
-ORIGIN = ("non_tensor_batch (the legacy trainer copies compute_score's dict there; on the V1 trainer the "
-          "components arrive only with trainer.v1.trainer_mode=corrgrpo)")
+ORIGIN = (
+    "non_tensor_batch (the legacy trainer copies compute_score's dict there; on the V1 trainer the "
+    "components arrive only with trainer.v1.trainer_mode=corrgrpo)"
+)
 
 
 def patch(ray_trainer: ModuleType) -> None:
@@ -47,5 +49,4 @@ def patch(ray_trainer: ModuleType) -> None:
         return metrics
 
     compute_advantage.corrgrpo_wrapped = True  # type: ignore[attr-defined]
-    ray_trainer.compute_advantage = compute_advantage
-    ray_trainer.compute_data_metrics = compute_data_metrics
+    vars(ray_trainer).update(compute_advantage=compute_advantage, compute_data_metrics=compute_data_metrics)

@@ -18,12 +18,22 @@ from typing import Any
 
 import numpy as np
 
-from ._config import COMPONENTS_FILTER_METRIC, ESTIMATORS, TRAINER_MODES, check_trainer, reward_keys, reward_spec
+from ._config import (
+    COMPONENTS_FILTER_METRIC,
+    ESTIMATORS,
+    TRAINER_MODES,
+    check_trainer,
+    reward_keys,
+    reward_spec,
+)
 from ._estimator import component_source, components_from_extra_fields, group_ids
 
 
-def _fetch_components(tq: Any, keys: list[str], partition_id: str, keys_needed: tuple[str, ...]
-                      ) -> dict[str, np.ndarray]:
+def _fetch_components(
+    keys: list[str], partition_id: str, keys_needed: tuple[str, ...]
+) -> dict[str, np.ndarray]:
+    import transfer_queue as tq  # the client verl's trainer and replay buffer use
+
     data = tq.kv_batch_get(keys=keys, partition_id=partition_id, select_fields=["extra_fields"])
     return components_from_extra_fields(list(data["extra_fields"]), keys_needed, row_names=keys)
 
@@ -48,10 +58,8 @@ class ComponentTrainerMixin:
         return ()
 
     def _compute_advantage(self, batch: Any, metrics: dict[str, Any]) -> Any:
-        from verl.trainer.ppo.v1 import trainer_base
-
         keys = self._reward_keys()
-        values = _fetch_components(trainer_base.tq, batch.keys, batch.partition_id, keys) if keys else None
+        values = _fetch_components(batch.keys, batch.partition_id, keys) if keys else None
         origin = f"TransferQueue extra_fields.reward_extra_info (trainer mode corrgrpo, {self.base_mode})"
         with component_source(values, origin=origin) as source:
             batch = super()._compute_advantage(batch, metrics)  # type: ignore[misc]
@@ -81,8 +89,6 @@ class ComponentFilterMixin:
     _dapo_classification_cache: Any
 
     def _dapo_filtered_keys(self, partition_id: str) -> tuple[set[str], Counter[float]]:
-        from verl.trainer.ppo.v1 import replay_buffer
-
         if partition_id == "val":
             return set(), Counter()
         finished = self.finished_keys[partition_id]
@@ -92,7 +98,7 @@ class ComponentFilterMixin:
         new = finished - cache.keys()
         trajectories = [key for key in self.partitions[partition_id] if key.split("_")[0] in new]
         if trajectories:
-            columns = _fetch_components(replay_buffer.tq, trajectories, partition_id, self.component_keys)
+            columns = _fetch_components(trajectories, partition_id, self.component_keys)
             scores = np.stack([columns[k] for k in self.component_keys], axis=1)
             uids = np.array([key.split("_")[0] for key in trajectories], dtype=object)
             ids = group_ids(uids)
@@ -118,14 +124,23 @@ def _component_filter_class(base: type) -> type:
 
 def register(v1: ModuleType) -> None:
     """Register our trainer modes with ``verl.trainer.ppo.v1`` (called once it is imported)."""
-    bases = {"sync": v1.PPOTrainerSync, "colocate_async": v1.PPOTrainerColocateAsync,
-             "separate_async": v1.PPOTrainerSeparateAsync}
+    bases = {
+        "sync": v1.PPOTrainerSync,
+        "colocate_async": v1.PPOTrainerColocateAsync,
+        "separate_async": v1.PPOTrainerSeparateAsync,
+    }
     for name, base_mode in TRAINER_MODES.items():
         existing = v1.trainer_base.TRAINER_REGISTRY.get(name)
         if isinstance(existing, type) and issubclass(existing, ComponentTrainerMixin):
             continue  # registered by an earlier load of this plugin in the same process
         base = bases[base_mode]
-        cls = type(f"CorrGRPO{base.__name__}", (ComponentTrainerMixin, base),
-                   {"base_mode": base_mode, "__module__": __name__,
-                    "__doc__": f"verl's {base_mode!r} trainer mode, with reward components for the estimators."})
+        cls = type(
+            f"CorrGRPO{base.__name__}",
+            (ComponentTrainerMixin, base),
+            {
+                "base_mode": base_mode,
+                "__module__": __name__,
+                "__doc__": f"verl's {base_mode!r} trainer mode, with reward components for the estimators.",
+            },
+        )
         v1.register_trainer(name)(cls)

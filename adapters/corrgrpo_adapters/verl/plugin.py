@@ -50,10 +50,11 @@ def _guarded(step: str) -> Callable[[Callable[[ModuleType], None]], Callable[[Mo
         def run(module: ModuleType) -> None:
             try:
                 fn(module)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 -- verl would hide it at DEBUG level
                 FAILURES[step] = f"{type(exc).__name__}: {exc}"
-                logger.error("corrgrpo verl plugin: %s failed: %s\n%s", step, FAILURES[step],
-                             traceback.format_exc())
+                logger.error(
+                    "corrgrpo verl plugin: %s failed: %s\n%s", step, FAILURES[step], traceback.format_exc()
+                )
             else:
                 DONE.add(step)
 
@@ -64,8 +65,10 @@ def _guarded(step: str) -> Callable[[Callable[[ModuleType], None]], Callable[[Mo
 
 def _placeholder(name: str) -> Callable[..., Any]:
     def unavailable(**_: Any) -> Any:
-        raise PluginError(f"advantage estimator {name!r} is unavailable: the corrgrpo verl plugin failed to "
-                          f"load ({failure_report()})")
+        raise PluginError(
+            f"advantage estimator {name!r} is unavailable: the corrgrpo verl plugin failed to "
+            f"load ({failure_report()})"
+        )
 
     return unavailable
 
@@ -87,8 +90,10 @@ def _register_estimators(core_algos: ModuleType) -> None:
             continue  # this process registered it already (the plugin loaded twice)
         if current is not None:
             owner = f"{getattr(current, '__module__', '?')}.{getattr(current, '__qualname__', repr(current))}"
-            raise PluginError(f"verl's estimator name {name!r} is already registered to {owner}; uninstall or "
-                              "rename the other plugin (corrgrpo does not override estimators it did not register)")
+            raise PluginError(
+                f"verl's estimator name {name!r} is already registered to {owner}; uninstall or "
+                "rename the other plugin (corrgrpo does not override estimators it did not register)"
+            )
         fn = functools.partial(_estimator.advantages_for_verl, estimator=name)
         fn.corrgrpo_estimator = name  # type: ignore[attr-defined]
         core_algos.register_adv_est(name)(fn)
@@ -121,7 +126,7 @@ def _patch_validate_config(config_module: ModuleType) -> None:
         return result
 
     validate_config.corrgrpo_wrapped = True  # type: ignore[attr-defined]
-    config_module.validate_config = validate_config
+    vars(config_module)["validate_config"] = validate_config
 
 
 def check_config(config: Any) -> _config.RewardSpec | None:
@@ -137,12 +142,14 @@ def check_config(config: Any) -> _config.RewardSpec | None:
     # Trigger (and so check) the registrations this run needs here in the driver, before Ray starts; the
     # TaskRunner process repeats them when it imports the same modules.
     if selected and mode is not None:
-        import verl.trainer.ppo.v1  # noqa: F401
+        import verl.trainer.ppo.v1
     elif selected:
         import verl.trainer.ppo.ray_trainer  # noqa: F401
     if selected and FAILURES:
-        raise PluginError(f"the config selects corrgrpo (adv_estimator={name}, trainer_mode={mode}) but the "
-                          f"corrgrpo verl plugin failed to load: {failure_report()}")
+        raise PluginError(
+            f"the config selects corrgrpo (adv_estimator={name}, trainer_mode={mode}) but the "
+            f"corrgrpo verl plugin failed to load: {failure_report()}"
+        )
     if selected and mode is not None:
         from verl.trainer.ppo.v1 import get_trainer_cls
 
@@ -150,12 +157,14 @@ def check_config(config: Any) -> _config.RewardSpec | None:
     from verl.trainer.ppo.core_algos import get_adv_estimator_fn
 
     try:
-        get_adv_estimator_fn(name)
+        get_adv_estimator_fn(name)  # type: ignore[no-untyped-call]
     except ValueError:
         from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY
 
-        raise _config.ConfigError(f"unknown algorithm.adv_estimator={name!r}; registered estimators: "
-                                  f"{sorted(ADV_ESTIMATOR_REGISTRY)}") from None
+        raise _config.ConfigError(
+            f"unknown algorithm.adv_estimator={name!r}; registered estimators: "
+            f"{sorted(ADV_ESTIMATOR_REGISTRY)}"
+        ) from None
     return _config.check_trainer(config)
 
 
@@ -172,4 +181,6 @@ try:
     install()
 except Exception as exc:  # noqa: BLE001 -- verl would hide it at DEBUG level
     FAILURES["install"] = f"{type(exc).__name__}: {exc}"
-    logger.error("corrgrpo verl plugin failed to install: %s\n%s", FAILURES["install"], traceback.format_exc())
+    logger.error(
+        "corrgrpo verl plugin failed to install: %s\n%s", FAILURES["install"], traceback.format_exc()
+    )

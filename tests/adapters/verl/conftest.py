@@ -16,8 +16,11 @@ os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
 # verl's config folder (ppo_trainer.yaml and its defaults), found without importing verl.
-VERL_CONFIG_DIR = next(Path(p) / "verl" / "trainer" / "config" for p in sys.path
-                       if (Path(p) / "verl" / "trainer" / "config" / "ppo_trainer.yaml").is_file())
+VERL_CONFIG_DIR = next(
+    Path(p) / "verl" / "trainer" / "config"
+    for p in sys.path
+    if (Path(p) / "verl" / "trainer" / "config" / "ppo_trainer.yaml").is_file()
+)
 
 # A verl GRPO launch (from verl's GSM8K GRPO example) that the adapter's overrides are added to.
 GRPO_RECIPE = [
@@ -80,18 +83,31 @@ def algorithm(**options: Any) -> Any:
     return OmegaConf.create({"adv_estimator": "corrgrpo", "norm_adv_by_std_in_grpo": True, **options})
 
 
-def _run_python(code: str, *, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def _run_python(
+    code: str, *, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
     """Run ``code`` in a fresh interpreter of this environment (plugins load from installed metadata)."""
     environ = dict(os.environ, **(env or {}))
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environ,
-                          timeout=timeout, check=False)
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=environ,
+        timeout=timeout,
+        check=False,
+    )
 
 
 class Batch:
     """A synthetic multi-reward GRPO batch: ragged groups in shuffled order, string uids, ragged lengths."""
 
-    def __init__(self, seed: int = 0, group_sizes: Sequence[int] = (4, 3, 1, 5, 2), keys: Sequence[str] = ("acc", "fmt", "len"),
-                 max_len: int = 7) -> None:
+    def __init__(
+        self,
+        seed: int = 0,
+        group_sizes: Sequence[int] = (4, 3, 1, 5, 2),
+        keys: Sequence[str] = ("acc", "fmt", "len"),
+        max_len: int = 7,
+    ) -> None:
         rng = np.random.default_rng(seed)
         uids = [f"prompt-{g:02d}-{rng.integers(1 << 30):x}" for g in range(len(group_sizes))]
         rows = np.array([uids[g] for g, size in enumerate(group_sizes) for _ in range(size)], dtype=object)
@@ -124,7 +140,9 @@ class Batch:
 
         total = self.matrix().sum(1) if total is None else total
         scores = torch.zeros(self.n, self.max_len)
-        scores[torch.arange(self.n), torch.as_tensor(self.lengths) - 1] = torch.as_tensor(total, dtype=torch.float32)
+        scores[torch.arange(self.n), torch.as_tensor(self.lengths) - 1] = torch.as_tensor(
+            total, dtype=torch.float32
+        )
         return scores
 
     def core(self, estimator: str, keys: Sequence[str] | None = None, **options: Any) -> np.ndarray:
@@ -143,11 +161,10 @@ def batch() -> Batch:
 @pytest.fixture(scope="session")
 def verl_imported() -> Iterator[None]:
     import verl  # noqa: F401  -- loads the plugin through its entry point
-
     from corrgrpo_adapters.verl import plugin
 
     assert not plugin.FAILURES, plugin.FAILURES
-    yield
+    return
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
 from corrgrpo_adapters.verl import ConfigError
 
 pytestmark = [
@@ -22,7 +21,9 @@ def launched(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, Any]]:
     from verl.trainer import main_ppo
 
     calls: list[tuple[Any, Any]] = []
-    monkeypatch.setattr(main_ppo, "run_ppo", lambda config, task_runner_class: calls.append((config, task_runner_class)))
+    monkeypatch.setattr(
+        main_ppo, "run_ppo", lambda config, task_runner_class: calls.append((config, task_runner_class))
+    )
     return calls
 
 
@@ -48,42 +49,67 @@ def test_v1_recipe_is_accepted(launched: list[Any], compose: Any, recipes: Any) 
 
 
 def test_multi_reward_options_and_dapo(launched: list[Any], compose: Any, recipes: Any) -> None:
-    main(recipes.grpo + [
-        "algorithm.adv_estimator=gdpo_corr",
-        "+algorithm.reward_keys=[acc,fmt,len]",
-        "+algorithm.reward_weights=[1.0,0.5,0.25]",
-        "+algorithm.estimator_kwargs={eps:1e-4}",
-        "trainer.v1.trainer_mode=corrgrpo_colocate_async",
-        "algorithm.filter_groups.enable=True",
-        "algorithm.filter_groups.metric=reward_components",
-    ], compose)
+    main(
+        [
+            *recipes.grpo,
+            "algorithm.adv_estimator=gdpo_corr",
+            "+algorithm.reward_keys=[acc,fmt,len]",
+            "+algorithm.reward_weights=[1.0,0.5,0.25]",
+            "+algorithm.estimator_kwargs={eps:1e-4}",
+            "trainer.v1.trainer_mode=corrgrpo_colocate_async",
+            "algorithm.filter_groups.enable=True",
+            "algorithm.filter_groups.metric=reward_components",
+        ],
+        compose,
+    )
     assert len(launched) == 1
 
 
 def test_reference_fork_launch_with_trainer_mode(launched: list[Any], compose: Any, recipes: Any) -> None:
     """The paper's launchers: alias estimator and gdpo_reward_keys, plus our trainer mode."""
-    main(recipes.grpo + ["algorithm.adv_estimator=grpo_covariance_coefficient",
-                         "+algorithm.gdpo_reward_keys=[utility_reward,safety_reward]",
-                         "trainer.v1.trainer_mode=corrgrpo"], compose)
+    main(
+        [
+            *recipes.grpo,
+            "algorithm.adv_estimator=grpo_covariance_coefficient",
+            "+algorithm.gdpo_reward_keys=[utility_reward,safety_reward]",
+            "trainer.v1.trainer_mode=corrgrpo",
+        ],
+        compose,
+    )
     assert len(launched) == 1
 
 
 def test_legacy_recipe_is_accepted(launched: list[Any], compose: Any, recipes: Any) -> None:
     from verl.trainer.main_ppo_v0 import TaskRunner
 
-    main(recipes.grpo + ["algorithm.adv_estimator=corrgrpo", "+algorithm.reward_keys=[acc,fmt]",
-                         "trainer.use_v1=False"], compose)
+    main(
+        [
+            *recipes.grpo,
+            "algorithm.adv_estimator=corrgrpo",
+            "+algorithm.reward_keys=[acc,fmt]",
+            "trainer.use_v1=False",
+        ],
+        compose,
+    )
     assert launched[0][1] is TaskRunner
 
 
-@pytest.mark.parametrize(("extra", "error", "message"), [
-    (["trainer.v1.trainer_mode=sync"], ConfigError, "needs trainer.v1.trainer_mode=corrgrpo"),
-    (["+algorithm.reward_weights=[1.0]"], ConfigError, "reward_weights has 1 entries"),
-    (["algorithm.adv_estimator=corrgrp"], ConfigError, "unknown algorithm.adv_estimator='corrgrp'.*'corrgrpo'"),
-    (["trainer.v1.trainer_mode=corrgrpo_sync"], ValueError, "Unknown trainer 'corrgrpo_sync'.*corrgrpo"),
-])
-def test_bad_recipes_stop_before_ray(launched: list[Any], compose: Any, recipes: Any, extra: list[str],
-                                     error: type[Exception], message: str) -> None:
+@pytest.mark.parametrize(
+    ("extra", "error", "message"),
+    [
+        (["trainer.v1.trainer_mode=sync"], ConfigError, "needs trainer.v1.trainer_mode=corrgrpo"),
+        (["+algorithm.reward_weights=[1.0]"], ConfigError, "reward_weights has 1 entries"),
+        (
+            ["algorithm.adv_estimator=corrgrp"],
+            ConfigError,
+            "unknown algorithm.adv_estimator='corrgrp'.*'corrgrpo'",
+        ),
+        (["trainer.v1.trainer_mode=corrgrpo_sync"], ValueError, "Unknown trainer 'corrgrpo_sync'.*corrgrpo"),
+    ],
+)
+def test_bad_recipes_stop_before_ray(
+    launched: list[Any], compose: Any, recipes: Any, extra: list[str], error: type[Exception], message: str
+) -> None:
     with pytest.raises(error, match=message):
         main(recipes.grpo + recipes.corrgrpo + extra, compose)
     assert launched == []

@@ -35,15 +35,25 @@ def legacy_data(batch: Any, *, prompt_len: int = 3) -> Any:
 def run(data: Any, estimator: str, config: Any) -> Any:
     from verl.trainer.ppo import ray_trainer
 
-    return ray_trainer.compute_advantage(data, adv_estimator=estimator, num_repeat=4,
-                                         norm_adv_by_std_in_grpo=config.get("norm_adv_by_std_in_grpo", True),
-                                         config=config)
+    return ray_trainer.compute_advantage(
+        data,
+        adv_estimator=estimator,
+        num_repeat=4,
+        norm_adv_by_std_in_grpo=config.get("norm_adv_by_std_in_grpo", True),
+        config=config,
+    )
 
 
-@pytest.mark.parametrize(("estimator", "core_name"), [
-    ("corrgrpo", "corrgrpo"), ("grpo_covariance_coefficient", "corrgrpo"), ("gdpo_corr", "gdpo_corr"),
-    ("mo_grpo", "mo_grpo"), ("dara", "dara"),
-])
+@pytest.mark.parametrize(
+    ("estimator", "core_name"),
+    [
+        ("corrgrpo", "corrgrpo"),
+        ("grpo_covariance_coefficient", "corrgrpo"),
+        ("gdpo_corr", "gdpo_corr"),
+        ("mo_grpo", "mo_grpo"),
+        ("dara", "dara"),
+    ],
+)
 def test_advantages_equal_core(batch: Any, algo: Any, estimator: str, core_name: str) -> None:
     weights = [1.0, 0.5, 2.0]
     config = algo(adv_estimator=estimator, reward_keys=list(batch.keys), reward_weights=weights)
@@ -61,8 +71,9 @@ def test_reference_fork_key_names(batch: Any, algo: Any) -> None:
     """The paper's launchers use ``grpo_covariance_coefficient`` with ``gdpo_reward_keys``."""
     config = algo(adv_estimator="grpo_covariance_coefficient", gdpo_reward_keys=["acc", "fmt"])
     out = run(legacy_data(batch), "grpo_covariance_coefficient", config)
-    np.testing.assert_allclose(out.batch["advantages"].numpy(), batch.core("corrgrpo", ["acc", "fmt"]),
-                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        out.batch["advantages"].numpy(), batch.core("corrgrpo", ["acc", "fmt"]), rtol=1e-5, atol=1e-6
+    )
 
 
 def test_component_columns_follow_key_order(batch: Any, algo: Any) -> None:
@@ -80,8 +91,12 @@ def test_tied_totals_with_varying_components_get_advantages(make_batch: Any, alg
     batch.components["len"] = 1.0 - batch.components["acc"] - batch.components["fmt"]
     assert np.ptp(batch.matrix().sum(1)) == 0
     weights = np.array([2.0, 1.0, 1.0])
-    corr = run(legacy_data(batch), "corrgrpo", algo(reward_keys=list(batch.keys), reward_weights=weights.tolist()))
-    np.testing.assert_allclose(corr.batch["advantages"].numpy(), batch.core("corrgrpo", weights=weights), atol=1e-6)
+    corr = run(
+        legacy_data(batch), "corrgrpo", algo(reward_keys=list(batch.keys), reward_weights=weights.tolist())
+    )
+    np.testing.assert_allclose(
+        corr.batch["advantages"].numpy(), batch.core("corrgrpo", weights=weights), atol=1e-6
+    )
     assert corr.batch["advantages"].abs().max() > 0.1
     mo = run(legacy_data(batch), "mo_grpo", algo(adv_estimator="mo_grpo", reward_keys=list(batch.keys)))
     assert mo.batch["advantages"].abs().max() > 0.1
@@ -112,8 +127,9 @@ def test_single_component_matches_verl_grpo(make_batch: Any, algo: Any, norm_by_
     ours = "mo_grpo" if norm_by_std else "corrgrpo"
     config = algo(adv_estimator=ours, norm_adv_by_std_in_grpo=norm_by_std)
     mine = run(legacy_data(batch), ours, config).batch["advantages"]
-    theirs = run(legacy_data(batch), "grpo", algo(adv_estimator="grpo",
-                                                          norm_adv_by_std_in_grpo=norm_by_std)).batch["advantages"]
+    theirs = run(
+        legacy_data(batch), "grpo", algo(adv_estimator="grpo", norm_adv_by_std_in_grpo=norm_by_std)
+    ).batch["advantages"]
     sizes = {u: int((batch.uids == u).sum()) for u in batch.uids}
     singleton = torch.as_tensor([sizes[u] == 1 for u in batch.uids])
     assert singleton.sum() == 1

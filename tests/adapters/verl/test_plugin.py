@@ -13,23 +13,23 @@ import pytest
 ESTIMATORS = ["corrgrpo", "grpo_covariance_coefficient", "gdpo_corr", "mo_grpo", "dara"]
 MODES = ["corrgrpo", "corrgrpo_colocate_async", "corrgrpo_separate_async"]
 
-REPORT = """
+REPORT = f"""
 import json, sys
 import verl
 from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY
-report = {"plugin_loaded": "corrgrpo_adapters.verl.plugin" in sys.modules,
+report = {{"plugin_loaded": "corrgrpo_adapters.verl.plugin" in sys.modules,
           "v1_loaded_by_import_verl": "verl.trainer.ppo.v1" in sys.modules,
           "estimators": sorted(k for k, v in ADV_ESTIMATOR_REGISTRY.items()
-                               if getattr(v, "corrgrpo_estimator", None) == k)}
+                               if getattr(v, "corrgrpo_estimator", None) == k)}}
 from verl.trainer.ppo.v1 import trainer_base
 from verl.trainer.ppo import ray_trainer
 import verl.trainer.ppo.v1.utils as v1_utils
 report["modes"] = sorted(trainer_base.TRAINER_REGISTRY)
-report["mode_bases"] = {m: trainer_base.get_trainer_cls(m).__mro__[2].__name__ for m in %r}
+report["mode_bases"] = {{m: trainer_base.get_trainer_cls(m).__mro__[2].__name__ for m in {MODES!r}}}
 report["legacy_wrapped"] = getattr(ray_trainer.compute_advantage, "corrgrpo_wrapped", False)
 report["v1_dispatch_wrapped"] = getattr(v1_utils.compute_advantage, "corrgrpo_wrapped", False)
 print("REPORT" + json.dumps(report))
-""" % (MODES,)
+"""
 
 CHECK = """
 import verl
@@ -53,7 +53,7 @@ except Exception as exc:
 def report(result: Any) -> dict[str, Any]:
     assert result.returncode == 0, result.stderr[-3000:]
     line = next(line for line in result.stdout.splitlines() if line.startswith("REPORT"))
-    return json.loads(line[len("REPORT"):])
+    return json.loads(line[len("REPORT") :])
 
 
 def test_import_verl_registers_every_name(run_python: Any) -> None:
@@ -63,9 +63,13 @@ def test_import_verl_registers_every_name(run_python: Any) -> None:
     # The V1 trainer is registered when verl imports it, not dragged into every process by `import verl`.
     assert not got["v1_loaded_by_import_verl"]
     assert set(MODES) <= set(got["modes"])
-    assert got["mode_bases"] == {"corrgrpo": "PPOTrainerSync", "corrgrpo_colocate_async": "PPOTrainerColocateAsync",
-                                 "corrgrpo_separate_async": "PPOTrainerSeparateAsync"}
-    assert got["legacy_wrapped"] and got["v1_dispatch_wrapped"]
+    assert got["mode_bases"] == {
+        "corrgrpo": "PPOTrainerSync",
+        "corrgrpo_colocate_async": "PPOTrainerColocateAsync",
+        "corrgrpo_separate_async": "PPOTrainerSeparateAsync",
+    }
+    assert got["legacy_wrapped"]
+    assert got["v1_dispatch_wrapped"]
 
 
 def test_broken_core_fails_loudly(run_python: Any, tmp_path: Path) -> None:
@@ -80,10 +84,12 @@ def test_broken_core_fails_loudly(run_python: Any, tmp_path: Path) -> None:
     assert "simulated broken corrgrpo_core install" in result.stderr
     # ... the driver's config check stops the run before Ray starts, repeating the reason ...
     check = next(line for line in result.stdout.splitlines() if line.startswith("CHECK"))
-    assert "PluginError" in check and "simulated broken corrgrpo_core install" in check
+    assert "PluginError" in check
+    assert "simulated broken corrgrpo_core install" in check
     # ... and our names still resolve, to an error that says why rather than "Unknown advantage estimator".
     call = next(line for line in result.stdout.splitlines() if line.startswith("CALL"))
-    assert "PluginError" in call and "simulated broken corrgrpo_core install" in call
+    assert "PluginError" in call
+    assert "simulated broken corrgrpo_core install" in call
 
 
 def test_name_collision_fails_loudly(run_python: Any, tmp_path: Path) -> None:
@@ -91,20 +97,29 @@ def test_name_collision_fails_loudly(run_python: Any, tmp_path: Path) -> None:
     (tmp_path / "other_corrgrpo.py").write_text(
         "from verl.trainer.ppo.core_algos import register_adv_est\n"
         "@register_adv_est('corrgrpo')\n"
-        "def someone_elses(**kwargs):\n    raise AssertionError('wrong estimator')\n")
-    result = run_python(CHECK, env={"PYTHONPATH": str(tmp_path), "VERL_USE_EXTERNAL_MODULES": "other_corrgrpo"})
+        "def someone_elses(**kwargs):\n    raise AssertionError('wrong estimator')\n"
+    )
+    result = run_python(
+        CHECK, env={"PYTHONPATH": str(tmp_path), "VERL_USE_EXTERNAL_MODULES": "other_corrgrpo"}
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "corrgrpo verl plugin: estimators failed" in result.stderr
     check = next(line for line in result.stdout.splitlines() if line.startswith("CHECK"))
-    assert "PluginError" in check and "already registered" in check
+    assert "PluginError" in check
+    assert "already registered" in check
 
 
-@pytest.mark.parametrize(("env", "code", "needle"), [
-    ({}, 0, "estimators ['corrgrpo', 'grpo_covariance_coefficient', 'gdpo_corr', 'mo_grpo', 'dara']"),
-    ({"VERL_USE_EXTERNAL_PLUGINS": "none"}, 1, "did not load the verl.plugins entry point"),
-])
+@pytest.mark.parametrize(
+    ("env", "code", "needle"),
+    [
+        ({}, 0, "estimators ['corrgrpo', 'grpo_covariance_coefficient', 'gdpo_corr', 'mo_grpo', 'dara']"),
+        ({"VERL_USE_EXTERNAL_PLUGINS": "none"}, 1, "did not load the verl.plugins entry point"),
+    ],
+)
 def test_node_check_command(run_python: Any, env: dict[str, str], code: int, needle: str) -> None:
-    result = run_python("import runpy; runpy.run_module('corrgrpo_adapters.verl', run_name='__main__')", env=env)
+    result = run_python(
+        "import runpy; runpy.run_module('corrgrpo_adapters.verl', run_name='__main__')", env=env
+    )
     assert result.returncode == code, result.stderr[-3000:]
     assert needle in result.stdout + result.stderr
 

@@ -50,13 +50,23 @@ def put_group_rollouts(tq: Any, batch: Any, *, prompts_finished: bool = False) -
         score[-1] = float(batch.matrix()[i].sum())
         info = {k: float(v[i]) for k, v in batch.components.items()}
         keys.append(f"{uid}_{session}_0")
-        fields.append({"uid": str(uid), "response_mask": torch.ones(length, dtype=torch.int64), "rm_scores": score,
-                       "extra_fields": {"reward_extra_info": {"score": float(score[-1]), **info}}})
+        fields.append(
+            {
+                "uid": str(uid),
+                "response_mask": torch.ones(length, dtype=torch.int64),
+                "rm_scores": score,
+                "extra_fields": {"reward_extra_info": {"score": float(score[-1]), **info}},
+            }
+        )
         tags.append({"status": "success", "response_len": length, "global_steps": 0})
     tq.kv_batch_put(keys=keys, partition_id=partition, fields=list_of_dict_to_tensordict(fields), tags=tags)
     if prompts_finished:
         for uid in sessions:
-            tq.kv_put(key=uid, partition_id=partition, tag={"is_prompt": True, "status": "finished", "global_steps": 0})
+            tq.kv_put(
+                key=uid,
+                partition_id=partition,
+                tag={"is_prompt": True, "status": "finished", "global_steps": 0},
+            )
     return partition, keys
 
 
@@ -87,15 +97,26 @@ def width(expected: np.ndarray, got: np.ndarray) -> np.ndarray:
     return expected[:, : got.shape[1]]
 
 
-@pytest.mark.parametrize(("mode", "estimator", "core_name"), [
-    ("corrgrpo", "corrgrpo", "corrgrpo"),
-    ("corrgrpo_colocate_async", "gdpo_corr", "gdpo_corr"),
-    ("corrgrpo_separate_async", "dara", "dara"),
-])
-def test_trainer_mode_feeds_components(tq: Any, compose: Any, recipes: Any, batch: Any, mode: str, estimator: str,
-                                       core_name: str) -> None:
-    config = compose(recipes.grpo + [f"algorithm.adv_estimator={estimator}", "+algorithm.reward_keys=[acc,fmt,len]",
-                                     "+algorithm.reward_weights=[1.0,0.5,2.0]", f"trainer.v1.trainer_mode={mode}"])
+@pytest.mark.parametrize(
+    ("mode", "estimator", "core_name"),
+    [
+        ("corrgrpo", "corrgrpo", "corrgrpo"),
+        ("corrgrpo_colocate_async", "gdpo_corr", "gdpo_corr"),
+        ("corrgrpo_separate_async", "dara", "dara"),
+    ],
+)
+def test_trainer_mode_feeds_components(
+    tq: Any, compose: Any, recipes: Any, batch: Any, mode: str, estimator: str, core_name: str
+) -> None:
+    config = compose(
+        [
+            *recipes.grpo,
+            f"algorithm.adv_estimator={estimator}",
+            "+algorithm.reward_keys=[acc,fmt,len]",
+            "+algorithm.reward_weights=[1.0,0.5,2.0]",
+            f"trainer.v1.trainer_mode={mode}",
+        ]
+    )
     got, metrics = compute(tq, mode, config, batch)
     expected = batch.core(core_name, weights=np.array([1.0, 0.5, 2.0]))
     np.testing.assert_allclose(got, width(expected, got), rtol=1e-5, atol=1e-6)
@@ -105,9 +126,13 @@ def test_trainer_mode_feeds_components(tq: Any, compose: Any, recipes: Any, batc
         assert metrics[f"corrgrpo/reward/{key}/mean"] == pytest.approx(batch.components[key].mean())
 
 
-def test_verl_grpo_runs_unchanged_on_our_trainer_mode(tq: Any, compose: Any, recipes: Any, batch: Any) -> None:
+def test_verl_grpo_runs_unchanged_on_our_trainer_mode(
+    tq: Any, compose: Any, recipes: Any, batch: Any
+) -> None:
     """Our mode adds components only for our estimators: verl's own GRPO gives what verl's sync mode gives."""
-    ours, metrics = compute(tq, "corrgrpo", compose(recipes.grpo + ["trainer.v1.trainer_mode=corrgrpo"]), batch)
+    ours, metrics = compute(
+        tq, "corrgrpo", compose([*recipes.grpo, "trainer.v1.trainer_mode=corrgrpo"]), batch
+    )
     stock, _ = compute(tq, "sync", compose(recipes.grpo), batch)
     np.testing.assert_array_equal(ours, stock)
     assert not metrics
@@ -116,12 +141,14 @@ def test_verl_grpo_runs_unchanged_on_our_trainer_mode(tq: Any, compose: Any, rec
 def test_single_component_without_keys(tq: Any, compose: Any, recipes: Any, make_batch: Any) -> None:
     """No reward_keys: the one component is rm_scores' total, exactly as verl's GRPO reads it."""
     batch = make_batch(seed=5, keys=("acc", "fmt", "len"))
-    config = compose(recipes.grpo + ["algorithm.adv_estimator=corrgrpo", "trainer.v1.trainer_mode=corrgrpo"])
+    config = compose([*recipes.grpo, "algorithm.adv_estimator=corrgrpo", "trainer.v1.trainer_mode=corrgrpo"])
     got, metrics = compute(tq, "corrgrpo", config, batch)
     import corrgrpo_core as cc
 
     total = batch.matrix().sum(1, keepdims=True).astype(np.float32).astype(np.float64)
-    expected = cc.broadcast_to_tokens(cc.compute_advantages(total, batch.group_ids()), batch.response_mask().numpy())
+    expected = cc.broadcast_to_tokens(
+        cc.compute_advantages(total, batch.group_ids()), batch.response_mask().numpy()
+    )
     np.testing.assert_allclose(got, width(expected, got), rtol=1e-5, atol=1e-6)
     assert "corrgrpo/denominator_share/reward" in metrics
 
@@ -129,18 +156,27 @@ def test_single_component_without_keys(tq: Any, compose: Any, recipes: Any, make
 def test_stock_trainer_mode_gives_a_clear_error(tq: Any, compose: Any, recipes: Any, batch: Any) -> None:
     from corrgrpo_adapters.verl import ConfigError
 
-    config = compose(recipes.grpo + ["algorithm.adv_estimator=corrgrpo", "+algorithm.reward_keys=[acc,fmt]"])
-    with pytest.raises(ConfigError, match="trainer.v1.trainer_mode=corrgrpo"):
+    config = compose([*recipes.grpo, "algorithm.adv_estimator=corrgrpo", "+algorithm.reward_keys=[acc,fmt]"])
+    with pytest.raises(ConfigError, match=r"trainer\.v1\.trainer_mode=corrgrpo"):
         compute(tq, "sync", config, batch)
 
 
 def test_missing_component_names_the_trajectory(tq: Any, compose: Any, recipes: Any, batch: Any) -> None:
     from corrgrpo_adapters.verl import ConfigError
 
-    config = compose(recipes.grpo + ["algorithm.adv_estimator=corrgrpo", "+algorithm.reward_keys=[acc,speed]",
-                                     "trainer.v1.trainer_mode=corrgrpo"])
-    with pytest.raises(ConfigError, match=r"\['speed'\] not found in reward_extra_info of trajectory prompt-.*"
-                                          r"present: \['acc', 'fmt', 'len', 'score'\]"):
+    config = compose(
+        [
+            *recipes.grpo,
+            "algorithm.adv_estimator=corrgrpo",
+            "+algorithm.reward_keys=[acc,speed]",
+            "trainer.v1.trainer_mode=corrgrpo",
+        ]
+    )
+    with pytest.raises(
+        ConfigError,
+        match=r"\['speed'\] not found in reward_extra_info of trajectory prompt-.*"
+        r"present: \['acc', 'fmt', 'len', 'score'\]",
+    ):
         compute(tq, "corrgrpo", config, batch)
 
 
@@ -170,18 +206,33 @@ def test_dapo_filtering(tq: Any, compose: Any, recipes: Any, make_batch: Any) ->
     partition, _ = put_group_rollouts(tq, batch, prompts_finished=True)
     uid_of = {gid: uid for uid, gid in group.items()}
 
-    stock_config = compose(recipes.grpo + ["algorithm.filter_groups.enable=True", "algorithm.filter_groups.metric=reward"])
+    stock_config = compose(
+        [*recipes.grpo, "algorithm.filter_groups.enable=True", "algorithm.filter_groups.metric=reward"]
+    )
     stock = trainer("sync", stock_config)._build_replay_buffer()
     assert dapo_filtered(tq, stock, partition) == {uid_of[0], uid_of[1]}
     # verl's own metrics keep working unchanged under our trainer mode and estimator.
-    plain = trainer("corrgrpo", compose(recipes.grpo + recipes.corrgrpo + [
-        "algorithm.filter_groups.enable=True", "algorithm.filter_groups.metric=reward"]))._build_replay_buffer()
+    plain = trainer(
+        "corrgrpo",
+        compose(
+            recipes.grpo
+            + recipes.corrgrpo
+            + ["algorithm.filter_groups.enable=True", "algorithm.filter_groups.metric=reward"]
+        ),
+    )._build_replay_buffer()
     assert type(plain) is type(stock)
     assert dapo_filtered(tq, plain, partition) == {uid_of[0], uid_of[1]}
 
-    ours_config = compose(recipes.grpo + ["algorithm.adv_estimator=corrgrpo", "+algorithm.reward_keys=[acc,fmt,len]",
-                                          "trainer.v1.trainer_mode=corrgrpo", "algorithm.filter_groups.enable=True",
-                                          "algorithm.filter_groups.metric=reward_components"])
+    ours_config = compose(
+        [
+            *recipes.grpo,
+            "algorithm.adv_estimator=corrgrpo",
+            "+algorithm.reward_keys=[acc,fmt,len]",
+            "trainer.v1.trainer_mode=corrgrpo",
+            "algorithm.filter_groups.enable=True",
+            "algorithm.filter_groups.metric=reward_components",
+        ]
+    )
     buffer = trainer("corrgrpo", ours_config)._build_replay_buffer()
     assert type(buffer).__name__ == "ComponentFilterReplayBuffer"
     assert dapo_filtered(tq, buffer, partition) == {uid_of[1]}
