@@ -78,15 +78,19 @@ def _as_list(value: Any, name: str) -> list[Any] | None:
     return list(value)
 
 
-def reward_keys(algorithm: Any) -> tuple[str, ...]:
-    keys = _as_list(_get(algorithm, "reward_keys"), "reward_keys")
-    legacy = _as_list(_get(algorithm, "gdpo_reward_keys"), "gdpo_reward_keys")
-    if keys is not None and legacy is not None and keys != legacy:
+def _list_option(algorithm: Any, name: str) -> list[Any] | None:
+    """``algorithm.<name>``, or ``algorithm.gdpo_<name>`` (verl's GDPO and the paper's fork use those)."""
+    value = _as_list(_get(algorithm, name), name)
+    legacy = _as_list(_get(algorithm, f"gdpo_{name}"), f"gdpo_{name}")
+    if value is not None and legacy is not None and value != legacy:
         raise ConfigError(
-            f"algorithm.reward_keys={keys} and algorithm.gdpo_reward_keys={legacy} disagree; "
-            "set only one of them"
+            f"algorithm.{name}={value} and algorithm.gdpo_{name}={legacy} disagree; set only one of them"
         )
-    keys = keys if keys is not None else legacy
+    return value if value is not None else legacy
+
+
+def reward_keys(algorithm: Any) -> tuple[str, ...]:
+    keys = _list_option(algorithm, "reward_keys")
     if keys is None:
         return ()
     if not keys:
@@ -104,14 +108,7 @@ def reward_keys(algorithm: Any) -> tuple[str, ...]:
 
 
 def _reward_weights(algorithm: Any, keys: tuple[str, ...]) -> tuple[float, ...] | None:
-    weights = _as_list(_get(algorithm, "reward_weights"), "reward_weights")
-    legacy = _as_list(_get(algorithm, "gdpo_reward_weights"), "gdpo_reward_weights")
-    if weights is not None and legacy is not None and weights != legacy:
-        raise ConfigError(
-            f"algorithm.reward_weights={weights} and algorithm.gdpo_reward_weights={legacy} "
-            "disagree; set only one of them"
-        )
-    weights = weights if weights is not None else legacy
+    weights = _list_option(algorithm, "reward_weights")
     if weights is None:
         return None
     if not keys:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -159,12 +159,11 @@ def batch() -> Batch:
 
 
 @pytest.fixture(scope="session")
-def verl_imported() -> Iterator[None]:
+def verl_imported() -> None:
     import verl  # noqa: F401  -- loads the plugin through its entry point
     from corrgrpo_adapters.verl import plugin
 
     assert not plugin.FAILURES, plugin.FAILURES
-    return
 
 
 @pytest.fixture

@@ -48,50 +48,47 @@ def test_v1_recipe_is_accepted(launched: list[Any], compose: Any, recipes: Any) 
     assert get_trainer_cls(config.trainer.v1.trainer_mode).base_mode == "sync"
 
 
-def test_multi_reward_options_and_dapo(launched: list[Any], compose: Any, recipes: Any) -> None:
-    main(
-        [
-            *recipes.grpo,
-            "algorithm.adv_estimator=gdpo_corr",
-            "+algorithm.reward_keys=[acc,fmt,len]",
-            "+algorithm.reward_weights=[1.0,0.5,0.25]",
-            "+algorithm.estimator_kwargs={eps:1e-4}",
-            "trainer.v1.trainer_mode=corrgrpo_colocate_async",
-            "algorithm.filter_groups.enable=True",
-            "algorithm.filter_groups.metric=reward_components",
-        ],
-        compose,
-    )
-    assert len(launched) == 1
+@pytest.mark.parametrize(
+    ("extra", "runner"),
+    [
+        pytest.param(
+            [
+                "algorithm.adv_estimator=gdpo_corr",
+                "+algorithm.reward_keys=[acc,fmt,len]",
+                "+algorithm.reward_weights=[1.0,0.5,0.25]",
+                "+algorithm.estimator_kwargs={eps:1e-4}",
+                "trainer.v1.trainer_mode=corrgrpo_colocate_async",
+                "algorithm.filter_groups.enable=True",
+                "algorithm.filter_groups.metric=reward_components",
+            ],
+            "verl.trainer.main_ppo:TaskRunnerV1",
+            id="options-and-dapo",
+        ),
+        pytest.param(  # the paper's launchers: alias estimator and gdpo_reward_keys, plus our trainer mode
+            [
+                "algorithm.adv_estimator=grpo_covariance_coefficient",
+                "+algorithm.gdpo_reward_keys=[utility_reward,safety_reward]",
+                "trainer.v1.trainer_mode=corrgrpo",
+            ],
+            "verl.trainer.main_ppo:TaskRunnerV1",
+            id="reference-fork",
+        ),
+        pytest.param(
+            ["algorithm.adv_estimator=corrgrpo", "+algorithm.reward_keys=[acc,fmt]", "trainer.use_v1=False"],
+            "verl.trainer.main_ppo_v0:TaskRunner",
+            id="legacy-trainer",
+        ),
+    ],
+)
+def test_other_recipes_are_accepted(
+    launched: list[Any], compose: Any, recipes: Any, extra: list[str], runner: str
+) -> None:
+    import importlib
 
-
-def test_reference_fork_launch_with_trainer_mode(launched: list[Any], compose: Any, recipes: Any) -> None:
-    """The paper's launchers: alias estimator and gdpo_reward_keys, plus our trainer mode."""
-    main(
-        [
-            *recipes.grpo,
-            "algorithm.adv_estimator=grpo_covariance_coefficient",
-            "+algorithm.gdpo_reward_keys=[utility_reward,safety_reward]",
-            "trainer.v1.trainer_mode=corrgrpo",
-        ],
-        compose,
-    )
-    assert len(launched) == 1
-
-
-def test_legacy_recipe_is_accepted(launched: list[Any], compose: Any, recipes: Any) -> None:
-    from verl.trainer.main_ppo_v0 import TaskRunner
-
-    main(
-        [
-            *recipes.grpo,
-            "algorithm.adv_estimator=corrgrpo",
-            "+algorithm.reward_keys=[acc,fmt]",
-            "trainer.use_v1=False",
-        ],
-        compose,
-    )
-    assert launched[0][1] is TaskRunner
+    main([*recipes.grpo, *extra], compose)
+    ((_, task_runner),) = launched
+    module, name = runner.split(":")
+    assert task_runner is getattr(importlib.import_module(module), name)
 
 
 @pytest.mark.parametrize(
