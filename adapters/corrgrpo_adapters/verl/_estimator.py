@@ -165,8 +165,14 @@ def advantages_for_verl(
     index: Any = None,
     estimator: str,
     non_tensor_batch: Mapping[str, Any] | None = None,
+    **unused: Any,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """One corrgrpo estimator in verl's calling convention; returns ``(advantages, returns)``, both (N, T)."""
+    """One corrgrpo estimator in verl's calling convention; returns ``(advantages, returns)``, both (N, T).
+
+    Outcome rewards only: verl's extra keyword arguments for other estimators (``reward_baselines`` when the
+    batch has them, ``epsilon``) are accepted and not used; the core's ``eps`` comes from
+    ``algorithm.estimator_kwargs``.
+    """
     spec = reward_spec(config if config is not None else {}, estimator)
     ids = group_ids(index)
     scores = _scores(spec, token_level_rewards, non_tensor_batch)
