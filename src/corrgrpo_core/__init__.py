@@ -6,6 +6,7 @@
 array([-1.8607,  0.9304,  1.8607, -0.9304])
 """
 
+from . import objectives
 from ._api import (
     advantage_stats,
     corr_normalized_advantage,
@@ -39,6 +40,7 @@ __all__ = [
     "get_estimator",
     "grpo_advantage",
     "mo_grpo_advantage",
+    "objectives",
     "register_estimator",
     "rloo_advantage",
 ]

@@ -198,10 +198,9 @@ def _group_ids(group_ids: Array | Sequence[int], n: int, xp: Namespace, dev: Any
 def _rows(mask: Array, xp: Namespace, dense: bool) -> str:
     """The first offending row indices, formatted for an error message."""
     found = [tuple(int(i) for i in idx) for idx in zip(*xp.nonzero(mask), strict=True)]
-    shown = [
-        str(idx[1:] if dense and idx[0] == 0 and mask.shape[0] == 1 else (idx if dense else idx[0]))
-        for idx in found[:_SHOWN]
-    ]
+    if dense and mask.shape[0] == 1:  # one (n, K) group: name rows by their index alone
+        found = [idx[1:] for idx in found]
+    shown = [str(idx[0]) if len(idx) == 1 else str(idx) for idx in found[:_SHOWN]]
     more = f" and {len(found) - _SHOWN} more" if len(found) > _SHOWN else ""
     return ", ".join(shown) + more
 

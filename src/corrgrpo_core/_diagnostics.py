@@ -40,6 +40,8 @@ class AdvantageStats:
         Some component varies but the correlation sum is below the threshold.
     total_std
         Group standard deviation of the weighted total (DAPO's dynamic-sampling criterion).
+    total_varies
+        Whether the weighted total varies in the group (the core's scale-relative test).
     """
 
     group_size: Array
@@ -51,6 +53,7 @@ class AdvantageStats:
     zero_variance_count: Array
     degenerate: Array
     total_std: Array
+    total_varies: Array
     xp: Namespace
 
     def summary(self, component_names: Sequence[str] | None = None) -> dict[str, float]:
@@ -120,7 +123,8 @@ def stats_from_parts(
     lead = batch.lead_shape
     k = batch.raw.shape[-1]
     rows = (*batch.raw.shape[:-1], 1)
-    zero = xp.sum(xp.astype(~comps.varies, xp.int64), axis=-1, keepdims=True)
+    int_dtype = xp.__array_namespace_info__().default_dtypes(device=batch.device)["integral"]
+    zero = xp.sum(xp.astype(~comps.varies, int_dtype), axis=-1, keepdims=True)
     varying = xp.any(comps.varies, axis=-1, keepdims=True)
     corr = parts.correlation_sum
 
@@ -140,5 +144,6 @@ def stats_from_parts(
         zero_variance_count=per_row(zero),
         degenerate=per_row(varying & (corr < degenerate_threshold)),
         total_std=per_row(total.std),
+        total_varies=per_row(total.varies),
         xp=xp,
     )

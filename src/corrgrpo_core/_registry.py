@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from . import _api
@@ -19,7 +20,7 @@ class EstimatorSpec:
     fn: Callable[..., Array]
     summary: str
 
-    @property
+    @cached_property
     def options(self) -> tuple[str, ...]:
         """The keyword options ``fn`` accepts."""
         params = inspect.signature(self.fn).parameters.values()
@@ -30,7 +31,19 @@ _REGISTRY: dict[str, EstimatorSpec] = {}
 
 
 def register_estimator(name: str, fn: Callable[..., Array], summary: str) -> EstimatorSpec:
-    """Add an estimator under ``name`` (an existing name is an error)."""
+    """Add an estimator under ``name`` (an existing name is an error).
+
+    ``fn(scores, group_ids=None, **options)`` must follow the calling convention of the
+    built-in estimators; adapters then find it by name.
+
+    Examples
+    --------
+    >>> import corrgrpo_core as cc
+    >>> spec = cc.register_estimator("grpo_trl_eps", lambda s, g=None, **kw: cc.grpo_advantage(s, g, eps=1e-4, **kw),
+    ...                              "GRPO with TRL's eps")
+    >>> "grpo_trl_eps" in cc.estimator_names()
+    True
+    """
     if name in _REGISTRY:
         raise ValueError(f"an estimator named {name!r} is already registered")
     spec = EstimatorSpec(name, fn, summary)
@@ -39,12 +52,26 @@ def register_estimator(name: str, fn: Callable[..., Array], summary: str) -> Est
 
 
 def estimator_names() -> tuple[str, ...]:
-    """The registered estimator names, sorted."""
+    """The registered estimator names, sorted.
+
+    Examples
+    --------
+    >>> import corrgrpo_core as cc
+    >>> cc.estimator_names()[:3]
+    ('corrgrpo', 'dara', 'dr_grpo')
+    """
     return tuple(sorted(_REGISTRY))
 
 
 def get_estimator(name: str) -> EstimatorSpec:
-    """The estimator registered under ``name``; unknown names list the known ones."""
+    """The estimator registered under ``name``; unknown names list the known ones.
+
+    Examples
+    --------
+    >>> import corrgrpo_core as cc
+    >>> cc.get_estimator("corrgrpo").summary
+    'centred total reward over the correlation norm of the group (CorrGRPO)'
+    """
     try:
         return _REGISTRY[name]
     except (KeyError, TypeError):

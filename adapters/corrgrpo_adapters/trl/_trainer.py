@@ -1,0 +1,108 @@
+"""``CorrGRPOTrainer``: TRL's GRPOTrainer with its advantages computed by a ``corrgrpo_core`` estimator.
+
+Two overrides, no copied TRL code: ``_calculate_rewards`` keeps the gathered ``(N, K)`` reward matrix
+TRL returns, and ``_generate_and_score_completions`` replaces the advantages in TRL's output with the
+core's, computed on that global matrix and sliced to this rank's rows. This must happen there: TRL
+shuffles the returned batch right after, and group membership is lost.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any, cast
+
+import torch
+from trl import GRPOTrainer  # type: ignore[attr-defined]
+
+from ._advantages import advantage_diagnostics, group_advantages
+from ._compat import check_trainer_attributes, check_trl_compatibility
+from ._config import CorrGRPOConfig
+
+__all__ = ["CorrGRPOTrainer"]
+
+METRIC_PREFIX = "corrgrpo/"
+
+
+class CorrGRPOTrainer(GRPOTrainer):
+    """A ``trl.GRPOTrainer`` whose advantages come from ``args.advantage_estimator``.
+
+    Takes the same arguments as ``GRPOTrainer``, with ``args`` a :class:`CorrGRPOConfig`. Everything
+    else (generation, loss types, ``num_iterations``, gradient accumulation, eval, multiple processes)
+    is TRL's. The advantages TRL logs in its completions table are the ones used for the loss.
+
+    Example::
+
+        trainer = CorrGRPOTrainer(model="Qwen/Qwen2.5-0.5B-Instruct", reward_funcs=[correct, formatted],
+                                  args=CorrGRPOConfig(output_dir="out", advantage_estimator="corrgrpo"),
+                                  train_dataset=dataset)
+        trainer.train()
+    """
+
+    args: CorrGRPOConfig
+
+    def __init__(self, model: Any, reward_funcs: Any, args: CorrGRPOConfig | None = None, **kwargs: Any) -> None:
+        check_trl_compatibility()
+        if args is None:
+            name = model if isinstance(model, str) else model.config._name_or_path
+            args = CorrGRPOConfig(f"{str(name).rstrip('/').split('/')[-1] or 'model'}-CorrGRPO")
+        elif not isinstance(args, CorrGRPOConfig):
+            raise TypeError(f"CorrGRPOTrainer needs args=CorrGRPOConfig(...), got {type(args).__name__}; "
+                            "CorrGRPOConfig takes every GRPOConfig option plus advantage_estimator")
+        super().__init__(model, reward_funcs, args=args, **kwargs)
+        check_trainer_attributes(self)
+        self._advantage_options = args.advantage_options()
+        self._gathered_rewards: torch.Tensor | None = None
+        self._check_estimator_runs()
+
+    def _estimator_call(self) -> dict[str, Any]:
+        return {"estimator": self.args.advantage_estimator, "weights": self.reward_weights.tolist(),
+                "options": self._advantage_options}
+
+    def _check_estimator_runs(self) -> None:
+        # Option *values* (a misspelt placement, a negative floor) are checked by the core; one call on
+        # a small random batch surfaces them now instead of after the first generation.
+        size = self._group_size("train")
+        probe = torch.rand(2 * size, len(self.reward_func_names), generator=torch.Generator().manual_seed(0))
+        group_advantages(probe, size, **self._estimator_call())
+
+    def _group_size(self, mode: str) -> int:
+        return int(self.num_generations if mode == "train" else self.num_generations_eval)  # type: ignore[arg-type]
+
+    def _calculate_rewards(self, inputs: Any, prompts: Any, completions: Any, completion_ids_list: Any) -> Any:
+        rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        self._gathered_rewards = rewards
+        return rewards
+
+    def _generate_and_score_completions(self, inputs: Any) -> Any:
+        output = super()._generate_and_score_completions(inputs)
+        rewards, self._gathered_rewards = self._gathered_rewards, None
+        if rewards is None:
+            raise RuntimeError("GRPOTrainer._generate_and_score_completions did not call _calculate_rewards; "
+                               "this TRL version is not supported by corrgrpo_adapters.trl")
+        mode = "train" if getattr(self.model, "training", False) else "eval"
+        group_size = self._group_size(mode)
+        advantages = group_advantages(rewards, group_size, **self._estimator_call())
+
+        local = output["advantages"]
+        rows = local.shape[0]
+        if rows * self.accelerator.num_processes != rewards.shape[0]:
+            raise RuntimeError(f"{rewards.shape[0]} gathered reward rows do not split into "
+                               f"{self.accelerator.num_processes} ranks of {rows} completions")
+        start = self.accelerator.process_index * rows
+        output["advantages"] = advantages[start:start + rows].to(dtype=local.dtype, device=local.device)
+
+        self._replace_logged_advantages(advantages)
+        if self.args.log_advantage_diagnostics:
+            metrics = advantage_diagnostics(rewards, group_size, component_names=self.reward_func_names,
+                                            **self._estimator_call())
+            for key, value in metrics.items():
+                self._metrics[mode][METRIC_PREFIX + key].append(value)
+        return output
+
+    def _replace_logged_advantages(self, advantages: torch.Tensor) -> None:
+        # TRL appended its own (now unused) advantages for these rows to the completions-table log;
+        # swap in the ones the loss sees.
+        logged = cast("deque[float]", self._logs["advantages"])
+        for _ in range(min(len(logged), advantages.shape[0])):
+            logged.pop()
+        logged.extend(advantages.tolist())

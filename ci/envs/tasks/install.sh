@@ -1,0 +1,6 @@
+# Code-generation task and its sandbox: `datasets` for the benchmark loaders (tests read local fixtures),
+# torch (CPU, pinned by ci/constraints.txt) for the OpenRLHF-style reward function.
+# The real sandbox needs bubblewrap on the machine (.ci/run installs it); the tests report, not skip, when
+# it is missing.
+"$PY" -m pip install -q --upgrade pip
+"$PY" -m pip install -q -e ".[test,lint,tasks]" torch

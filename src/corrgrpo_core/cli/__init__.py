@@ -1,0 +1,288 @@
+"""The ``corrgrpo`` command: explain reward batches and show the estimators at work.
+
+``corrgrpo explain FILE``   per-group denominators, correlations, c_q and advantages of a reward batch
+``corrgrpo simulate``       a small multi-reward learning simulation, every estimator, several seeds
+``corrgrpo demo``           ``explain --example`` and a short ``simulate``, plots written to a folder
+``corrgrpo estimators``     the registered estimators
+
+Call :func:`main` with an argument list (as the tests do) or run ``python -m corrgrpo_core.cli``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TextIO
+
+import corrgrpo_core as cc
+
+from .io import CliError, markdown_table
+
+__all__ = ["main"]
+
+
+def _names(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="corrgrpo",
+        description="Explain multi-reward advantages (CorrGRPO, GRPO, GDPO, ...) and "
+        "show them at work in a small learning simulation.",
+    )
+    parser.add_argument("--version", action="version", version=f"corrgrpo-core {cc.__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    ex = sub.add_parser(
+        "explain",
+        help="what each estimator does to a reward batch",
+        description="Read a reward batch (one row per rollout: a group column and one column "
+        "per reward component) and print, per group and for the batch, each "
+        "component's share of GRPO's denominator, the correlation matrix, c_q, "
+        "degenerate groups and the advantages under each estimator.",
+    )
+    ex.add_argument("file", nargs="?", help="CSV, JSONL or Parquet file")
+    ex.add_argument(
+        "--example", action="store_true", help="use the paper's Figure 2 example instead of a file"
+    )
+    ex.add_argument("--group-col", default="group", help="column holding the group (prompt) id [group]")
+    ex.add_argument(
+        "--components",
+        type=_names,
+        default=None,
+        help="comma-separated reward columns [every column but the group column]",
+    )
+    ex.add_argument(
+        "--weights",
+        default=None,
+        help="component weights, applied before any statistic: '0.05,0.6' or 'fmt=0.05,pass=0.6' [1]",
+    )
+    ex.add_argument(
+        "--estimators",
+        type=_names,
+        default=None,
+        help="comma-separated estimators to compare [grpo,corrgrpo,gdpo]",
+    )
+    ex.add_argument(
+        "--format",
+        dest="file_format",
+        choices=("csv", "jsonl", "parquet"),
+        default=None,
+        help="file format [from the suffix]",
+    )
+    ex.add_argument(
+        "--nan-policy",
+        choices=("raise", "ignore"),
+        default="raise",
+        help="missing values: an error, or left out of their component's statistics [raise]",
+    )
+    ex.add_argument("--max-groups", type=int, default=10, help="groups printed in detail [10]")
+    ex.add_argument("--plot", default=None, metavar="PNG", help="draw the Figure 2 view of one group to PNG")
+    ex.add_argument("--plot-group", default=None, metavar="LABEL", help="group to plot [the first]")
+
+    sim = sub.add_parser(
+        "simulate",
+        help="multi-reward learning simulation, every estimator",
+        description="Train a softmax policy over candidate responses with each estimator in "
+        "reward scenarios (see docs/simulation.md) and report learning curves, "
+        "final values and steps to threshold per reward component.",
+    )
+    _simulate_options(sim)
+
+    demo = sub.add_parser("demo", help="explain --example and a short simulate, plots into a folder")
+    demo.add_argument(
+        "--out", default="corrgrpo-demo", help="folder for the plots and tables [corrgrpo-demo]"
+    )
+    demo.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    sub.add_parser("estimators", help="list the registered estimators")
+    return parser
+
+
+def _simulate_options(sim: argparse.ArgumentParser) -> None:
+    from .simulate import DEFAULT_ESTIMATORS, SCENARIOS, SimulationConfig
+
+    d = SimulationConfig()
+    sim.add_argument(
+        "--scenarios",
+        type=_names,
+        default=list(SCENARIOS),
+        help=f"comma-separated, from {', '.join(SCENARIOS)} [all]",
+    )
+    sim.add_argument(
+        "--estimators",
+        type=_names,
+        default=list(DEFAULT_ESTIMATORS),
+        help=f"comma-separated [{','.join(DEFAULT_ESTIMATORS)}]",
+    )
+    sim.add_argument("--seeds", type=int, default=d.seeds, help=f"seeds per estimator [{d.seeds}]")
+    sim.add_argument("--first-seed", type=int, default=d.first_seed, help=f"first seed [{d.first_seed}]")
+    sim.add_argument("--steps", type=int, default=d.steps, help=f"policy-gradient steps [{d.steps}]")
+    sim.add_argument(
+        "--lr", type=float, default=d.learning_rate, help=f"Adam learning rate [{d.learning_rate}]"
+    )
+    sim.add_argument(
+        "--threshold",
+        type=float,
+        default=d.threshold,
+        help=f"steps-to-threshold level, as a fraction of the way from the uniform policy to the "
+        f"best reachable value [{d.threshold}]",
+    )
+    sim.add_argument(
+        "--eval-every", type=int, default=d.eval_every, help=f"evaluation interval [{d.eval_every}]"
+    )
+    sim.add_argument("--out", default=None, help="folder for report.md, summary.csv and one PNG per scenario")
+    sim.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+@contextmanager
+def _progress(total: int, *, enabled: bool, label: str) -> Iterator[Callable[[], None]]:
+    """A rich progress bar on stderr; a no-op when disabled or rich is missing."""
+    try:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    except ImportError:
+        enabled = False
+    if not enabled:
+        yield lambda: None
+        return
+    from rich.console import Console
+
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    ) as bar:
+        task = bar.add_task(label, total=total)
+        yield lambda: bar.advance(task)
+
+
+def _cmd_explain(args: argparse.Namespace, out: TextIO) -> int:
+    from .explain import DEFAULT_ESTIMATORS, example_batch, explain, render_explanation
+    from .io import parse_weights, read_rewards
+
+    if args.example == (args.file is not None):
+        raise CliError("give a reward file or --example (not both)")
+    if args.max_groups < 0:
+        raise CliError("--max-groups must be >= 0")
+    if args.example:
+        batch = example_batch()
+    else:
+        batch = read_rewards(
+            args.file,
+            group_col=args.group_col,
+            components=args.components,
+            file_format=args.file_format,
+            allow_nan=args.nan_policy == "ignore",
+        )
+    weights = parse_weights(args.weights, batch.components)
+    report = explain(
+        batch, estimators=args.estimators or DEFAULT_ESTIMATORS, weights=weights, nan_policy=args.nan_policy
+    )
+    out.write(render_explanation(report, max_groups=args.max_groups) + "\n")
+    if args.plot:
+        from .plots import plot_explanation
+
+        group = 0
+        if args.plot_group is not None:
+            if args.plot_group not in batch.group_labels:
+                raise CliError(f"--plot-group {args.plot_group!r} is not a group in the file")
+            group = batch.group_labels.index(args.plot_group)
+        out.write(f"plot written to {plot_explanation(report, args.plot, group=group)}\n")
+    return 0
+
+
+def _run_simulation(args: argparse.Namespace, out: TextIO) -> int:
+    from .simulate import SCENARIOS, SimulationConfig, render_report, run_simulation, summary_records
+
+    unknown = [s for s in args.scenarios if s not in SCENARIOS]
+    if unknown or not args.scenarios:
+        raise CliError(f"unknown scenario(s) {unknown}; known: {', '.join(SCENARIOS)}")
+    known = cc.estimator_names()
+    bad = [e for e in args.estimators if e not in known]
+    if bad or not args.estimators:
+        raise CliError(f"unknown estimator(s) {bad}; known: {', '.join(known)}")
+    try:
+        cfg = SimulationConfig(
+            steps=args.steps,
+            seeds=args.seeds,
+            learning_rate=args.lr,
+            threshold=args.threshold,
+            eval_every=args.eval_every,
+            first_seed=args.first_seed,
+        )
+    except ValueError as err:
+        raise CliError(str(err)) from None
+    total = cfg.steps * cfg.seeds * len(args.estimators) * len(args.scenarios)
+    start = time.monotonic()
+    with _progress(total, enabled=not args.no_progress, label="simulating") as tick:
+        results = run_simulation(args.scenarios, args.estimators, cfg, on_step=tick)
+    report = render_report(results, cfg)
+    out.write(report + f"\n(simulated in {time.monotonic() - start:.1f} s)\n")
+    if args.out:
+        from .plots import plot_scenario
+
+        folder = Path(args.out)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "report.md").write_text(report + "\n")
+        records = summary_records(results)
+        with (folder / "summary.csv").open("w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=list(records[0]))
+            writer.writeheader()
+            writer.writerows(records)
+        plots = []
+        for result in results:
+            plots.append(plot_scenario(result, folder / f"{result.scenario.name}.png"))
+            if "grpo" in result.curves and len(result.curves) > 1:
+                plots.append(
+                    plot_scenario(result, folder / f"{result.scenario.name}_vs_grpo.png", baseline="grpo")
+                )
+        out.write(f"report.md, summary.csv and {len(plots)} plot(s) written to {folder}\n")
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
+    # Both parts go through the parser, so the demo uses exactly the commands' own defaults.
+    folder = Path(args.out)
+    quiet = ["--no-progress"] if args.no_progress else []
+    parser = _parser()
+    out.write("# 1. The paper's Figure 2 example: why CorrGRPO exists\n\n")
+    explain_args = ["explain", "--example", "--estimators", "grpo,dr_grpo,corrgrpo,gdpo,mo_grpo"]
+    _cmd_explain(parser.parse_args([*explain_args, "--plot", str(folder / "explain_fig2.png")]), out)
+    out.write("\n# 2. A short learning simulation (`corrgrpo simulate` runs the full one)\n\n")
+    simulate_args = ["simulate", "--seeds", "3", "--steps", "100", "--out", str(folder / "simulate"), *quiet]
+    _run_simulation(parser.parse_args(simulate_args), out)
+    out.write(f"\nDemo done: plots in {folder}/\n")
+    return 0
+
+
+def _cmd_estimators(out: TextIO) -> int:
+    rows = [[name, cc.get_estimator(name).summary] for name in cc.estimator_names()]
+    out.write(markdown_table(["estimator", "what it does"], rows) + "\n")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``corrgrpo`` command; returns the exit status (0 ok, 2 a usage or input error)."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    out = sys.stdout
+    try:
+        if args.command == "explain":
+            return _cmd_explain(args, out)
+        if args.command == "simulate":
+            return _run_simulation(args, out)
+        if args.command == "demo":
+            return _cmd_demo(args, out)
+        return _cmd_estimators(out)
+    except CliError as err:
+        print(f"corrgrpo {args.command}: error: {err}", file=sys.stderr)
+        return 2

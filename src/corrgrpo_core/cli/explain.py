@@ -1,0 +1,267 @@
+"""``corrgrpo explain``: what GRPO's and CorrGRPO's denominators see in a reward batch.
+
+Every number that feeds an advantage comes from the core (:func:`corrgrpo_core.advantage_stats`,
+:func:`corrgrpo_core.compute_advantages`). The K x K covariance and correlation matrices are computed
+here for display only; the tests check that their sums equal the core's covariance and correlation
+sums.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+import corrgrpo_core as cc
+
+from .io import CliError, RewardBatch, markdown_table
+
+__all__ = ["EXAMPLE", "Explanation", "GroupView", "example_batch", "explain", "render_explanation"]
+
+Array = npt.NDArray[np.float64]
+
+#: The paper's Figure 2: one group of four rollouts, three reward components on very different scales.
+EXAMPLE = np.array([[0.10, 0.18, 0.80], [0.18, 0.10, 7.28], [0.82, 0.90, 8.00], [0.90, 0.82, 1.52]])
+DEFAULT_ESTIMATORS = ("grpo", "corrgrpo", "gdpo")
+# Same scale-relative test the core uses for "does not vary" (64 float64 epsilons).
+_ZERO_VAR_RTOL = 64.0 * float(np.finfo(np.float64).eps)
+
+
+def example_batch() -> RewardBatch:
+    return RewardBatch(
+        scores=EXAMPLE.copy(),
+        group_ids=np.zeros(4, dtype=np.int64),
+        group_labels=("fig2",),
+        components=("r1", "r2", "r3"),
+        source="the paper's Figure 2 example",
+    )
+
+
+@dataclass(frozen=True)
+class GroupView:
+    """One group: its rows and the display matrices of its weighted components."""
+
+    label: str
+    rows: npt.NDArray[np.int64]
+    covariance: Array
+    correlation: Array
+    covariance_sum: float
+    correlation_sum: float
+    c_q: float
+    variance_share: Array
+    zero_variance: int
+    degenerate: bool
+
+
+@dataclass(frozen=True)
+class Explanation:
+    batch: RewardBatch
+    weights: Array
+    estimators: tuple[str, ...]
+    advantages: dict[str, Array]
+    groups: tuple[GroupView, ...]
+    summary: dict[str, float]
+
+
+def _matrices(x: Array) -> tuple[Array, Array]:
+    """Sample covariance and Pearson matrices of ``x`` (n, K); components that do not vary get zero
+    rows and columns in the correlation matrix, as in CorrGRPO."""
+    n, k = x.shape
+    if n < 2:
+        return np.zeros((k, k)), np.zeros((k, k))
+    centred = x - x.mean(axis=0)
+    cov = centred.T @ centred / (n - 1)
+    sum_sq = np.sum(centred**2, axis=0)
+    varies = sum_sq > _ZERO_VAR_RTOL**2 * np.sum(x**2, axis=0)
+    inv = np.where(varies, 1.0 / np.sqrt(np.where(varies, np.diag(cov), 1.0)), 0.0)
+    return cov, cov * np.outer(inv, inv)
+
+
+def explain(
+    batch: RewardBatch,
+    *,
+    estimators: Sequence[str] = DEFAULT_ESTIMATORS,
+    weights: Array | None = None,
+    nan_policy: str = "raise",
+) -> Explanation:
+    """Compute everything ``corrgrpo explain`` prints for ``batch``."""
+    known = cc.estimator_names()
+    unknown = [e for e in estimators if e not in known]
+    if unknown:
+        raise CliError(f"unknown estimator(s) {unknown}; known: {', '.join(known)}")
+    k = len(batch.components)
+    w = np.ones(k) if weights is None else np.asarray(weights, dtype=np.float64)
+    if w.shape != (k,):
+        raise CliError(f"{w.size} weights for {k} reward components")
+    advantages: dict[str, Array] = {}
+    for name in estimators:
+        try:
+            adv = cc.compute_advantages(
+                batch.scores, batch.group_ids, estimator=name, weights=w, nan_policy=nan_policy
+            )
+        except (ValueError, TypeError) as err:
+            raise CliError(f"estimator {name!r} rejected the batch: {err}") from None
+        advantages[name] = np.asarray(adv, dtype=np.float64)
+    try:
+        stats = cc.advantage_stats(batch.scores, batch.group_ids, weights=w, nan_policy=nan_policy)
+    except (ValueError, TypeError) as err:
+        raise CliError(f"cannot compute the diagnostics: {err}") from None
+    weighted = batch.scores * w
+    groups = []
+    # rows of each group in file order, without an O(rows x groups) scan
+    order = np.argsort(batch.group_ids, kind="stable")
+    ends = np.cumsum(np.bincount(batch.group_ids, minlength=batch.n_groups))
+    starts = ends - np.bincount(batch.group_ids, minlength=batch.n_groups)
+    for g, label in enumerate(batch.group_labels):
+        rows = order[starts[g] : ends[g]]
+        first = rows[0]
+        cov, corr = _matrices(weighted[rows])
+        groups.append(
+            GroupView(
+                label=label,
+                rows=rows,
+                covariance=cov,
+                correlation=corr,
+                covariance_sum=float(stats.covariance_sum[first]),
+                correlation_sum=float(stats.correlation_sum[first]),
+                c_q=float(stats.c_q[first]),
+                variance_share=np.asarray(stats.variance_share[first], dtype=np.float64),
+                zero_variance=int(stats.zero_variance_count[first]),
+                degenerate=bool(stats.degenerate[first]),
+            )
+        )
+    return Explanation(
+        batch,
+        w,
+        tuple(estimators),
+        advantages,
+        tuple(groups),
+        stats.summary(component_names=list(batch.components)),
+    )
+
+
+def _fmt(x: float) -> str:
+    return "nan" if np.isnan(x) else f"{x:.4f}"
+
+
+def _matrix_table(names: Sequence[str], m: Array) -> str:
+    return markdown_table(
+        ["", *names], [[n, *(_fmt(v) for v in row)] for n, row in zip(names, m, strict=False)]
+    )
+
+
+def render_explanation(ex: Explanation, *, max_groups: int = 10) -> str:
+    """The text ``corrgrpo explain`` prints: per group, then for the whole batch."""
+    b = ex.batch
+    names = list(b.components)
+    out = [
+        (
+            f"Reward batch: {b.source}: {b.scores.shape[0]} rollouts, {b.n_groups} group(s), "
+            f"{len(names)} components ({', '.join(names)})"
+        ),
+        "weights: " + ", ".join(f"{n}={w:g}" for n, w in zip(names, ex.weights, strict=False)),
+        "",
+    ]
+    for view in ex.groups[:max_groups]:
+        out += [
+            f"## group {view.label} ({view.rows.size} rollouts)",
+            "",
+            (
+                f"GRPO denominator^2 (covariance sum) {_fmt(view.covariance_sum)}; CorrGRPO correlation sum "
+                f"{_fmt(view.correlation_sum)}; c_q = {_fmt(view.c_q)} (CorrGRPO advantage = c_q x GRPO's)"
+            ),
+        ]
+        top = int(np.argmax(view.variance_share))
+        if view.variance_share[top] > 0.5 and len(names) > 1:
+            out.append(
+                f"{names[top]} alone is {100 * view.variance_share[top]:.1f}% of GRPO's denominator^2, so GRPO "
+                f"scales every component by {names[top]}'s spread; CorrGRPO's correlation sum counts each "
+                "component once, whatever its scale"
+            )
+        if view.zero_variance:
+            out.append(f"{view.zero_variance} component(s) do not vary in this group (zero row and column)")
+        if view.degenerate:
+            out.append(
+                "DEGENERATE: components vary but their correlation sum is ~0, so CorrGRPO divides by "
+                "~sqrt(eps) and its advantages blow up (anti-correlated components on different scales)"
+            )
+        if view.rows.size < 2:
+            zero = all(ex.advantages[e][view.rows[0]] == 0 for e in ex.estimators)
+            out.append(
+                "a group of one rollout: nothing to compare it with"
+                + ("; every estimator here gives it advantage 0" if zero else "")
+            )
+        out += [
+            "",
+            markdown_table(
+                ["component", "variance", "share of GRPO denominator^2"],
+                [
+                    [n, _fmt(view.covariance[i, i]), f"{100 * view.variance_share[i]:.1f}%"]
+                    for i, n in enumerate(names)
+                ],
+            ),
+            "",
+            "(the rest of the covariance sum is covariance between components)",
+            "",
+            "correlation matrix:",
+            "",
+            _matrix_table(names, view.correlation),
+            "",
+            "advantages:",
+            "",
+            markdown_table(
+                ["row", *names, *ex.estimators],
+                [
+                    [
+                        str(r + 1),
+                        *(_fmt(v) for v in b.scores[r]),
+                        *(_fmt(ex.advantages[e][r]) for e in ex.estimators),
+                    ]
+                    for r in view.rows
+                ],
+            ),
+            "",
+        ]
+    if len(ex.groups) > max_groups:
+        out += [f"({len(ex.groups) - max_groups} more groups not shown; raise --max-groups to see them)", ""]
+    s = ex.summary
+    mean_corr = np.mean([v.correlation for v in ex.groups], axis=0)
+    out += [
+        "## batch",
+        "",
+        markdown_table(
+            ["metric", "value"],
+            [
+                ["groups", f"{s['groups']:.0f}"],
+                ["groups of one rollout", f"{s['singleton_groups']:.0f}"],
+                ["degenerate groups", f"{s['degenerate_groups']:.0f}"],
+                ["c_q mean / min / max", f"{s['c_q/mean']:.4f} / {s['c_q/min']:.4f} / {s['c_q/max']:.4f}"],
+                ["mean covariance sum", _fmt(s["covariance_sum/mean"])],
+                ["mean correlation sum", _fmt(s["correlation_sum/mean"])],
+                ["mean zero-variance components", _fmt(s["zero_variance_components/mean"])],
+            ],
+        ),
+        "",
+        "mean share of GRPO's denominator^2 per component:",
+        "",
+        markdown_table(names, [[f"{100 * s[f'denominator_share/{n}']:.1f}%" for n in names]]),
+        "",
+        "mean within-group correlation matrix:",
+        "",
+        _matrix_table(names, mean_corr),
+        "",
+    ]
+    if len(ex.estimators) > 1:
+        rows = []
+        for e in ex.estimators:
+            a = ex.advantages[e]
+            rows.append([e, _fmt(float(np.mean(np.abs(a)))), _fmt(float(np.max(np.abs(a))))])
+        out += [
+            "advantage magnitude per estimator:",
+            "",
+            markdown_table(["estimator", "mean abs(A)", "max abs(A)"], rows),
+            "",
+        ]
+    return "\n".join(out)

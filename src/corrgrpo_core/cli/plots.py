@@ -1,0 +1,134 @@
+"""PNG figures for ``explain`` and ``simulate`` (matplotlib, Agg backend: no display needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .io import CliError
+
+if TYPE_CHECKING:
+    from .explain import Explanation
+    from .simulate import ScenarioResult
+
+__all__ = ["plot_explanation", "plot_scenario"]
+
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib
+    except ImportError:
+        raise CliError(
+            "plots need matplotlib: pip install 'corrgrpo-core[cli]' (or pip install matplotlib)"
+        ) from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig: Any, path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=80)
+    fig.clf()
+    return path
+
+
+def _heatmap(ax: Any, values: np.ndarray[Any, Any], names: list[str], title: str) -> None:
+    limit = max(float(np.max(np.abs(values))), 1e-12)
+    ax.imshow(values, cmap="RdBu_r", vmin=-limit, vmax=limit)
+    ax.set_xticks(range(len(names)), names, rotation=45, ha="right")
+    ax.set_yticks(range(len(names)), names)
+    ax.set_title(title, fontsize=10)
+    if len(names) <= 8:
+        for (i, j), v in np.ndenumerate(values):
+            color = "white" if abs(v) > 0.6 * limit else "black"
+            ax.text(j, i, f"{100 * v:.1f}%", ha="center", va="center", fontsize=8, color=color)
+
+
+def plot_explanation(ex: Explanation, path: str | Path, *, group: int = 0) -> Path:
+    """The paper's Figure 2 view of one group: each entry's share of GRPO's covariance sum next to
+    its share of CorrGRPO's correlation sum, and the advantages each estimator gives."""
+    plt = _pyplot()
+    view = ex.groups[group]
+    names = list(ex.batch.components)
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4.2), gridspec_kw={"width_ratios": [1, 1, 1.3]})
+    cov_share = view.covariance / view.covariance_sum if view.covariance_sum > 0 else view.covariance
+    corr_share = view.correlation / view.correlation_sum if view.correlation_sum > 0 else view.correlation
+    _heatmap(axes[0], cov_share, names, f"GRPO: covariance contributions\nsum = {view.covariance_sum:.4g}")
+    _heatmap(
+        axes[1], corr_share, names, f"CorrGRPO: correlation contributions\nsum = {view.correlation_sum:.4g}"
+    )
+    ax = axes[2]
+    rows = view.rows
+    width = 0.8 / max(len(ex.estimators), 1)
+    for i, name in enumerate(ex.estimators):
+        ax.bar(
+            np.arange(rows.size) + (i - (len(ex.estimators) - 1) / 2) * width,
+            ex.advantages[name][rows],
+            width,
+            label=name,
+        )
+    ax.axhline(0.0, color="black", linewidth=0.6)
+    ax.set_xticks(range(rows.size), [str(r + 1) for r in rows] if rows.size <= 16 else [""] * rows.size)
+    ax.set_xlabel("rollout (file row)")
+    ax.set_title(f"advantages (c_q = {view.c_q:.3f})", fontsize=10)
+    ax.legend(fontsize=8)
+    fig.suptitle(f"group {view.label}: {ex.batch.source}", fontsize=11)
+    fig.tight_layout()
+    out = _save(fig, path)
+    plt.close(fig)
+    return out
+
+
+def plot_scenario(result: ScenarioResult, path: str | Path, *, baseline: str | None = None) -> Path:
+    """Learning curves (seed mean and 95% band) of every component and the weighted total.
+
+    With ``baseline``, each estimator's curve minus the baseline's on the same seed (paired, so the
+    band shows the difference between estimators rather than between drawn environments).
+    """
+    plt = _pyplot()
+    columns = result.columns
+    ncols = min(4, len(columns))
+    nrows = -(-len(columns) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.4 * ncols, 2.6 * nrows + 0.6), squeeze=False)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    seeds = next(iter(result.curves.values())).shape[0]
+    for j, column in enumerate(columns):
+        ax = axes.flat[j]
+        for i, (name, curves) in enumerate(result.curves.items()):
+            if name == baseline:
+                continue
+            values = curves[:, :, j]
+            if baseline is not None:
+                values = values - result.curves[baseline][:, :, j]
+            mean = values.mean(axis=0)
+            color = colors[i % len(colors)]
+            ax.plot(result.steps, mean, color=color, linewidth=2.2 if name == "corrgrpo" else 1.2, label=name)
+            if seeds > 1:
+                half = 1.96 * values.std(axis=0, ddof=1) / np.sqrt(seeds)
+                ax.fill_between(result.steps, mean - half, mean + half, color=color, alpha=0.12, linewidth=0)
+        if baseline is None:
+            ax.axhline(result.threshold_values[j], color="grey", linestyle=":", linewidth=0.8)
+        else:
+            ax.axhline(0.0, color="black", linewidth=0.8)
+        ax.set_title(column, fontsize=10)
+        ax.tick_params(labelsize=8)
+    for ax in list(axes.flat)[len(columns) :]:
+        ax.axis("off")
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8, frameon=False)
+    what = (
+        "expected reward under the policy vs step"
+        if baseline is None
+        else f"difference to {baseline} on the same seed vs step"
+    )
+    band = "95% band; dotted: threshold" if baseline is None else "paired 95% band"
+    fig.suptitle(f"{result.scenario.name}: {what} (mean of {seeds} seeds, {band})", fontsize=10)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    out = _save(fig, path)
+    plt.close(fig)
+    return out

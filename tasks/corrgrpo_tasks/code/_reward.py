@@ -1,0 +1,349 @@
+"""The seven-component code reward: extraction, one sandboxed run per sample, stage assembly."""
+
+from __future__ import annotations
+
+import ast
+import concurrent.futures
+import dataclasses
+import difflib
+import functools
+import json
+import math
+import os
+import re
+import secrets
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..sandbox import Limits, Sandbox, SandboxUnavailableError
+from ._harness import _ast_tokens
+
+__all__ = ["COMPONENTS", "DEFAULT_WEIGHTS", "CodeRewardConfig", "compute_score", "compute_score_batch",
+           "extract_code", "score_batch"]
+
+COMPONENTS: tuple[str, ...] = ("format_reward", "syntax_reward", "compile_reward", "runtime_reward",
+                               "accuracy_reward", "ast_similarity_reward", "efficiency_reward")
+#: Weights of the paper's code launcher, aligned with ``COMPONENTS``.
+DEFAULT_WEIGHTS: tuple[float, ...] = (0.05, 0.05, 0.05, 0.25, 0.60, 0.30, 0.20)
+METADATA: tuple[str, ...] = ("timeout", "sandbox_error", "ast_reference_available", "efficiency_applied",
+                             "generated_runtime_seconds", "reference_runtime_seconds")
+# Keyword names the reference reward accepts for its weights (verl reward_kwargs), in COMPONENTS order.
+_REFERENCE_WEIGHT_NAMES = ("format_weight", "syntax_weight", "compile_weight", "runtime_weight",
+                           "correctness_weight", "ast_similarity_weight", "efficiency_weight")
+_HARNESS = Path(__file__).with_name("_harness.py").read_text()
+_FENCE = re.compile(r"```[^\S\n]*(?:python3?|py)?[^\S\n]*\n(.*?)```", re.IGNORECASE | re.DOTALL)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CodeRewardConfig:
+    """Options of the code reward (all keyword-only; defaults follow the paper's code launcher).
+
+    Parameters
+    ----------
+    weights
+        Seven non-negative weights in ``COMPONENTS`` order, default ``DEFAULT_WEIGHTS``; ``score`` is the
+        (unnormalised) weighted sum.
+    timeout_seconds
+        Wall-clock limit of the whole sandboxed run (tests and timing), default 5.0.
+    memory_mb
+        Address-space limit, default 1024.
+    timing_rounds, timing_min_rounds, timing_budget_seconds
+        Efficiency timing after all tests pass: up to ``timing_rounds`` (default 5) alternating runs of
+        the test suite for the candidate and the reference, at least ``timing_min_rounds`` (2) when time
+        allows, stopping once ``timing_budget_seconds`` (1.0) are spent.
+    ast_token_cap
+        Longest AST token sequence compared (default 4000), bounding the similarity's quadratic cost.
+    max_code_chars
+        Longer extracted programs are not run and score 0 beyond format (default 100000).
+    allow_unsafe
+        Allow the rlimits-only fallback when bubblewrap is unavailable (default False: refuse).
+    python_paths
+        Host directories put read-only on the sandbox's ``PYTHONPATH`` (e.g. a site-packages with
+        ``sortedcontainers``); default none: the sandbox interpreter's own standard library only.
+    keep_timing
+        Attach the raw per-round times as ``"_timing": (candidate, reference)`` (for ``evaluate``).
+    """
+
+    weights: tuple[float, ...] = DEFAULT_WEIGHTS
+    timeout_seconds: float = 5.0
+    memory_mb: int = 1024
+    timing_rounds: int = 5
+    timing_min_rounds: int = 2
+    timing_budget_seconds: float = 1.0
+    ast_token_cap: int = 4000
+    max_code_chars: int = 100_000
+    allow_unsafe: bool = False
+    python_paths: tuple[str, ...] = ()
+    keep_timing: bool = False
+
+    def __post_init__(self) -> None:
+        weights = tuple(float(w) for w in self.weights)
+        if len(weights) != len(COMPONENTS):
+            raise ValueError(f"weights needs {len(COMPONENTS)} entries ({', '.join(COMPONENTS)}), got "
+                             f"{len(weights)}")
+        if any(not math.isfinite(w) or w < 0 for w in weights) or sum(weights) <= 0:
+            raise ValueError(f"weights must be finite, non-negative and not all zero, got {weights}")
+        object.__setattr__(self, "weights", weights)
+        object.__setattr__(self, "python_paths", tuple(str(p) for p in self.python_paths))
+        if not self.timeout_seconds > 0 or not math.isfinite(self.timeout_seconds):
+            raise ValueError(f"timeout_seconds must be positive, got {self.timeout_seconds}")
+        if self.timing_rounds < 1 or self.timing_min_rounds < 1:
+            raise ValueError("timing_rounds and timing_min_rounds must be at least 1")
+
+    @classmethod
+    def from_kwargs(cls, kwargs: Mapping[str, Any]) -> CodeRewardConfig:
+        """Build from verl-style ``reward_kwargs``; also takes the reference reward's names."""
+        options = dict(kwargs)
+        weights = options.pop("weights", None)
+        if isinstance(weights, Mapping):
+            unknown = set(weights) - set(COMPONENTS)
+            if unknown:
+                raise ValueError(f"unknown weight names {sorted(unknown)}; known: {COMPONENTS}")
+            weights = tuple(float(weights.get(name, d)) for name, d in zip(COMPONENTS, DEFAULT_WEIGHTS, strict=False))
+        named = [options.pop(name, None) for name in _REFERENCE_WEIGHT_NAMES]
+        if any(value is not None for value in named):
+            base = weights if weights is not None else DEFAULT_WEIGHTS
+            weights = tuple(float(v) if v is not None else b for v, b in zip(named, base, strict=False))
+        if "memory_limit_mb" in options:
+            options["memory_mb"] = options.pop("memory_limit_mb")
+        fields = {f.name for f in dataclasses.fields(cls)}
+        config = {k: v for k, v in options.items() if k in fields}  # verl passes extra keys; ignore them
+        if weights is not None:
+            config["weights"] = tuple(weights)
+        return cls(**config)
+
+
+def extract_code(text: str, *, entry_name: str | None = "Solution") -> tuple[str, bool]:
+    """The program in a completion: ``(code, fenced)``.
+
+    Among fenced blocks (```` ``` ````, ```` ```python ````, ```` ```py ````) the one that defines
+    ``entry_name`` wins, then the longest. Without fences: the text after the last ``</think>``, from
+    the first definition of ``entry_name`` when there is one.
+    """
+    blocks = _FENCE.findall(text)
+    if blocks:
+        return max(blocks, key=lambda b: (_defines(b, entry_name), len(b))), True
+    tail = text.rsplit("</think>", 1)[-1]
+    if entry_name:
+        match = re.search(rf"^\s*(?:class|def)\s+{re.escape(entry_name)}\b", tail, re.MULTILINE)
+        if match:
+            tail = tail[match.start():].lstrip("\n")
+    return tail.strip("\n"), False
+
+
+def _defines(code: str, name: str | None) -> bool:
+    return bool(name) and re.search(rf"^\s*(?:class|def)\s+{re.escape(str(name))}\b", code, re.MULTILINE) \
+        is not None
+
+
+def entry_name(verifier: Mapping[str, Any]) -> str | None:
+    """Top-level name the candidate must define: ``Solution`` for ``Solution().twoSum``."""
+    entry = verifier.get("entry_point")
+    if not entry:
+        return None
+    return re.split(r"[.(]", str(entry).strip(), maxsplit=1)[0] or None
+
+
+def parse_verifier(ground_truth: str | bytes | Mapping[str, Any]) -> dict[str, Any]:
+    """Validate a ground-truth verifier (JSON text, bytes or mapping); returns a new dict."""
+    if isinstance(ground_truth, (bytes, bytearray)):
+        ground_truth = ground_truth.decode()
+    if isinstance(ground_truth, str):
+        try:
+            ground_truth = json.loads(ground_truth)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"ground_truth is not valid JSON: {exc}") from None
+    if not isinstance(ground_truth, Mapping):
+        raise TypeError(f"ground_truth must be a JSON object or mapping, got {type(ground_truth).__name__}")
+    verifier = dict(ground_truth)
+    kind = verifier.setdefault("kind", "check")
+    if kind == "check":
+        missing = [k for k in ("test", "entry_point") if not isinstance(verifier.get(k), str) or not verifier[k]]
+        if missing:
+            raise ValueError(f"ground_truth of kind 'check' needs non-empty string fields {missing}")
+    elif kind == "stdio":
+        tests = verifier.get("tests")
+        if not isinstance(tests, list) or not tests or not all(
+                isinstance(t, Mapping) and "input" in t and "output" in t for t in tests):
+            raise ValueError("ground_truth of kind 'stdio' needs 'tests': a non-empty list of {input, output}")
+    else:
+        raise ValueError(f"ground_truth 'kind' must be 'check' or 'stdio', got {kind!r}")
+    return verifier
+
+
+@functools.lru_cache(maxsize=4096)
+def _reference_tokens(reference: str, cap: int) -> tuple[str, ...] | None:
+    code = extract_code(reference, entry_name=None)[0] if "```" in reference else reference
+    try:
+        return tuple(_ast_tokens(ast.parse(code), cap))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
+@functools.lru_cache(maxsize=4)
+def _sandbox(allow_unsafe: bool, python_paths: tuple[str, ...] = ()) -> Sandbox:
+    return Sandbox(allow_unsafe=allow_unsafe, python_paths=python_paths)
+
+
+def _records(channel: bytes, nonce: str) -> dict[str, dict[str, Any]]:
+    prefix = nonce.encode() + b" "
+    found: dict[str, dict[str, Any]] = {}
+    for line in channel.split(b"\n"):
+        if not line.startswith(prefix):
+            continue
+        try:
+            record = json.loads(line[len(prefix):])
+        except ValueError:
+            continue
+        if isinstance(record, dict) and isinstance(record.get("stage"), str):
+            found.setdefault(record["stage"], record)
+    return found
+
+
+def _finite_positive(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) and number > 0 else None
+
+
+def _result(config: CodeRewardConfig, values: Mapping[str, float]) -> dict[str, float]:
+    out = {name: float(values.get(name, 0.0)) for name in COMPONENTS}
+    score = sum(w * out[name] for w, name in zip(config.weights, COMPONENTS, strict=False))
+    return {"score": score, **out, **{name: float(values.get(name, 0.0)) for name in METADATA}}
+
+
+def _score_one(solution_str: str, verifier: dict[str, Any], config: CodeRewardConfig,
+               sandbox: Sandbox) -> dict[str, float]:
+    name = entry_name(verifier) if verifier["kind"] == "check" else None
+    code, fenced = extract_code(solution_str or "", entry_name=name)
+    values: dict[str, float] = {}
+    values["format_reward"] = float(fenced and (name is None or _defines(code, name)) and bool(code.strip()))
+    reference = verifier.get("reference_solution") or None
+    ref_tokens = _reference_tokens(reference, config.ast_token_cap) if isinstance(reference, str) else None
+    values["ast_reference_available"] = float(ref_tokens is not None)
+    if len(code) > config.max_code_chars:
+        return _result(config, values)
+    ref_code = None
+    if isinstance(reference, str):
+        ref_code = extract_code(reference, entry_name=name)[0] if "```" in reference else reference
+    stored_ref_time = _finite_positive(verifier.get("reference_runtime_seconds"))
+    nonce = secrets.token_hex(16)
+    job = {"nonce": nonce, "kind": verifier["kind"], "code": code, "prompt": verifier.get("prompt") or "",
+           "test": verifier.get("test"), "entry_point": verifier.get("entry_point"),
+           "tests": verifier.get("tests"), "reference": ref_code,
+           "ast_token_cap": config.ast_token_cap if ref_tokens is not None else 0,
+           "timing": None}
+    if ref_code is not None or stored_ref_time is not None:
+        job["timing"] = {"rounds": config.timing_rounds, "min_rounds": config.timing_min_rounds,
+                         "budget": config.timing_budget_seconds,
+                         "deadline": max(0.0, config.timeout_seconds - 0.5)}
+    limits = Limits(wall_seconds=config.timeout_seconds, memory_mb=config.memory_mb)
+    run = sandbox.run(_HARNESS, stdin=json.dumps(job), limits=limits, channel=True)
+    records = _records(run.channel, nonce)
+    values["sandbox_error"] = float(run.status == "sandbox_error")
+    syntax = records.get("syntax", {})
+    if not syntax.get("ok"):
+        return _result(config, values)
+    values["syntax_reward"] = 1.0
+    if ref_tokens is not None:
+        tokens = syntax.get("tokens") or []
+        values["ast_similarity_reward"] = difflib.SequenceMatcher(None, tokens, ref_tokens, autojunk=False).ratio()
+    if not records.get("compile", {}).get("ok"):
+        return _result(config, values)
+    values["compile_reward"] = 1.0
+    outcome = records.get("run")
+    if outcome is None:
+        values["timeout"] = float(run.status == "timeout")
+        return _result(config, values)
+    values["runtime_reward"] = float(outcome.get("status") in ("passed", "wrong_answer"))
+    values["accuracy_reward"] = float(outcome.get("status") == "passed")
+    if not values["accuracy_reward"]:
+        return _result(config, values)
+    timing = records.get("timing", {})
+    candidate = [t for t in timing.get("candidate") or [] if _finite_positive(t)]
+    references = [t for t in timing.get("reference") or [] if _finite_positive(t)]
+    ref_time = min(references) if references else stored_ref_time
+    if candidate and ref_time is not None:
+        generated = min(candidate)
+        values["efficiency_applied"] = 1.0
+        values["generated_runtime_seconds"] = generated
+        values["reference_runtime_seconds"] = ref_time
+        values["efficiency_reward"] = min(1.0, max(0.0, 1.0 - generated / ref_time))
+    result: dict[str, Any] = _result(config, values)
+    if config.keep_timing and candidate and references:
+        result["_timing"] = (candidate, references)
+    return result
+
+
+def compute_score(data_source: str | None, solution_str: str, ground_truth: str | bytes | Mapping[str, Any],
+                  extra_info: Mapping[str, Any] | None = None, **kwargs: Any) -> dict[str, float]:
+    """Seven-component reward of one completion, in verl's ``compute_score`` dict convention.
+
+    ``score = sum_k w_k r_k`` over ``COMPONENTS`` with ``DEFAULT_WEIGHTS`` (0.05, 0.05, 0.05, 0.25,
+    0.60, 0.30, 0.20). Stages chain: compile needs syntax, runtime needs compile, accuracy needs a run
+    without error, efficiency ``clip(1 - t_gen / t_ref, 0, 1)`` needs accuracy; format (fenced code that
+    defines the entry point) and AST similarity to the reference stand on their own (the latter needs
+    valid syntax). The program runs in the bubblewrap ``Sandbox``; without it this raises
+    ``SandboxUnavailableError`` unless ``allow_unsafe=True``.
+
+    ``ground_truth`` is a verifier (JSON text or mapping): ``{"kind": "check", "prompt", "test",
+    "entry_point", "reference_solution"?, "reference_runtime_seconds"?}`` (the LeetCodeDataset /
+    reference layout; ``test`` defines ``check(candidate)``) or ``{"kind": "stdio", "tests": [{"input",
+    "output"}, ...]}``. ``kwargs`` are ``CodeRewardConfig`` fields (verl ``reward_kwargs``; unknown
+    keys are ignored).
+
+    Examples
+    --------
+    >>> gt = {"prompt": "", "test": "def check(candidate):\\n    assert candidate(1) == 2\\n",
+    ...       "entry_point": "Solution().solve",
+    ...       "reference_solution": "class Solution:\\n    def solve(self, v):\\n        return v + 1\\n"}
+    >>> text = "```python\\nclass Solution:\\n    def solve(self, v):\\n        return v + 1\\n```"
+    >>> compute_score("leetcodedataset", text, gt)["accuracy_reward"]      # doctest: +SKIP
+    1.0
+    """
+    config = CodeRewardConfig.from_kwargs(kwargs)
+    verifier = parse_verifier(ground_truth)
+    return _score_one(solution_str, verifier, config, _sandbox(config.allow_unsafe, config.python_paths))
+
+
+def _zero(config: CodeRewardConfig, **flags: float) -> dict[str, float]:
+    return _result(config, flags)
+
+
+def score_batch(solution_strs: Sequence[str], ground_truths: Sequence[str | bytes | Mapping[str, Any]], *,
+                max_workers: int | None = None, **kwargs: Any) -> list[dict[str, float]]:
+    """Score many completions in parallel (a bounded thread pool; each sample is its own sandbox).
+
+    A sample whose scoring fails for any reason (bad verifier, sandbox start failure) gets all-zero
+    components with ``sandbox_error = 1``; only a missing sandbox (``SandboxUnavailableError``) is
+    raised, before any program runs. ``max_workers`` defaults to the number of usable cores.
+    """
+    if len(solution_strs) != len(ground_truths):
+        raise ValueError(f"{len(solution_strs)} solutions but {len(ground_truths)} ground truths")
+    config = CodeRewardConfig.from_kwargs(kwargs)
+    sandbox = _sandbox(config.allow_unsafe, config.python_paths)
+    workers = max_workers if max_workers is not None else len(os.sched_getaffinity(0))
+    if workers < 1:
+        raise ValueError(f"max_workers must be at least 1, got {workers}")
+
+    def one(index: int) -> dict[str, float]:
+        try:
+            return _score_one(solution_strs[index], parse_verifier(ground_truths[index]), config, sandbox)
+        except SandboxUnavailableError:
+            raise
+        except Exception:  # noqa: BLE001 - one bad sample must not stop the batch
+            return _zero(config, sandbox_error=1.0)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=min(workers, max(1, len(solution_strs)))) as pool:
+        return list(pool.map(one, range(len(solution_strs))))
+
+
+def compute_score_batch(data_sources: Sequence[str], solution_strs: Sequence[str],
+                        ground_truths: Sequence[Any], extra_infos: Sequence[Any] | None = None,
+                        **kwargs: Any) -> list[dict[str, float]]:
+    """verl ``BatchRewardManager`` entry point: ``score_batch`` with verl's argument names."""
+    del data_sources, extra_infos
+    return score_batch(solution_strs, ground_truths, **kwargs)

@@ -1,0 +1,69 @@
+"""``corrgrpo estimators``, ``corrgrpo demo`` and the ``python -m corrgrpo_core.cli`` entry point."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+import corrgrpo_core as cc
+from corrgrpo_core.cli import main
+
+
+def test_estimators_lists_every_registered_estimator(run_cli):
+    code, out, _ = run_cli("estimators")
+    assert code == 0
+    names = [line.split("|")[1].strip() for line in out.splitlines()[2:]]
+    assert names == list(cc.estimator_names())
+    assert cc.get_estimator("corrgrpo").summary in out
+
+
+def test_module_entry_point_runs():
+    env = dict(os.environ, PYTHONWARNINGS="error")
+    proc = subprocess.run(
+        [sys.executable, "-m", "corrgrpo_core.cli", "explain", "--example"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "c_q = 1.6986" in proc.stdout
+    proc = subprocess.run(
+        [sys.executable, "-m", "corrgrpo_core.cli", "explain", "missing.csv"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert "missing.csv: no such file" in proc.stderr
+
+
+def test_missing_command_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as info:
+        main([])
+    assert info.value.code == 2
+    assert "COMMAND" in capsys.readouterr().err
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0
+    assert cc.__version__ in capsys.readouterr().out
+
+
+def test_demo_writes_its_plots(run_cli, tmp_path):
+    out_dir = tmp_path / "demo"
+    code, out, err = run_cli("demo", "--out", str(out_dir), "--no-progress")
+    assert code == 0, err
+    assert "c_q = 1.6986" in out
+    assert "CorrGRPO against GRPO" in out
+    written = sorted(p.relative_to(out_dir).as_posix() for p in out_dir.rglob("*") if p.is_file())
+    scenarios = ["anticorrelated", "code_chain", "dominant_scale", "duplicated", "utility_security"]
+    plots = [f"simulate/{s}{suffix}.png" for s in scenarios for suffix in ("", "_vs_grpo")]
+    assert written == sorted(["explain_fig2.png", *plots, "simulate/report.md", "simulate/summary.csv"])

@@ -1,0 +1,145 @@
+"""Reading reward batches: the three formats, and an error that names the row for every bad file."""
+
+from __future__ import annotations
+
+import math
+import sys
+
+import numpy as np
+import pytest
+
+from corrgrpo_core.cli.explain import EXAMPLE
+from corrgrpo_core.cli.io import CliError, markdown_table, parse_weights, read_rewards
+
+
+def test_csv_round_trip(write_csv, fig2_csv):
+    batch = read_rewards(write_csv(fig2_csv), group_col="prompt")
+    assert batch.components == ("r1", "r2", "r3")
+    np.testing.assert_array_equal(batch.scores, EXAMPLE)
+    assert batch.group_labels == ("p0",)
+    np.testing.assert_array_equal(batch.group_ids, [0, 0, 0, 0])
+
+
+def test_jsonl_groups_in_first_appearance_order_and_bools(write_jsonl):
+    rows = [
+        {"group": "b", "ok": True, "len": 3},
+        {"group": "a", "ok": False, "len": 1},
+        {"group": "b", "ok": False, "len": 2, "note": "ignored extra key"},
+    ]
+    batch = read_rewards(write_jsonl(rows), components=["ok", "len"])
+    assert batch.group_labels == ("b", "a")
+    np.testing.assert_array_equal(batch.group_ids, [0, 1, 0])
+    np.testing.assert_array_equal(batch.scores, [[1, 3], [0, 1], [0, 2]])
+
+
+def test_integer_group_ids_and_blank_lines(write_csv):
+    batch = read_rewards(write_csv("group,r\n7,1\n\n7,2\n3,0\n"))
+    assert batch.group_labels == ("7", "3")
+    np.testing.assert_array_equal(batch.scores[:, 0], [1, 2, 0])
+
+
+def test_nan_allowed_only_when_asked(write_csv):
+    path = write_csv("group,r1,r2\ng,1,\ng,2,3\n")
+    with pytest.raises(CliError, match=r"row 1 \(line 2\): column 'r2': missing value"):
+        read_rewards(path)
+    batch = read_rewards(path, allow_nan=True)
+    assert math.isnan(batch.scores[0, 1])
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("prompt,r1\np,1\n", r"group column 'group' not found; columns are \['prompt', 'r1'\]"),
+        ("group,r1\ng,1\ng,abc\n", r"row 2 \(line 3\): column 'r1': 'abc' is not a number"),
+        ("group,r1\ng,1\n,2\n", r"row 2 \(line 3\): empty group label in column 'group'"),
+        ("group,r1\ng,1,5\n", r"row 1 \(line 2\): 3 fields, but the header has 2"),
+        ("group,r1\ng,inf\n", r"row 1 \(line 2\): column 'r1': 'inf' is infinite"),
+        ("group,r1\ng,nan\n", r"row 1 \(line 2\): column 'r1': NaN"),
+        ("group,r1\n", r"no data rows"),
+        ("", r"the file is empty"),
+        ("group\ng\n", r"no reward columns besides the group column 'group'"),
+    ],
+)
+def test_csv_errors_name_the_row(write_csv, text, message):
+    with pytest.raises(CliError, match=message):
+        read_rewards(write_csv(text))
+
+
+def test_missing_requested_component(write_csv):
+    with pytest.raises(CliError, match=r"reward column\(s\) \['r9'\] not found"):
+        read_rewards(write_csv("group,r1\ng,1\n"), components=["r1", "r9"])
+    with pytest.raises(CliError, match="cannot also be a reward component"):
+        read_rewards(write_csv("group,r1\ng,1\n"), components=["group"])
+
+
+@pytest.mark.parametrize(
+    ("lines", "message"),
+    [
+        (['{"group": "g", "r": 1}', '{"group": "g", "r": '], r"row 2 \(line 2\): invalid JSON"),
+        (['{"group": "g", "r": 1}', "[1, 2]"], r"row 2 \(line 2\): expected a JSON object, got list"),
+        (['{"group": "g", "r": 1}', '{"group": "g"}'], r"row 2 \(line 2\): missing column 'r'"),
+        (['{"group": "g", "r": 1}', '{"group": null, "r": 1}'], r"row 2 \(line 2\): empty group label"),
+        (
+            ['{"group": "g", "r": 1}', '{"group": "g", "r": [1]}'],
+            r"row 2 \(line 2\): column 'r': \[1\] is not a number",
+        ),
+        (['{"group": "g", "r": 1}', "", '{"group": "g", "r": "x"}'], r"row 2 \(line 3\): column 'r': 'x'"),
+    ],
+)
+def test_jsonl_errors_name_the_row(tmp_path, lines, message):
+    path = tmp_path / "bad.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(CliError, match=message):
+        read_rewards(path)
+
+
+def test_unknown_suffix_and_missing_file(tmp_path):
+    with pytest.raises(CliError, match="cannot tell the format"):
+        read_rewards(tmp_path / "rewards.txt")
+    with pytest.raises(CliError, match="no such file"):
+        read_rewards(tmp_path / "absent.csv")
+    (tmp_path / "rewards.txt").write_text("group,r\ng,1\n")
+    assert read_rewards(tmp_path / "rewards.txt", file_format="csv").scores.shape == (1, 1)
+
+
+def test_parquet_without_pyarrow_names_the_package(tmp_path, monkeypatch):
+    path = tmp_path / "rewards.parquet"
+    path.write_bytes(b"PAR1")
+    monkeypatch.setitem(sys.modules, "pyarrow", None)
+    monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)
+    with pytest.raises(CliError, match=r"needs pyarrow.*pip install pyarrow"):
+        read_rewards(path)
+
+
+def test_parquet_with_pyarrow(tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "rewards.parquet"
+    pq.write_table(pa.table({"group": ["a", "a", "b"], "r": [1.0, 2.0, None]}), path)
+    with pytest.raises(CliError, match=r"row 3: column 'r': missing value"):
+        read_rewards(path)
+    assert read_rewards(path, allow_nan=True).group_labels == ("a", "b")
+
+
+def test_parse_weights():
+    np.testing.assert_array_equal(parse_weights("0.5, 2", ["a", "b"]), [0.5, 2.0])
+    np.testing.assert_array_equal(parse_weights("b=3", ["a", "b"]), [1.0, 3.0])
+    assert parse_weights(None, ["a"]) is None
+    for text, message in [
+        ("1", "has 1 values but there are 2"),
+        ("c=1", "names 'c'"),
+        ("a=1,2", "mixes named"),
+        ("a=x", "'x' is not a number"),
+        (",", "empty"),
+    ]:
+        with pytest.raises(CliError, match=message):
+            parse_weights(text, ["a", "b"])
+
+
+def test_markdown_table_aligns_columns():
+    text = markdown_table(["a", "long header"], [["1", "2"], ["333", "4"]])
+    lines = text.splitlines()
+    assert lines[0] == "| a   | long header |"
+    assert lines[1] == "|-----|-------------|"
+    assert len({len(line) for line in lines}) == 1

@@ -1,0 +1,193 @@
+"""The invariants the paper proves, as property tests on every backend."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import corrgrpo_core as cc
+from corrgrpo_core.testing import check_batch, reward_batches
+
+KINDS = ("corrgrpo", "grpo", "dr_grpo", "rloo", "mo_grpo", "gdpo")
+
+
+def for_backend(backend, **strategies):
+    """Run the decorated property with ``backend``'s example budget (jax compiles per shape)."""
+
+    def wrap(body):
+        settings(max_examples=backend.examples)(given(**strategies)(body))()
+
+    return wrap
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_conformance_kit_on_every_backend(backend, kind):
+    @for_backend(backend, batch=reward_batches())
+    def _(batch):
+        check_batch(lambda s, g: cc.compute_advantages(s, g, estimator=kind), batch, kind=kind,
+                    to_array=backend.asarray, to_numpy=backend.to_numpy)
+
+
+def test_corrgrpo_is_c_q_times_grpo(backend):
+    @for_backend(backend, batch=reward_batches(min_group_size=2), eps=st.sampled_from([1e-6, 1e-3]),
+                 placement=st.sampled_from(["inside", "outside"]))
+    def _(batch, eps, placement):
+        _c_q_property(backend, batch, eps, placement)
+
+
+def _c_q_property(backend, batch, eps, placement):
+    x, ids = backend.asarray(batch.scores), backend.asarray(batch.group_ids)
+    corr, stats = cc.corr_normalized_advantage(x, ids, eps=eps, eps_placement=placement, return_stats=True)
+    grpo = cc.grpo_advantage(x, ids, eps=eps, eps_placement=placement)
+    c_q = backend.to_numpy(stats.c_q)
+    assert np.all(c_q > 0)
+    varies = backend.to_numpy(stats.total_std) > 0
+    np.testing.assert_allclose(backend.to_numpy(corr)[varies], (c_q * backend.to_numpy(grpo))[varies],
+                               rtol=1e-9, atol=1e-12)
+
+
+@given(batch=reward_batches())
+def test_masked_correlation_matrix_is_psd_and_its_sum_is_the_correlation_sum(batch):
+    stats = cc.advantage_stats(batch.scores, batch.group_ids)
+    for gid in np.unique(batch.group_ids):
+        rows = batch.group_ids == gid
+        g = batch.scores[rows]
+        if g.shape[0] < 2:
+            assert np.all(stats.correlation_sum[rows] == 0)
+            continue
+        c = g - g.mean(axis=0)
+        sd = np.sqrt((c**2).sum(axis=0))
+        keep = sd > 1e-12 * np.sqrt((g**2).sum(axis=0))
+        inv = np.where(keep, 1 / np.where(keep, sd, 1), 0)
+        rho = (c.T @ c) * np.outer(inv, inv)
+        assert np.linalg.eigvalsh(rho).min() >= -1e-9
+        assert rho.sum() >= -1e-9
+        np.testing.assert_allclose(stats.correlation_sum[rows], rho.sum(), rtol=1e-8, atol=1e-9)
+
+
+def test_duplicating_every_component_leaves_corrgrpo_unchanged(backend):
+    for_backend(backend, batch=reward_batches(min_group_size=2))(lambda batch: _duplicate_all(backend, batch))
+
+
+def _duplicate_all(backend, batch):
+    x, ids = batch.scores, backend.asarray(batch.group_ids)
+    once = cc.corr_normalized_advantage(backend.asarray(x), ids, eps=0.0)
+    twice = cc.corr_normalized_advantage(backend.asarray(np.concatenate([x, x], axis=1)), ids, eps=0.0)
+    np.testing.assert_allclose(backend.to_numpy(twice), backend.to_numpy(once), rtol=1e-9, atol=1e-9)
+
+
+@given(batch=reward_batches(max_components=1))
+def test_a_duplicated_single_reward_is_not_doubled(batch):
+    x = batch.scores
+    twice = cc.corr_normalized_advantage(np.concatenate([x, x], axis=1), batch.group_ids, eps=0.0)
+    np.testing.assert_allclose(twice, cc.dr_grpo_advantage(x, batch.group_ids), rtol=1e-9, atol=1e-9)
+
+
+@given(batch=reward_batches(max_components=1), constants=st.lists(st.floats(-1e3, 1e3), max_size=4))
+def test_one_varying_component_is_dr_grpo(batch, constants):
+    x = np.concatenate([batch.scores, np.tile(constants, (batch.scores.shape[0], 1))], axis=1)
+    corr = cc.corr_normalized_advantage(x, batch.group_ids, eps=1e-6)
+    dr = cc.dr_grpo_advantage(batch.scores, batch.group_ids)
+    np.testing.assert_allclose(corr, dr / np.sqrt(1 + 1e-6), rtol=1e-9, atol=1e-9)
+
+
+@given(batch=reward_batches(), values=st.sampled_from([0.1, 1 / 3, 7.3, -0.7]))
+def test_a_constant_component_is_the_same_as_no_component(batch, values):
+    for dtype in (np.float32, np.float64):
+        x = batch.scores.astype(dtype)
+        with_constant = np.concatenate([x, np.full((x.shape[0], 1), values, dtype=dtype)], axis=1)
+        for rtol in (None, 0.0):
+            np.testing.assert_array_equal(
+                cc.corr_normalized_advantage(with_constant, batch.group_ids, zero_variance_rtol=rtol),
+                cc.corr_normalized_advantage(x, batch.group_ids, zero_variance_rtol=rtol))
+
+
+@given(batch=reward_batches(), seed=st.integers(0, 2**32 - 1))
+def test_relabelling_groups_changes_nothing(batch, seed):
+    labels = np.unique(batch.group_ids)
+    new = np.random.default_rng(seed).permutation(len(labels)) * 7 - 3
+    relabelled = new[np.searchsorted(labels, batch.group_ids)]
+    for name in cc.estimator_names():
+        np.testing.assert_allclose(cc.compute_advantages(batch.scores, relabelled, estimator=name),
+                                   cc.compute_advantages(batch.scores, batch.group_ids, estimator=name),
+                                   rtol=1e-10, atol=1e-10)
+
+
+def test_dense_and_ragged_layouts_agree(backend):
+    for_backend(backend, batch=reward_batches(equal_sizes=True))(lambda batch: _dense_ragged(backend, batch))
+
+
+def _dense_ragged(backend, batch):
+    dense, order = batch.dense()
+    for name in cc.estimator_names():
+        d = backend.to_numpy(cc.compute_advantages(backend.asarray(dense), estimator=name)).reshape(-1)
+        r = backend.to_numpy(cc.compute_advantages(backend.asarray(batch.scores), backend.asarray(batch.group_ids),
+                                                   estimator=name))
+        np.testing.assert_allclose(d, r[order], rtol=1e-9, atol=1e-9, err_msg=name)
+
+
+@given(batch=reward_batches(min_group_size=2))
+def test_gdpo_has_batch_mean_zero_and_std_one(batch):
+    adv = cc.gdpo_advantage(batch.scores, batch.group_ids, eps=0.0)
+    if np.any(adv != 0):
+        assert abs(adv.mean()) < 1e-9
+        assert adv.std(ddof=1) == pytest.approx(1.0, rel=1e-9)
+
+
+@given(batch=reward_batches(min_group_size=2, equal_sizes=True), variant=st.sampled_from(["sym", "asym"]))
+def test_dara_with_equal_densities_is_gdpo(batch, variant):
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=batch.scores.shape)  # every component varies in every group
+    np.testing.assert_allclose(cc.dara_advantage(x, batch.group_ids, variant=variant),
+                               cc.gdpo_advantage(x, batch.group_ids), rtol=1e-10, atol=1e-10)
+
+
+def test_dara_weights_rare_components_up_to_the_cap():
+    ids = np.repeat(np.arange(4), 2)
+    common = np.array([0, 1, 0, 1, 0, 1, 0, 1], dtype=float)
+    rare = np.array([0, 1, 0, 0, 0, 0, 0, 0], dtype=float)  # varies in 1 of 4 groups: weight 2
+    x = np.stack([common, rare], axis=1)
+    z = cc.mo_grpo_advantage(x[:, 1:], ids)
+    sym = cc.dara_advantage(x, ids, variant="sym")
+    expected = cc.gdpo_advantage(x, ids, weights=[1.0, 2.0])
+    np.testing.assert_allclose(sym, expected, rtol=1e-12)
+    capped = cc.dara_advantage(x, ids, variant="sym", max_weight=1.5)
+    assert not np.allclose(capped, sym)
+    # on the CorrGRPO base, Asym doubles the rare component's positive centred part only
+    asym = cc.dara_advantage(x, ids, variant="asym", base="corrgrpo")
+    expected = np.concatenate([np.array([-1.0, 1.5]) / np.sqrt(4 + 1e-6), np.tile([-0.5, 0.5], 3) / np.sqrt(1 + 1e-6)])
+    np.testing.assert_allclose(asym, expected, rtol=1e-12)
+    assert z.shape == asym.shape
+
+
+def test_float32_inputs_agree_with_float64(backend):
+    for_backend(backend, batch=reward_batches(min_group_size=2))(lambda batch: _float32(backend, batch))
+
+
+def _float32(backend, batch):
+    if backend.name == "array_api_strict":
+        x32 = backend.xp.asarray(batch.scores.astype(np.float32))
+    else:
+        x32 = backend.asarray(batch.scores.astype(np.float32))
+    ids = backend.asarray(batch.group_ids)
+    for name in ("corrgrpo", "grpo", "gdpo"):
+        a32 = cc.compute_advantages(x32, ids, estimator=name)
+        assert a32.dtype == x32.dtype
+        a64 = cc.compute_advantages(batch.scores.astype(np.float32).astype(np.float64), batch.group_ids,
+                                    estimator=name)
+        np.testing.assert_allclose(backend.to_numpy(a32), a64, rtol=1e-5, atol=1e-5 * max(1, np.abs(a64).max()))
+
+
+@given(batch=reward_batches(min_group_size=2), data=st.data())
+def test_rows_with_every_reward_missing_are_left_out(batch, data):
+    x = batch.scores.copy()
+    missing = data.draw(st.lists(st.integers(0, x.shape[0] - 1), max_size=3, unique=True))
+    x[missing] = np.nan
+    kept = np.setdiff1d(np.arange(x.shape[0]), missing)
+    for name in cc.estimator_names():
+        adv = cc.compute_advantages(x, batch.group_ids, estimator=name, nan_policy="ignore")
+        assert np.all(adv[missing] == 0)
+        ref = cc.compute_advantages(x[kept], batch.group_ids[kept], estimator=name)
+        np.testing.assert_allclose(adv[kept], ref, rtol=1e-9, atol=1e-9, err_msg=name)

@@ -1,0 +1,51 @@
+"""Shared helpers for the code-task and sandbox suites.
+
+Tests of the real sandbox FAIL (never skip) when bubblewrap cannot run here, with the probe's reason:
+CI installs bubblewrap, so a missing sandbox is a broken environment, not an optional feature.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from corrgrpo_tasks.sandbox import Sandbox, probe
+from corrgrpo_tasks.sandbox._core import NOBODY
+
+FIXTURES = Path(__file__).resolve().parents[2] / "tasks" / "corrgrpo_tasks" / "code" / "fixtures"
+
+
+@pytest.fixture(scope="session")
+def box() -> Sandbox:
+    ok, reason = probe()
+    if not ok:
+        pytest.fail(f"the real sandbox is unavailable on this machine: {reason}")
+    return Sandbox()
+
+
+def _stray_processes(mark: str) -> list[str]:
+    """Processes a sandbox may have left behind: any uid-65534 process (when we are root), or any
+    process whose command line carries ``mark`` (found even when the tests do not run as root)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            status = (entry / "status").read_text()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if "\nState:\tZ" in status:
+            continue  # already dead: an orphaned bwrap helper waiting for init to collect its exit status
+        uid = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("Uid:")), -1)
+        if (os.geteuid() == 0 and uid == NOBODY) or mark in cmdline:
+            found.append(f"{entry.name}: uid {uid} {cmdline[:80]!r}")
+    return found
+
+
+@pytest.fixture
+def stray_processes() -> Callable[[str], list[str]]:
+    return _stray_processes
