@@ -109,7 +109,7 @@ def check_advantage_estimator(fn: Estimator, *, kind: str = "corrgrpo", max_exam
     >>> check_advantage_estimator(lambda s, g: cc.corr_normalized_advantage(s, g), max_examples=20)
     """
 
-    @settings(max_examples=max_examples, deadline=None, database=None,
+    @settings(max_examples=max_examples, deadline=None, database=None, report_multiple_bugs=False,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
     @given(batch=reward_batches(equal_sizes=equal_sizes))
     def run(batch: RewardBatch) -> None:

@@ -17,6 +17,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import trl_fixtures
+
 from corrgrpo_adapters.trl.testing import make_tiny_model
 
 # transformers 5.24 renames gradient_checkpointing and warns from inside TRL's own calls.

@@ -7,15 +7,15 @@ from typing import Any
 
 import pytest
 import trl
+from trl import GRPOConfig, GRPOTrainer, TrlParser
+
+import corrgrpo_core as cc
 from corrgrpo_adapters.trl import (
     CorrGRPOConfig,
     CorrGRPOTrainer,
     UnsupportedTRLError,
     check_trl_compatibility,
 )
-from trl import GRPOConfig, GRPOTrainer, TrlParser
-
-import corrgrpo_core as cc
 
 CPU = {"output_dir": "unused", "bf16": False, "use_cpu": True, "report_to": "none"}
 

@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from corrgrpo_adapters.trl import CorrGRPOConfig, CorrGRPOTrainer
 from trl import GRPOTrainer
 
 import corrgrpo_core as cc
+from corrgrpo_adapters.trl import CorrGRPOConfig, CorrGRPOTrainer
 
 # CPU, tiny and fast: 8 completions per step in 2 groups of 4, 8 new tokens each.
 BASE_CONFIG: dict[str, Any] = {

@@ -1,0 +1,51 @@
+"""Print or run the launch command of one domain on one framework.
+
+Examples::
+
+    python -m corrgrpo_tasks.recipes tool_calling verl --dry-run
+    python -m corrgrpo_tasks.recipes code trl --estimator grpo lr=2e-6 group_size=16
+    python -m corrgrpo_tasks.recipes agent_security verl agent_loop_config=loop.yaml -- trainer.nnodes=2
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+
+from corrgrpo_tasks.recipes import DOMAINS, FRAMEWORKS, build_recipe, estimator_names
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    extra: list[str] = []
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, extra = argv[:cut], argv[cut + 1:]
+    parser = argparse.ArgumentParser(prog="python -m corrgrpo_tasks.recipes", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("domain", choices=DOMAINS)
+    parser.add_argument("framework", choices=FRAMEWORKS)
+    parser.add_argument("--estimator", default="corrgrpo", choices=estimator_names(),
+                        help="advantage estimator (default: corrgrpo)")
+    parser.add_argument("--dry-run", action="store_true", help="print the resolved command and config only")
+    parser.add_argument("overrides", nargs="*", metavar="name=value", help="hyperparameter overrides")
+    args = parser.parse_intermixed_args(argv)
+    try:
+        recipe = build_recipe(args.domain, args.framework, estimator=args.estimator, overrides=args.overrides,
+                              extra=extra)
+    except ValueError as exc:
+        parser.error(str(exc))
+    if args.dry_run:
+        print(recipe.describe())
+        return 0
+    if recipe.missing:
+        parser.error("cannot launch yet; set " + "; ".join(recipe.missing))
+    for note in recipe.notes:
+        print(f"note: {note}", file=sys.stderr)
+    return subprocess.call(list(recipe.argv), env={**os.environ, **recipe.env})
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

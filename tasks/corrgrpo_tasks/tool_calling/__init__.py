@@ -1,0 +1,53 @@
+"""Tool calling (RLLA-4K training, API-Bank evaluation): the reward, its TRL form, and data loading.
+
+Components, in the estimator's order (:data:`COMPONENTS`), with S the match fractions defined in
+:func:`compute_score`: function name 0.5(2S-1), parameter names 2S-1, parameter values 1.5(2S-1), format
+0/1. Weights are all 1 (:data:`DEFAULT_WEIGHTS`).
+"""
+
+from corrgrpo_tasks.tool_calling._data import (
+    RLLA_SPLIT_SEED,
+    RLLA_TEST_FRACTION,
+    load_api_bank,
+    load_rlla,
+    prepare,
+    read_records,
+    split_rlla,
+    to_rows,
+    validate_records,
+)
+from corrgrpo_tasks.tool_calling._reward import (
+    COMPONENTS,
+    DEFAULT_WEIGHTS,
+    RANGES,
+    ParsedCalls,
+    compute_score,
+    extract_prediction,
+    format_reward,
+    parse_tool_calls,
+)
+from corrgrpo_tasks.tool_calling._trl import trl_reward_functions
+
+DATA_SOURCES = ("rlla", "api_bank")
+
+__all__ = [
+    "COMPONENTS",
+    "DATA_SOURCES",
+    "DEFAULT_WEIGHTS",
+    "RANGES",
+    "RLLA_SPLIT_SEED",
+    "RLLA_TEST_FRACTION",
+    "ParsedCalls",
+    "compute_score",
+    "extract_prediction",
+    "format_reward",
+    "load_api_bank",
+    "load_rlla",
+    "parse_tool_calls",
+    "prepare",
+    "read_records",
+    "split_rlla",
+    "to_rows",
+    "trl_reward_functions",
+    "validate_records",
+]

@@ -1,0 +1,53 @@
+"""The tool-calling reward as TRL reward functions: one callable per component."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from corrgrpo_tasks.tool_calling._reward import COMPONENTS, compute_score
+
+
+@functools.lru_cache(maxsize=4096)
+def _cached_score(completion: str, ground_truth: str, allow_missing_think_open: bool) -> dict[str, float]:
+    # The K component functions score the same completions one after another; scoring once is enough.
+    return compute_score("rlla", completion, ground_truth, allow_missing_think_open=allow_missing_think_open)
+
+
+def _text(completion: Any) -> str:
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, Sequence) and completion and isinstance(completion[-1], dict):
+        content = completion[-1].get("content")
+        return content if isinstance(content, str) else ""
+    return ""
+
+
+def trl_reward_functions(*, components: Sequence[str] = COMPONENTS, ground_truth_key: str = "ground_truth",
+                         allow_missing_think_open: bool = False) -> list[Callable[..., list[float]]]:
+    """One TRL reward function per component, named after it (TRL logs ``rewards/<name>/mean``).
+
+    Each function takes ``completions`` (text, or chat messages whose last content is scored) and the
+    dataset column ``ground_truth_key`` that TRL forwards as a keyword argument.
+
+    >>> fns = trl_reward_functions()
+    >>> [f.__name__ for f in fns]
+    ['function_name_reward', 'parameter_reward', 'values_reward', 'format_reward']
+    """
+    unknown = [c for c in components if c not in (*COMPONENTS, "accuracy_reward", "score", "exact_match")]
+    if unknown:
+        raise ValueError(f"unknown tool-calling components {unknown}; known: {list(COMPONENTS)}")
+
+    def make(component: str) -> Callable[..., list[float]]:
+        def reward(completions: Sequence[Any], **kwargs: Any) -> list[float]:
+            if ground_truth_key not in kwargs:
+                raise KeyError(f"the dataset has no {ground_truth_key!r} column for the tool-calling reward")
+            truths = kwargs[ground_truth_key]
+            return [_cached_score(_text(c), str(t), allow_missing_think_open)[component]
+                    for c, t in zip(completions, truths, strict=True)]
+
+        reward.__name__ = reward.__qualname__ = component
+        return reward
+
+    return [make(c) for c in components]

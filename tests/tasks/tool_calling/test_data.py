@@ -1,0 +1,110 @@
+"""RLLA / API-Bank loading: the reference split, row layout, validation, parquet round trip."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from corrgrpo_tasks.tool_calling import (
+    RLLA_SPLIT_SEED,
+    compute_score,
+    load_api_bank,
+    load_rlla,
+    prepare,
+    read_records,
+    split_rlla,
+    to_rows,
+    validate_records,
+)
+from corrgrpo_tasks.tool_calling.__main__ import main
+
+FIXTURE = Path(__file__).resolve().parents[3] / "tasks" / "corrgrpo_tasks" / "tool_calling" / "fixtures" / "rlla_tiny.json"
+
+
+def test_fixture_records_are_valid_and_their_targets_score_full_marks() -> None:
+    records = read_records(FIXTURE)
+    validate_records(records)
+    for record in records:
+        result = compute_score("rlla", record["output"], record["output"])
+        assert result["format_reward"] == 1.0
+        assert result["exact_match"] == 1.0
+
+
+def test_split_matches_the_reference_shuffle_and_sizes() -> None:
+    records = [{"i": i} for i in range(4000)]
+    train, test = split_rlla(records)
+    assert (len(train), len(test)) == (3920, 80)
+    # The reference seeds numpy's global generator and shuffles the list of records itself.
+    np.random.seed(RLLA_SPLIT_SEED)  # noqa: NPY002 -- the reference's legacy global generator
+    expected = list(records)
+    np.random.shuffle(expected)  # noqa: NPY002
+    assert train + test == expected
+    assert records == [{"i": i} for i in range(4000)]  # input untouched
+
+
+def test_rows_have_the_verl_layout_and_a_top_level_target() -> None:
+    rows = to_rows(read_records(FIXTURE)[:2], split="train")
+    row = rows[1]
+    assert row["data_source"] == "rlla"
+    assert [m["role"] for m in row["prompt"]] == ["system", "user"]
+    assert row["reward_model"] == {"style": "rule", "ground_truth": row["ground_truth"]}
+    assert row["extra_info"] == {"split": "train", "index": 1}
+
+
+@pytest.mark.parametrize(("record", "error", "message"), [
+    ({"instruction": "s", "input": "u"}, TypeError, "'output'"),
+    ({"instruction": 1, "input": "u", "output": "<think>a</think>"}, TypeError, "'instruction'"),
+    ({"instruction": "s", "input": "u", "output": "<think>a</think>\n<tool_call>\nbad\n</tool_call>"}, ValueError,
+     "ground truth"),
+])
+def test_bad_records_are_named(record: dict[str, object], error: type[Exception], message: str) -> None:
+    with pytest.raises(error, match=message):
+        validate_records([record], source="data.json")
+
+
+def test_raw_json_to_parquet_and_back(tmp_path: Path) -> None:
+    written = prepare(FIXTURE, tmp_path, test_fraction=0.25)
+    loaded = load_rlla(tmp_path)
+    assert (loaded["train"].num_rows, loaded["test"].num_rows) == (11, 3)
+    assert set(written) == {"train", "test"}
+    direct = load_rlla(FIXTURE, test_fraction=0.25)
+    assert direct["test"]["ground_truth"] == loaded["test"]["ground_truth"]
+
+
+def test_empty_split_and_missing_files_are_errors(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="empty"):
+        load_rlla(FIXTURE)  # 14 records x 2% = no test record
+    with pytest.raises(FileNotFoundError, match=r"test\.parquet"):
+        load_rlla(tmp_path)
+
+
+def test_jsonl_and_non_list_inputs(tmp_path: Path) -> None:
+    records = read_records(FIXTURE)
+    path = tmp_path / "data.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert read_records(path) == records
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"instruction": "x"}')
+    with pytest.raises(TypeError, match="JSON list"):
+        read_records(bad)
+
+
+def test_api_bank_levels(tmp_path: Path) -> None:
+    records = read_records(FIXTURE)
+    files = {}
+    for level in (1, 2, 3):
+        files[level] = tmp_path / f"level-{level}.json"
+        files[level].write_text(json.dumps(records[level:level + 2]))
+    data = load_api_bank(files)
+    assert list(data) == ["level_1", "level_2", "level_3"]
+    assert data["level_2"][0]["data_source"] == "api_bank"
+    assert data["level_3"][0]["extra_info"]["level"] == 3
+
+
+def test_cli_writes_the_split(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([str(FIXTURE), str(tmp_path), "--test-fraction", "0.5"]) == 0
+    assert "train.parquet" in capsys.readouterr().out
+    assert load_rlla(tmp_path)["test"].num_rows == 7
