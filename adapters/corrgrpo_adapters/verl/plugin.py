@@ -19,8 +19,10 @@ reason, by the config check, by the corrgrpo trainer modes and by placeholder es
 from __future__ import annotations
 
 import functools
+import importlib
 import logging
 import traceback
+import warnings
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
@@ -141,10 +143,14 @@ def check_config(config: Any) -> _config.RewardSpec | None:
     selected = name in _config.ESTIMATORS or mode in _config.TRAINER_MODES
     # Trigger (and so check) the registrations this run needs here in the driver, before Ray starts; the
     # TaskRunner process repeats them when it imports the same modules.
-    if selected and mode is not None:
-        import verl.trainer.ppo.v1
-    elif selected:
-        import verl.trainer.ppo.ray_trainer  # noqa: F401
+    if selected:
+        # verl's trainer modules warn at import about optional engines and Ray's own deprecations; the
+        # TaskRunner shows those when it imports them for real, so keep the driver's check quiet.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            importlib.import_module(
+                "verl.trainer.ppo.v1" if mode is not None else "verl.trainer.ppo.ray_trainer"
+            )
     if selected and FAILURES:
         raise PluginError(
             f"the config selects corrgrpo (adv_estimator={name}, trainer_mode={mode}) but the "
