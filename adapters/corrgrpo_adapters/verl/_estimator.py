@@ -29,6 +29,10 @@ class ComponentSource:
     values: Mapping[str, Any] | None
     origin: str
     metrics: dict[str, float] = field(default_factory=dict)
+    # Agent loops that emit several outputs per session: for each row, the row holding its session's final
+    # output. Only those rows are scored (each session is one response of its group, as in verl's GRPO)
+    # and every row takes its final row's advantage. None when every session has one output.
+    final_row: np.ndarray | None = None
 
 
 _SOURCE: contextvars.ContextVar[ComponentSource | None] = contextvars.ContextVar(
@@ -37,9 +41,11 @@ _SOURCE: contextvars.ContextVar[ComponentSource | None] = contextvars.ContextVar
 
 
 @contextlib.contextmanager
-def component_source(values: Mapping[str, Any] | None, *, origin: str) -> Iterator[ComponentSource]:
+def component_source(
+    values: Mapping[str, Any] | None, *, origin: str, final_row: np.ndarray | None = None
+) -> Iterator[ComponentSource]:
     """Make ``values`` (key -> one value per row) visible to the estimators called inside the block."""
-    source = ComponentSource(values=values, origin=origin)
+    source = ComponentSource(values=values, origin=origin, final_row=final_row)
     token = _SOURCE.set(source)
     try:
         yield source
@@ -176,13 +182,19 @@ def advantages_for_verl(
     spec = reward_spec(config if config is not None else {}, estimator)
     ids = group_ids(index)
     scores = _scores(spec, token_level_rewards, non_tensor_batch)
-    weights = None if spec.weights is None else np.asarray(spec.weights)
-    adv = compute_advantages(scores, ids, estimator=spec.core_estimator, weights=weights, **spec.core_kwargs)
-    adv_t = torch.as_tensor(
-        np.asarray(adv), dtype=token_level_rewards.dtype, device=token_level_rewards.device
-    )
-    tokens = broadcast_to_tokens(adv_t, response_mask)
     source = active_source()
+    final_row = source.final_row if source is not None else None
+    if final_row is not None:
+        finals, to_final = np.unique(final_row, return_inverse=True)
+        ids, scores = group_ids(np.asarray(index)[finals]), scores[finals]
+    weights = None if spec.weights is None else np.asarray(spec.weights)
+    adv = np.asarray(
+        compute_advantages(scores, ids, estimator=spec.core_estimator, weights=weights, **spec.core_kwargs)
+    )
+    if final_row is not None:
+        adv = adv[to_final.reshape(-1)]
+    adv_t = torch.as_tensor(adv, dtype=token_level_rewards.dtype, device=token_level_rewards.device)
+    tokens = broadcast_to_tokens(adv_t, response_mask)
     if source is not None:
         source.metrics.update(reward_metrics(scores, ids, spec))
     return tokens, tokens

@@ -38,6 +38,20 @@ def _fetch_components(
     return components_from_extra_fields(list(data["extra_fields"]), keys_needed, row_names=keys)
 
 
+def _final_rows(keys: list[str]) -> np.ndarray | None:
+    """For each TransferQueue key ``{uid}_{session}_{index}``, the row of its session's last output."""
+    last: dict[str, tuple[int, int]] = {}
+    sessions = []
+    for row, key in enumerate(keys):
+        session, _, index = key.rpartition("_")
+        sessions.append(session)
+        if session not in last or last[session][0] < int(index):
+            last[session] = (int(index), row)
+    if len(last) == len(keys):
+        return None
+    return np.array([last[session][1] for session in sessions])
+
+
 class ComponentTrainerMixin:
     """Mixed in before a verl V1 trainer class; see the module docstring."""
 
@@ -61,7 +75,7 @@ class ComponentTrainerMixin:
         keys = self._reward_keys()
         values = _fetch_components(batch.keys, batch.partition_id, keys) if keys else None
         origin = f"TransferQueue extra_fields.reward_extra_info (trainer mode corrgrpo, {self.base_mode})"
-        with component_source(values, origin=origin) as source:
+        with component_source(values, origin=origin, final_row=_final_rows(batch.keys)) as source:
             batch = super()._compute_advantage(batch, metrics)  # type: ignore[misc]
         metrics.update(source.metrics)
         return batch

@@ -161,6 +161,7 @@ def batch() -> Batch:
 @pytest.fixture(scope="session")
 def verl_imported() -> None:
     import verl  # noqa: F401  -- loads the plugin through its entry point
+
     from corrgrpo_adapters.verl import plugin
 
     assert not plugin.FAILURES, plugin.FAILURES

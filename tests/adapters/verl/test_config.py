@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+
 from corrgrpo_adapters.verl import ConfigError, check_trainer, reward_spec
 
 pytestmark = pytest.mark.usefixtures("verl_imported")

@@ -34,9 +34,12 @@ def tq() -> Iterator[Any]:
         ray.shutdown()
 
 
-def put_group_rollouts(tq: Any, batch: Any, *, prompts_finished: bool = False) -> tuple[str, list[str]]:
+def put_group_rollouts(
+    tq: Any, batch: Any, *, prompts_finished: bool = False, outputs: Any = None
+) -> tuple[str, list[str]]:
     """Store ``batch`` as the agent loop does: key ``{uid}_{session}_{index}``, ragged tensors, and the reward
-    manager's ``reward_extra_info`` (every key of compute_score's dict) in ``extra_fields``."""
+    manager's ``reward_extra_info`` (every key of compute_score's dict) in ``extra_fields``. ``outputs[i]``
+    is how many outputs row i's session emits; like verl, each carries the final output's reward."""
     import torch
     from verl.utils.tensordict_utils import list_of_dict_to_tensordict
 
@@ -49,16 +52,17 @@ def put_group_rollouts(tq: Any, batch: Any, *, prompts_finished: bool = False) -
         score = torch.zeros(length)
         score[-1] = float(batch.matrix()[i].sum())
         info = {k: float(v[i]) for k, v in batch.components.items()}
-        keys.append(f"{uid}_{session}_0")
-        fields.append(
-            {
-                "uid": str(uid),
-                "response_mask": torch.ones(length, dtype=torch.int64),
-                "rm_scores": score,
-                "extra_fields": {"reward_extra_info": {"score": float(score[-1]), **info}},
-            }
-        )
-        tags.append({"status": "success", "response_len": length, "global_steps": 0})
+        for index in range(1 if outputs is None else int(outputs[i])):
+            keys.append(f"{uid}_{session}_{index}")
+            fields.append(
+                {
+                    "uid": str(uid),
+                    "response_mask": torch.ones(length, dtype=torch.int64),
+                    "rm_scores": score,
+                    "extra_fields": {"reward_extra_info": {"score": float(score[-1]), **info}},
+                }
+            )
+            tags.append({"status": "success", "response_len": length, "global_steps": 0})
     tq.kv_batch_put(keys=keys, partition_id=partition, fields=list_of_dict_to_tensordict(fields), tags=tags)
     if prompts_finished:
         for uid in sessions:
@@ -80,10 +84,12 @@ def trainer(mode: str, config: Any) -> Any:
     return obj
 
 
-def compute(tq: Any, mode: str, config: Any, batch: Any) -> tuple[np.ndarray, dict[str, Any]]:
+def compute(
+    tq: Any, mode: str, config: Any, batch: Any, outputs: Any = None
+) -> tuple[np.ndarray, dict[str, Any]]:
     from transfer_queue import KVBatchMeta
 
-    partition, keys = put_group_rollouts(tq, batch)
+    partition, keys = put_group_rollouts(tq, batch, outputs=outputs)
     meta = KVBatchMeta(keys=keys, tags=[{}] * len(keys), partition_id=partition)
     metrics: dict[str, Any] = {}
     trainer(mode, config)._compute_advantage(meta, metrics)
@@ -124,6 +130,25 @@ def test_trainer_mode_feeds_components(
     for key in ("acc", "fmt", "len"):
         assert f"corrgrpo/denominator_share/{key}" in metrics
         assert metrics[f"corrgrpo/reward/{key}/mean"] == pytest.approx(batch.components[key].mean())
+
+
+def test_sessions_with_several_outputs_count_once(tq: Any, compose: Any, recipes: Any, batch: Any) -> None:
+    """A multi-output agent loop: as verl's GRPO does, each session's final output is one response of its
+    group, and the session's other outputs take its advantage."""
+    outputs = np.random.default_rng(7).integers(1, 4, batch.n)
+    assert outputs.max() > 1
+    config = compose(
+        [
+            *recipes.grpo,
+            "algorithm.adv_estimator=corrgrpo",
+            "+algorithm.reward_keys=[acc,fmt,len]",
+            "trainer.v1.trainer_mode=corrgrpo",
+        ]
+    )
+    got, metrics = compute(tq, "corrgrpo", config, batch, outputs=outputs)
+    expected = batch.core("corrgrpo")[np.repeat(np.arange(batch.n), outputs)]
+    np.testing.assert_allclose(got, width(expected, got), rtol=1e-5, atol=1e-6)
+    assert metrics["corrgrpo/groups"] == 5
 
 
 def test_verl_grpo_runs_unchanged_on_our_trainer_mode(
