@@ -163,7 +163,7 @@ def check_config(config: Any) -> _config.RewardSpec | None:
     from verl.trainer.ppo.core_algos import get_adv_estimator_fn
 
     try:
-        get_adv_estimator_fn(name)  # type: ignore[no-untyped-call]
+        get_adv_estimator_fn(name)  # type: ignore[no-untyped-call,unused-ignore]
     except ValueError:
         from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY
 
