@@ -1,0 +1,212 @@
+"""The adapter's settings, read from verl's ``algorithm`` config section and validated.
+
+Everything here is plain Python (no verl, no torch, no corrgrpo_core import) so that the plugin shim can
+validate a config and report a broken installation even when the heavier modules fail to import.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+# verl estimator name -> core estimator name. ``grpo_covariance_coefficient`` is the name the paper's own
+# verl fork uses for CorrGRPO, so its launch scripts select our estimator unchanged.
+ESTIMATORS: Mapping[str, str] = {
+    "corrgrpo": "corrgrpo",
+    "grpo_covariance_coefficient": "corrgrpo",
+    "gdpo_corr": "gdpo_corr",
+    "mo_grpo": "mo_grpo",
+    "dara": "dara",
+}
+
+# With ``algorithm.norm_adv_by_std_in_grpo=False`` verl's GRPO skips the division by the group std and
+# keeps the centred score (Dr.GRPO). The CorrGRPO counterpart keeps the centred weighted total, which is
+# exactly the core's ``dr_grpo``. The other estimators normalise each component before combining them;
+# they have no std-free form, so the flag is rejected for them instead of being silently ignored.
+UNNORMALISED: Mapping[str, str] = {"corrgrpo": "dr_grpo"}
+
+# V1 trainer modes we register: our name -> the verl mode whose behaviour it keeps.
+TRAINER_MODES: Mapping[str, str] = {
+    "corrgrpo": "sync",
+    "corrgrpo_colocate_async": "colocate_async",
+    "corrgrpo_separate_async": "separate_async",
+}
+
+# ``algorithm.filter_groups.metric`` value that asks for component-aware DAPO filtering: a group is dropped
+# only when every configured reward component is constant inside it, not when only the total ties.
+COMPONENTS_FILTER_METRIC = "reward_components"
+
+METRICS_PREFIX = "corrgrpo/"
+
+
+class ConfigError(ValueError):
+    """A verl config that selects a corrgrpo estimator or trainer mode is inconsistent."""
+
+
+@dataclass(frozen=True)
+class RewardSpec:
+    """What one advantage computation needs, taken from ``config.algorithm``.
+
+    ``keys`` are ``reward_extra_info`` names (the keys of ``compute_score``'s returned dict), in column
+    order; empty means a single component, the summed ``token_level_rewards``. ``core_estimator`` and
+    ``core_kwargs`` are passed to ``corrgrpo_core.compute_advantages``.
+    """
+
+    verl_name: str
+    core_estimator: str
+    keys: tuple[str, ...] = ()
+    weights: tuple[float, ...] | None = None
+    core_kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+
+def _get(section: Any, name: str, default: Any = None) -> Any:
+    # DictConfig, dict and AlgoConfig dataclasses all answer ``.get`` or attribute access.
+    if isinstance(section, Mapping) or hasattr(section, "get"):
+        return section.get(name, default)
+    return getattr(section, name, default)
+
+
+def _as_list(value: Any, name: str) -> list[Any] | None:
+    if value is None:
+        return None
+    if isinstance(value, str | bytes) or not isinstance(value, Iterable):
+        raise ConfigError(
+            f"algorithm.{name} must be a list, got {value!r}; write e.g. +algorithm.{name}='[acc,fmt]'"
+        )
+    return list(value)
+
+
+def _list_option(algorithm: Any, name: str) -> list[Any] | None:
+    """``algorithm.<name>``, or ``algorithm.gdpo_<name>`` (verl's GDPO and the paper's fork use those)."""
+    value = _as_list(_get(algorithm, name), name)
+    legacy = _as_list(_get(algorithm, f"gdpo_{name}"), f"gdpo_{name}")
+    if value is not None and legacy is not None and value != legacy:
+        raise ConfigError(
+            f"algorithm.{name}={value} and algorithm.gdpo_{name}={legacy} disagree; set only one of them"
+        )
+    return value if value is not None else legacy
+
+
+def reward_keys(algorithm: Any) -> tuple[str, ...]:
+    keys = _list_option(algorithm, "reward_keys")
+    if keys is None:
+        return ()
+    if not keys:
+        raise ConfigError(
+            "algorithm.reward_keys is empty; list the compute_score dict keys to combine, "
+            "or drop the option to use the single summed reward"
+        )
+    bad = [k for k in keys if not isinstance(k, str) or not k]
+    if bad:
+        raise ConfigError(f"algorithm.reward_keys must be non-empty strings, got {bad}")
+    duplicated = sorted({k for k in keys if keys.count(k) > 1})
+    if duplicated:
+        raise ConfigError(f"algorithm.reward_keys lists {duplicated} more than once")
+    return tuple(keys)
+
+
+def _reward_weights(algorithm: Any, keys: tuple[str, ...]) -> tuple[float, ...] | None:
+    weights = _list_option(algorithm, "reward_weights")
+    if weights is None:
+        return None
+    if not keys:
+        raise ConfigError(
+            f"algorithm.reward_weights={weights} is set but algorithm.reward_keys is not; "
+            "weights apply to named reward components"
+        )
+    if len(weights) != len(keys):
+        raise ConfigError(
+            f"algorithm.reward_weights has {len(weights)} entries but algorithm.reward_keys "
+            f"has {len(keys)} ({list(keys)}); give one weight per key"
+        )
+    try:
+        values = tuple(float(w) for w in weights)
+    except (TypeError, ValueError):
+        raise ConfigError(f"algorithm.reward_weights must be numbers, got {weights}") from None
+    if not all(math.isfinite(w) for w in values):
+        raise ConfigError(f"algorithm.reward_weights must be finite, got {weights}")
+    return values
+
+
+def reward_spec(algorithm: Any, estimator: str | None = None) -> RewardSpec:
+    """Validate the adapter's options in verl's ``algorithm`` section and return them.
+
+    ``estimator`` defaults to ``algorithm.adv_estimator``; it must be one of :data:`ESTIMATORS`.
+    Options: ``reward_keys`` / ``reward_weights`` (``gdpo_reward_keys`` / ``gdpo_reward_weights``, the
+    names verl's GDPO and the paper's fork use, are accepted too), ``norm_adv_by_std_in_grpo`` (verl's own
+    flag) and ``estimator_kwargs`` (a dict passed to the core estimator, e.g. ``{eps: 1e-4}``).
+    """
+    name = str(estimator if estimator is not None else _get(algorithm, "adv_estimator"))
+    if name not in ESTIMATORS:
+        raise ConfigError(f"{name!r} is not a corrgrpo estimator; choose one of {sorted(ESTIMATORS)}")
+    keys = reward_keys(algorithm)
+    weights = _reward_weights(algorithm, keys)
+    core = ESTIMATORS[name]
+    if not bool(_get(algorithm, "norm_adv_by_std_in_grpo", True)):
+        if core not in UNNORMALISED:
+            raise ConfigError(
+                f"algorithm.norm_adv_by_std_in_grpo=False has no meaning for {name!r}, which "
+                "normalises every component before combining them; remove the flag or use "
+                f"one of {sorted(k for k, v in ESTIMATORS.items() if v in UNNORMALISED)}"
+            )
+        core = UNNORMALISED[core]
+    extra = _get(algorithm, "estimator_kwargs")
+    if extra is None:
+        extra = {}
+    if not isinstance(extra, Mapping) and not hasattr(extra, "items"):
+        raise ConfigError(f"algorithm.estimator_kwargs must be a dict, got {extra!r}")
+    kwargs = {str(k): v for k, v in extra.items()}
+    for reserved in ("weights", "group_ids", "estimator"):
+        if reserved in kwargs:
+            raise ConfigError(
+                f"algorithm.estimator_kwargs may not set {reserved!r}; it comes from "
+                "algorithm.reward_weights and the batch"
+            )
+    return RewardSpec(verl_name=name, core_estimator=core, keys=keys, weights=weights, core_kwargs=kwargs)
+
+
+def check_trainer(config: Any) -> RewardSpec | None:
+    """Cross-check a full verl config (``algorithm``, ``trainer``) before anything starts.
+
+    Returns the reward spec when a corrgrpo estimator is selected, else ``None``. Raises
+    :class:`ConfigError` when reward components would never reach the estimator (V1 trainer with verl's
+    own trainer mode) or when component-aware filtering is asked for without the components.
+    """
+    algorithm, trainer = _get(config, "algorithm"), _get(config, "trainer")
+    use_v1 = bool(_get(trainer, "use_v1", True))
+    v1 = _get(trainer, "v1") or {}
+    mode = str(_get(v1, "trainer_mode", "sync"))
+    filter_groups = _get(algorithm, "filter_groups") or {}
+    component_filter = (
+        bool(_get(filter_groups, "enable", False))
+        and _get(filter_groups, "metric") == COMPONENTS_FILTER_METRIC
+    )
+    name = str(_get(algorithm, "adv_estimator"))
+    spec = reward_spec(algorithm) if name in ESTIMATORS else None
+    keys = spec.keys if spec is not None else reward_keys(algorithm)
+    ours = use_v1 and mode in TRAINER_MODES
+    if spec is not None and spec.keys and use_v1 and not ours:
+        raise ConfigError(
+            f"algorithm.adv_estimator={name} with reward_keys={list(spec.keys)} on verl's V1 trainer needs "
+            f"trainer.v1.trainer_mode={_our_mode(mode)} (verl's own '{mode}' mode does not pass reward "
+            "components to advantage estimators); or run the legacy trainer with trainer.use_v1=False"
+        )
+    if component_filter:
+        if not keys:
+            raise ConfigError(
+                f"algorithm.filter_groups.metric={COMPONENTS_FILTER_METRIC} needs "
+                "+algorithm.reward_keys=[...] naming the components to check"
+            )
+        if not ours:
+            raise ConfigError(
+                f"algorithm.filter_groups.metric={COMPONENTS_FILTER_METRIC} is implemented by "
+                f"the corrgrpo trainer modes; set trainer.v1.trainer_mode={_our_mode(mode)} "
+                "(group filtering exists only on verl's V1 trainer)"
+            )
+    return spec
+
+
+def _our_mode(mode: str) -> str:
+    return next((ours for ours, base in TRAINER_MODES.items() if base == mode), "corrgrpo")

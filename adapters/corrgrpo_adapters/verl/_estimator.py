@@ -1,0 +1,200 @@
+"""The estimators registered in verl: map verl's batch to one ``corrgrpo_core`` call.
+
+verl calls a registered estimator as ``fn(token_level_rewards=, response_mask=, config=, index=)``;
+reward components are not among those arguments. They reach us through :func:`component_source`, a
+context that the corrgrpo V1 trainer modes (from TransferQueue ``extra_fields``) and the legacy
+``compute_advantage`` wrapper (from ``non_tensor_batch``) open around verl's own advantage call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from corrgrpo_core import advantage_stats, broadcast_to_tokens, compute_advantages
+
+from ._config import METRICS_PREFIX, ConfigError, RewardSpec, reward_spec
+
+
+@dataclass
+class ComponentSource:
+    """Per-row reward components for the advantage call in progress, and where its metrics go."""
+
+    values: Mapping[str, Any] | None
+    origin: str
+    metrics: dict[str, float] = field(default_factory=dict)
+    # Agent loops that emit several outputs per session: for each row, the row holding its session's final
+    # output. Only those rows are scored (each session is one response of its group, as in verl's GRPO)
+    # and every row takes its final row's advantage. None when every session has one output.
+    final_row: np.ndarray | None = None
+
+
+_SOURCE: contextvars.ContextVar[ComponentSource | None] = contextvars.ContextVar(
+    "corrgrpo_source", default=None
+)
+
+
+@contextlib.contextmanager
+def component_source(
+    values: Mapping[str, Any] | None, *, origin: str, final_row: np.ndarray | None = None
+) -> Iterator[ComponentSource]:
+    """Make ``values`` (key -> one value per row) visible to the estimators called inside the block."""
+    source = ComponentSource(values=values, origin=origin, final_row=final_row)
+    token = _SOURCE.set(source)
+    try:
+        yield source
+    finally:
+        _SOURCE.reset(token)
+
+
+def active_source() -> ComponentSource | None:
+    return _SOURCE.get()
+
+
+def components_from_extra_fields(
+    extra_fields: Sequence[Any], keys: Sequence[str], *, row_names: Sequence[str] | None = None
+) -> dict[str, np.ndarray]:
+    """Columns ``{key: (N,) float64}`` from V1 TransferQueue ``extra_fields`` rows.
+
+    Each row is a dict (or a TensorDict ``NonTensorData`` whose ``.data`` is one) holding
+    ``reward_extra_info``, the dict the reward manager built from ``compute_score``'s return value.
+    """
+    columns: dict[str, list[float]] = {k: [] for k in keys}
+    for i, row in enumerate(extra_fields):
+        row = getattr(row, "data", row)
+        info = row.get("reward_extra_info") if isinstance(row, Mapping) else None
+        name = row_names[i] if row_names is not None else str(i)
+        if not isinstance(info, Mapping):
+            raise ConfigError(
+                f"trajectory {name} carries no reward_extra_info in its extra_fields; reward "
+                "components come from compute_score returning a dict (reward loop managers "
+                "naive, dapo or gdpo copy every key into reward_extra_info)"
+            )
+        missing = [k for k in keys if k not in info]
+        if missing:
+            raise ConfigError(
+                f"reward key(s) {missing} not found in reward_extra_info of trajectory {name}; "
+                f"keys present: {sorted(map(str, info))}"
+            )
+        for k in keys:
+            columns[k].append(info[k])
+    return {k: _column(v, k) for k, v in columns.items()}
+
+
+def _column(values: Any, key: str) -> np.ndarray:
+    try:
+        column = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ConfigError(
+            f"reward component {key!r} holds non-numeric values, e.g. {list(values)[:3]}"
+        ) from None
+    if column.ndim != 1:
+        raise ConfigError(
+            f"reward component {key!r} must hold one number per response, got shape {column.shape}"
+        )
+    return column
+
+
+def component_matrix(
+    values: Mapping[str, Any], keys: Sequence[str], n_rows: int, *, origin: str
+) -> np.ndarray:
+    """Stack the configured components into an ``(N, K)`` float64 score matrix."""
+    missing = [k for k in keys if k not in values]
+    if missing:
+        raise ConfigError(
+            f"reward key(s) {missing} not found in {origin}; keys present: {sorted(map(str, values))}"
+        )
+    columns = [_column(values[k], k) for k in keys]
+    for k, column in zip(keys, columns, strict=True):
+        if column.shape[0] != n_rows:
+            raise ConfigError(
+                f"reward component {k!r} has {column.shape[0]} values for a batch of {n_rows} "
+                f"responses ({origin})"
+            )
+    return np.stack(columns, axis=1)
+
+
+def group_ids(index: Any) -> np.ndarray:
+    """verl's ``uid`` strings (any hashable, any order) -> integer group ids."""
+    if index is None:
+        raise ConfigError(
+            "the advantage call got no 'uid' index; corrgrpo estimators group responses by "
+            "verl's non_tensor_batch['uid']"
+        )
+    return np.unique(np.asarray(index), return_inverse=True)[1].reshape(-1)
+
+
+def _scores(
+    spec: RewardSpec, token_level_rewards: torch.Tensor, non_tensor_batch: Mapping[str, Any] | None
+) -> np.ndarray:
+    n_rows = token_level_rewards.shape[0]
+    if not spec.keys:
+        # One component: the sequence reward verl's own GRPO uses (in-reward KL included, if enabled).
+        return token_level_rewards.detach().sum(-1).to("cpu", torch.float64).numpy()[:, None]
+    source = active_source()
+    if non_tensor_batch is not None:
+        values, origin = non_tensor_batch, "non_tensor_batch"
+    elif source is not None and source.values is not None:
+        values, origin = source.values, source.origin
+    else:
+        raise ConfigError(
+            f"algorithm.adv_estimator={spec.verl_name} needs reward components {list(spec.keys)} but verl "
+            "passed none to the estimator. On the V1 trainer set trainer.v1.trainer_mode=corrgrpo (or "
+            "corrgrpo_colocate_async / corrgrpo_separate_async); on the legacy trainer (trainer.use_v1=False) "
+            "make sure the corrgrpo plugin loaded (python -m corrgrpo_adapters.verl)"
+        )
+    return component_matrix(values, spec.keys, n_rows, origin=origin)
+
+
+def reward_metrics(scores: np.ndarray, ids: np.ndarray, spec: RewardSpec) -> dict[str, float]:
+    """The core's diagnostics plus each component's batch mean/std, under ``corrgrpo/``."""
+    names = list(spec.keys) or ["reward"]
+    stats = advantage_stats(scores, ids, weights=None if spec.weights is None else np.asarray(spec.weights))
+    metrics = {f"{METRICS_PREFIX}{k}": float(v) for k, v in stats.summary(component_names=names).items()}
+    for j, name in enumerate(names):
+        metrics[f"{METRICS_PREFIX}reward/{name}/mean"] = float(np.mean(scores[:, j]))
+        metrics[f"{METRICS_PREFIX}reward/{name}/std"] = float(np.std(scores[:, j]))
+    return metrics
+
+
+def advantages_for_verl(
+    *,
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    config: Any = None,
+    index: Any = None,
+    estimator: str,
+    non_tensor_batch: Mapping[str, Any] | None = None,
+    **unused: Any,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One corrgrpo estimator in verl's calling convention; returns ``(advantages, returns)``, both (N, T).
+
+    Outcome rewards only: verl's extra keyword arguments for other estimators (``reward_baselines`` when the
+    batch has them, ``epsilon``) are accepted and not used; the core's ``eps`` comes from
+    ``algorithm.estimator_kwargs``.
+    """
+    spec = reward_spec(config if config is not None else {}, estimator)
+    ids = group_ids(index)
+    scores = _scores(spec, token_level_rewards, non_tensor_batch)
+    source = active_source()
+    final_row = source.final_row if source is not None else None
+    if final_row is not None:
+        finals, to_final = np.unique(final_row, return_inverse=True)
+        ids, scores = group_ids(np.asarray(index)[finals]), scores[finals]
+    weights = None if spec.weights is None else np.asarray(spec.weights)
+    adv = np.asarray(
+        compute_advantages(scores, ids, estimator=spec.core_estimator, weights=weights, **spec.core_kwargs)
+    )
+    if final_row is not None:
+        adv = adv[to_final.reshape(-1)]
+    adv_t = torch.as_tensor(adv, dtype=token_level_rewards.dtype, device=token_level_rewards.device)
+    tokens = broadcast_to_tokens(adv_t, response_mask)
+    if source is not None:
+        source.metrics.update(reward_metrics(scores, ids, spec))
+    return tokens, tokens

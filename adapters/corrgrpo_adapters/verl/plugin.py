@@ -1,0 +1,192 @@
+"""verl plugin entry point (group ``verl.plugins``): loaded by every ``import verl``, in every process.
+
+It registers, each when its verl module is imported:
+
+* the estimators ``corrgrpo``, ``grpo_covariance_coefficient`` (alias), ``gdpo_corr``, ``mo_grpo`` and
+  ``dara`` in ``verl.trainer.ppo.core_algos`` (``algorithm.adv_estimator=...``);
+* the V1 trainer modes ``corrgrpo``, ``corrgrpo_colocate_async`` and ``corrgrpo_separate_async``
+  (``trainer.v1.trainer_mode=...``), which hand reward components to the estimators;
+* on the legacy trainer, a wrapper of ``ray_trainer.compute_advantage`` that hands them
+  ``non_tensor_batch``, and one of ``compute_data_metrics`` that logs our ``corrgrpo/...`` metrics;
+* a check after verl's ``validate_config``, so a bad corrgrpo config or a failed registration stops
+  the driver before Ray starts.
+
+verl logs a plugin that raises at DEBUG level and carries on, so nothing here raises at load time:
+every failure is logged at ERROR level, remembered in :data:`FAILURES`, and raised again, with its
+reason, by the config check, by the corrgrpo trainer modes and by placeholder estimators.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import logging
+import traceback
+import warnings
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+from . import _config
+from ._import_hooks import after_import
+
+logger = logging.getLogger("corrgrpo_adapters.verl")
+
+#: step name -> reason, for every registration step that failed in this process.
+FAILURES: dict[str, str] = {}
+#: step names that completed in this process.
+DONE: set[str] = set()
+
+
+class PluginError(RuntimeError):
+    """The corrgrpo verl plugin could not register what the config asks for."""
+
+
+def failure_report() -> str:
+    return "; ".join(f"{step}: {reason}" for step, reason in FAILURES.items())
+
+
+def _guarded(step: str) -> Callable[[Callable[[ModuleType], None]], Callable[[ModuleType], None]]:
+    def decorate(fn: Callable[[ModuleType], None]) -> Callable[[ModuleType], None]:
+        @functools.wraps(fn)
+        def run(module: ModuleType) -> None:
+            try:
+                fn(module)
+            except Exception as exc:  # noqa: BLE001 -- verl would hide it at DEBUG level
+                FAILURES[step] = f"{type(exc).__name__}: {exc}"
+                logger.error(
+                    "corrgrpo verl plugin: %s failed: %s\n%s", step, FAILURES[step], traceback.format_exc()
+                )
+            else:
+                DONE.add(step)
+
+        return run
+
+    return decorate
+
+
+def _placeholder(name: str) -> Callable[..., Any]:
+    def unavailable(**_: Any) -> Any:
+        raise PluginError(
+            f"advantage estimator {name!r} is unavailable: the corrgrpo verl plugin failed to "
+            f"load ({failure_report()})"
+        )
+
+    return unavailable
+
+
+@_guarded("estimators")
+def _register_estimators(core_algos: ModuleType) -> None:
+    registry = core_algos.ADV_ESTIMATOR_REGISTRY
+    try:
+        from . import _estimator
+    except Exception:
+        # Keep our names resolvable so that using them repeats the reason instead of verl's bare
+        # "Unknown advantage estimator".
+        for name in _config.ESTIMATORS:
+            registry.setdefault(name, _placeholder(name))
+        raise
+    for name in _config.ESTIMATORS:
+        current = registry.get(name)
+        if getattr(current, "corrgrpo_estimator", None) == name:
+            continue  # this process registered it already (the plugin loaded twice)
+        if current is not None:
+            owner = f"{getattr(current, '__module__', '?')}.{getattr(current, '__qualname__', repr(current))}"
+            raise PluginError(
+                f"verl's estimator name {name!r} is already registered to {owner}; uninstall or "
+                "rename the other plugin (corrgrpo does not override estimators it did not register)"
+            )
+        fn = functools.partial(_estimator.advantages_for_verl, estimator=name)
+        fn.corrgrpo_estimator = name  # type: ignore[attr-defined]
+        core_algos.register_adv_est(name)(fn)
+
+
+@_guarded("legacy trainer hooks")
+def _patch_legacy_trainer(ray_trainer: ModuleType) -> None:
+    from . import _legacy
+
+    _legacy.patch(ray_trainer)
+
+
+@_guarded("V1 trainer modes")
+def _register_trainer_modes(v1: ModuleType) -> None:
+    from . import _trainer
+
+    _trainer.register(v1)
+
+
+@_guarded("config check")
+def _patch_validate_config(config_module: ModuleType) -> None:
+    original = config_module.validate_config
+    if getattr(original, "corrgrpo_wrapped", False):
+        return
+
+    @functools.wraps(original)
+    def validate_config(config: Any, *args: Any, **kwargs: Any) -> Any:
+        result = original(config, *args, **kwargs)
+        check_config(config)
+        return result
+
+    validate_config.corrgrpo_wrapped = True  # type: ignore[attr-defined]
+    vars(config_module)["validate_config"] = validate_config
+
+
+def check_config(config: Any) -> _config.RewardSpec | None:
+    """Validate the corrgrpo parts of a full verl config and the plugin's registration in this process.
+
+    verl's ``validate_config`` calls this in the driver (``main_ppo``) once the plugin is loaded.
+    """
+    algorithm = config.get("algorithm", {})
+    trainer = config.get("trainer", {})
+    name = str(algorithm.get("adv_estimator"))
+    mode = str(trainer.get("v1", {}).get("trainer_mode", "sync")) if trainer.get("use_v1", True) else None
+    selected = name in _config.ESTIMATORS or mode in _config.TRAINER_MODES
+    # Trigger (and so check) the registrations this run needs here in the driver, before Ray starts; the
+    # TaskRunner process repeats them when it imports the same modules.
+    if selected:
+        # verl's trainer modules warn at import about optional engines and Ray's own deprecations; the
+        # TaskRunner shows those when it imports them for real, so keep the driver's check quiet.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            importlib.import_module(
+                "verl.trainer.ppo.v1" if mode is not None else "verl.trainer.ppo.ray_trainer"
+            )
+    if selected and FAILURES:
+        raise PluginError(
+            f"the config selects corrgrpo (adv_estimator={name}, trainer_mode={mode}) but the "
+            f"corrgrpo verl plugin failed to load: {failure_report()}"
+        )
+    if selected and mode is not None:
+        from verl.trainer.ppo.v1 import get_trainer_cls
+
+        get_trainer_cls(mode)  # verl's error lists the registered modes
+    from verl.trainer.ppo.core_algos import get_adv_estimator_fn
+
+    try:
+        get_adv_estimator_fn(name)  # type: ignore[no-untyped-call,unused-ignore]
+    except ValueError:
+        from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY
+
+        raise _config.ConfigError(
+            f"unknown algorithm.adv_estimator={name!r}; registered estimators: "
+            f"{sorted(ADV_ESTIMATOR_REGISTRY)}"
+        ) from None
+    return _config.check_trainer(config)
+
+
+def install() -> None:
+    after_import("verl.trainer.ppo.core_algos", _register_estimators)
+    after_import("verl.trainer.ppo.ray_trainer", _patch_legacy_trainer)
+    after_import("verl.trainer.ppo.v1", _register_trainer_modes)
+    after_import("verl.utils.config", _patch_validate_config)
+    # The estimators are cheap to register and the registry is consulted in any process, so load now.
+    import verl.trainer.ppo.core_algos  # noqa: F401
+
+
+try:
+    install()
+except Exception as exc:  # noqa: BLE001 -- verl would hide it at DEBUG level
+    FAILURES["install"] = f"{type(exc).__name__}: {exc}"
+    logger.error(
+        "corrgrpo verl plugin failed to install: %s\n%s", FAILURES["install"], traceback.format_exc()
+    )
