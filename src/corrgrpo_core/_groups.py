@@ -323,6 +323,8 @@ def _native_index(xp: Namespace, ids: Array, dev: Any) -> RaggedIndex:
     else:
         first = xp.zeros((0,), dtype=xp.bool, device=dev)
     marked = xp.where(first, position, xp.zeros_like(position))
+    start: Array
+    labels: Array
     if is_torch_namespace(xp):
         import torch
 
