@@ -45,6 +45,7 @@ class RaggedIndex:
     seg_end: Array | None = None  # generic scan only: one past each sorted row's group
     seg_start: Array | None = None  # generic scan only
     max_size: int = 0  # generic scan only: largest group
+    starts: Array | None = None  # numpy, ids in runs: the first row of each group, in order
 
 
 @dataclass(frozen=True)
@@ -161,9 +162,14 @@ class Groups:
         assert r is not None
         cols = np.reshape(x, (x.shape[0], -1))
         out = np.empty((r.num, cols.shape[1]), dtype=np.float64)
-        for k in range(cols.shape[1]):  # bincount adds in row order: the same sums whatever K is
+        for k in range(cols.shape[1]):  # one column at a time: the same sums whatever K is
             col = cols[:, k]
-            out[:, k] = np.bincount(r.labels, weights=col * col if square else col, minlength=r.num)
+            if square:
+                col = col * col
+            if r.starts is not None:  # runs: contiguous segments, no scattered adds
+                out[:, k] = np.add.reduceat(col, r.starts)
+            else:
+                out[:, k] = np.bincount(r.labels, weights=col, minlength=r.num)
         return np.reshape(out, (r.num, *x.shape[1:]))
 
 
@@ -377,7 +383,7 @@ def _numpy_index(ids: Array, runs: Runs | None) -> RaggedIndex:
     if runs is not None:
         starts, labels = runs.starts, runs.labels
         size = np.diff(np.append(starts, n))
-        return RaggedIndex(labels=labels, num=int(starts.shape[0]), member=starts, size=size)
+        return RaggedIndex(labels=labels, num=int(starts.shape[0]), member=starts, size=size, starts=starts)
     lo, hi = int(ids.min()), int(ids.max())
     if hi - lo < _DIRECT_SPAN * n:  # direct addressing: O(N + span), no comparison sort
         wide = ids if ids.dtype.itemsize >= 8 else ids.astype(np.int64)
