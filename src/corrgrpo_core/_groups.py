@@ -96,6 +96,8 @@ class Groups:
 
             e = self.expand(g)
             return np.subtract(x, e, out=e)
+        if self.ragged is not None and is_torch_namespace(self.xp):  # the gathered copy is ours
+            return self.expand(g).neg_().add_(x)
         return x - self.expand(g)
 
     def reduce(self, x: Array) -> Array:
@@ -137,6 +139,8 @@ class Groups:
             for k in range(x.shape[1]):  # one column at a time: no N x K temporary
                 out[:, 0] += x[:, k] * np.take(g[:, k], r.labels)
             return out
+        if r is not None and is_torch_namespace(xp):  # multiply into the gathered copy
+            return self.expand(g).mul_(x).sum(dim=-1, keepdim=True)
         return xp.sum(x * self.expand(g), axis=-1, keepdims=True)
 
     def group_sum(self, x: Array) -> Array:
