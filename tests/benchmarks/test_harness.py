@@ -150,3 +150,25 @@ def test_markdown_leaves_out_columns_nobody_measured():
     assert "vs loop" not in header
     assert "peak extra MB" not in header
     assert "x floor" in header
+
+
+def test_jax_rows_are_jitted_and_agree_with_numpy():
+    jax = pytest.importorskip("jax")
+    x64 = jax.config.read("jax_enable_x64")  # the jax backend turns it on; give it back
+    try:
+        rows = run(
+            ns=[200],
+            ks=[3],
+            layouts=["dense4", "shuffled"],
+            estimators=["corrgrpo"],
+            backends=["numpy", "jax"],
+            loop_max=0,
+            min_repeat=1,
+            budget_s=0.0,
+            memory=False,
+        )
+    finally:
+        jax.config.update("jax_enable_x64", x64)
+    jax_rows = [r for r in rows if r.backend == "jax"]
+    assert len(jax_rows) == 2
+    assert all(r.max_abs_diff_vs_numpy is not None and r.max_abs_diff_vs_numpy < 1e-9 for r in jax_rows)
