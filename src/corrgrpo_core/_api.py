@@ -23,12 +23,19 @@ def _run(
     xp: Namespace | None,
     zero_variance_rtol: float | None,
     compute: Callable[[Batch, float], Array],
+    *,
+    group_local: bool = False,
 ) -> Array:
+    """Validate, then ``compute``; ``group_local`` estimators (no batch-level statistic) may run
+    over a large dense batch in cache-sized pieces of whole groups."""
     batch = prepare(scores, group_ids, weights=weights, nan_policy=nan_policy, singleton=singleton, xp=xp)
     if 0 in batch.raw.shape[:-1]:
         return batch.xp.zeros(batch.lead_shape, dtype=batch.out_dtype, device=batch.device)
     rtol = resolve_rtol(zero_variance_rtol, batch.xp, batch.raw.dtype)
-    return batch.finish(compute(batch, rtol))
+    pieces = batch.chunks() if group_local else None
+    if pieces is None:
+        return batch.finish(compute(batch, rtol))
+    return batch.finish(batch.xp.concat([compute(piece, rtol) for piece in pieces], axis=0))
 
 
 def _eps(eps: float, placement: str, name: str = "eps_placement") -> float:
@@ -120,7 +127,8 @@ def corr_normalized_advantage(
             )
         return est._rows_only(batch, est.safe_divide(parts.numerator, den, batch.xp))
 
-    adv = _run(scores, group_ids, weights, nan_policy, singleton, xp, zero_variance_rtol, compute)
+    adv = _run(scores, group_ids, weights, nan_policy, singleton, xp, zero_variance_rtol, compute,
+               group_local=not return_stats)
     if not return_stats:
         return adv
     if not stats:  # empty batch
@@ -217,6 +225,7 @@ def grpo_advantage(
         xp,
         zero_variance_rtol,
         lambda b, rtol: est.grpo(b, eps=eps, eps_placement=eps_placement, ddof=ddof, rtol=rtol),
+        group_local=True,
     )
 
 
@@ -248,6 +257,7 @@ def dr_grpo_advantage(
         xp,
         zero_variance_rtol,
         lambda b, rtol: est.dr_grpo(b, rtol=rtol),
+        group_local=True,
     )
 
 
@@ -281,6 +291,7 @@ def rloo_advantage(
         xp,
         zero_variance_rtol,
         lambda b, rtol: est.rloo(b, rtol=rtol),
+        group_local=True,
     )
 
 
@@ -320,6 +331,7 @@ def mo_grpo_advantage(
         xp,
         zero_variance_rtol,
         lambda b, rtol: est.mo_grpo(b, eps=eps, eps_placement=eps_placement, ddof=ddof, rtol=rtol),
+        group_local=True,
     )
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
@@ -15,6 +15,8 @@ from ._lib._compat import (
     device,
     is_array_api_obj,
     is_lazy_array,
+    is_numpy_namespace,
+    is_torch_namespace,
     work_dtype,
 )
 
@@ -22,6 +24,10 @@ NAN_POLICIES = ("raise", "ignore")
 SINGLETON_POLICIES = ("zero", "raise")
 EPS_PLACEMENTS = ("inside", "outside")
 _SHOWN = 10  # how many offending rows an error message names
+
+
+# Rows per piece when a group-local estimator runs over a large dense batch in pieces.
+CHUNK_ROWS = 65536
 
 
 @dataclass(frozen=True)
@@ -46,6 +52,28 @@ class Batch:
     @cached_property
     def weighted(self) -> Array:
         return self.raw if self.unit_weights else self.raw * self.weights
+
+    def chunks(self, rows: int = CHUNK_ROWS) -> list[Batch] | None:
+        """Whole groups in pieces of about ``rows`` rows, or None to keep the batch whole.
+
+        Only dense batches on the host (numpy, torch on the CPU) are split: a pass over a piece
+        that fits the cache is about twice as fast per row as one over 10^7 rows, which keeps
+        the cost per row flat in N. Accelerators and ``jax.jit`` get the batch whole.
+        """
+        xp, raw = self.xp, self.raw
+        on_host = is_numpy_namespace(xp) or (is_torch_namespace(xp) and raw.device.type == "cpu")
+        step = max(1, rows // max(1, raw.shape[1])) if raw.ndim == 3 else 0
+        if not (self.groups.dense and on_host) or raw.shape[0] <= step:
+            return None
+        pieces = []
+        for start in range(0, raw.shape[0], step):
+            part = slice(start, start + step)
+            piece = raw[part, ...]
+            pieces.append(replace(
+                self, raw=piece, groups=dense_groups(xp, tuple(piece.shape), piece.dtype, self.device),
+                valid=None if self.valid is None else self.valid[part, ...],
+                row_valid=None if self.row_valid is None else self.row_valid[part, ...]))
+        return pieces
 
     def finish(self, adv: Array) -> Array:
         """(rows..., 1) internal advantages -> the scores' leading shape and floating dtype."""

@@ -194,3 +194,20 @@ def test_rows_with_every_reward_missing_are_left_out(batch, data):
         assert np.all(adv[missing] == 0)
         ref = cc.compute_advantages(x[kept], batch.group_ids[kept], estimator=name)
         np.testing.assert_allclose(adv[kept], ref, rtol=1e-9, atol=1e-9, err_msg=name)
+
+
+@pytest.mark.parametrize("nan_policy", ["raise", "ignore"])
+def test_large_dense_batches_run_in_pieces_with_the_same_result(nan_policy):
+    rng = np.random.default_rng(7)
+    x = rng.normal(size=(9000, 8, 3))  # 72,000 rows: more than one cache-sized piece
+    x[5, :, 1] = 0.3
+    if nan_policy == "ignore":
+        x[17, 2, :] = np.nan
+        x[8999, 0, 0] = np.nan
+    flat = x.reshape(-1, 3)
+    perm = rng.permutation(flat.shape[0])  # shuffled ids take the ragged path, in one piece
+    ids = np.repeat(np.arange(9000), 8)[perm]
+    for name in ("corrgrpo", "grpo", "dr_grpo", "rloo", "mo_grpo"):
+        dense = cc.compute_advantages(x, estimator=name, nan_policy=nan_policy).reshape(-1)
+        ragged = cc.compute_advantages(flat[perm], ids, estimator=name, nan_policy=nan_policy)
+        np.testing.assert_allclose(dense[perm], ragged, rtol=1e-12, atol=1e-12, err_msg=name)
