@@ -211,3 +211,21 @@ def test_large_dense_batches_run_in_pieces_with_the_same_result(nan_policy):
         dense = cc.compute_advantages(x, estimator=name, nan_policy=nan_policy).reshape(-1)
         ragged = cc.compute_advantages(flat[perm], ids, estimator=name, nan_policy=nan_policy)
         np.testing.assert_allclose(dense[perm], ragged, rtol=1e-12, atol=1e-12, err_msg=name)
+
+
+@pytest.mark.parametrize("nan_policy", ["raise", "ignore"])
+def test_large_batches_with_ids_in_runs_run_in_pieces_with_the_same_result(nan_policy):
+    rng = np.random.default_rng(11)
+    sizes = rng.integers(1, 33, 9000)  # uneven groups, each prompt's rows adjacent (verl)
+    sizes[100] = 70_000  # one group larger than a piece
+    ids = np.repeat(rng.permutation(9000) * 3 + 5, sizes)
+    x = rng.normal(size=(ids.shape[0], 3))
+    x[ids == ids[0], 1] = 0.25
+    if nan_policy == "ignore":
+        x[[7, 130_000], :] = np.nan
+        x[50_000, 0] = np.nan
+    perm = rng.permutation(ids.shape[0])  # the same batch shuffled: one piece, another path
+    for name in ("corrgrpo", "grpo", "dr_grpo", "rloo", "mo_grpo"):
+        runs = cc.compute_advantages(x, ids, estimator=name, nan_policy=nan_policy)
+        shuffled = cc.compute_advantages(x[perm], ids[perm], estimator=name, nan_policy=nan_policy)
+        np.testing.assert_allclose(runs[perm], shuffled, rtol=1e-11, atol=1e-11, err_msg=name)
