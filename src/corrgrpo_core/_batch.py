@@ -59,7 +59,7 @@ class Batch:
 
         A pass over a piece that fits the cache costs about half as much per row as one over
         10^7 rows, which keeps the cost per row flat in N. Split: dense batches on the host
-        (numpy, torch on the CPU) and numpy batches whose ids are in runs (verl's layout).
+        (numpy, torch on the CPU) and host batches whose ids are in runs (verl's layout).
         Accelerators and ``jax.jit`` get the batch whole.
         """
         xp, raw, r = self.xp, self.raw, self.groups.ragged
@@ -83,7 +83,8 @@ class Batch:
             a = int(r.starts[ga])
             b = int(r.starts[gb]) if gb < r.num else raw.shape[0]
             starts = r.starts[ga:gb] - a
-            index = replace(r, labels=r.labels[a:b] - ga, num=gb - ga, member=starts,
+            member = starts if is_numpy_namespace(xp) else xp.asarray(starts.astype(np.int64), device=self.device)
+            index = replace(r, labels=r.labels[a:b] - ga, num=gb - ga, member=member,
                             size=None if r.size is None else r.size[ga:gb], starts=starts)
             pieces.append(self._piece(a, b, replace(self.groups, count_g=self.groups.count_g[ga:gb], ragged=index)))
         return pieces

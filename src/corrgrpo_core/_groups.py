@@ -45,7 +45,7 @@ class RaggedIndex:
     seg_end: Array | None = None  # generic scan only: one past each sorted row's group
     seg_start: Array | None = None  # generic scan only
     max_size: int = 0  # generic scan only: largest group
-    starts: Array | None = None  # numpy, ids in runs: the first row of each group, in order
+    starts: Array | None = None  # ids in runs (host numpy array): the first row of each group, in order
 
 
 @dataclass(frozen=True)
@@ -286,6 +286,7 @@ def ragged_groups(
             num=found.num,
             member=torch.from_numpy(found.member.astype("int64", copy=False)),
             size=None,
+            starts=found.starts,  # host array: only used to cut the batch into pieces
         )
         count = torch.from_numpy(found.size).to(dtype)[:, None]
         return Groups(xp=xp, count_g=count, ragged=index, small=_small(found.size))

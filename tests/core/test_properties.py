@@ -225,7 +225,10 @@ def test_large_batches_with_ids_in_runs_run_in_pieces_with_the_same_result(nan_p
         x[[7, 130_000], :] = np.nan
         x[50_000, 0] = np.nan
     perm = rng.permutation(ids.shape[0])  # the same batch shuffled: one piece, another path
+    torch = pytest.importorskip("torch")
     for name in ("corrgrpo", "grpo", "dr_grpo", "rloo", "mo_grpo"):
         runs = cc.compute_advantages(x, ids, estimator=name, nan_policy=nan_policy)
         shuffled = cc.compute_advantages(x[perm], ids[perm], estimator=name, nan_policy=nan_policy)
         np.testing.assert_allclose(runs[perm], shuffled, rtol=1e-11, atol=1e-11, err_msg=name)
+        on_torch = cc.compute_advantages(torch.asarray(x), torch.asarray(ids), estimator=name, nan_policy=nan_policy)
+        np.testing.assert_allclose(on_torch.numpy(), runs, rtol=1e-11, atol=1e-11, err_msg=name)
