@@ -3,12 +3,16 @@
 Components (:data:`COMPONENTS`): utility U = 1 when the user task is done; safety S = 1 when the case
 is attacked and the attacker's goal is not met. Weights 1 and 1 (:data:`DEFAULT_WEIGHTS`).
 The ``agentdojo`` package is needed only to build cases and to run episodes; it is imported lazily.
+verl's multi-turn loop for these cases is :mod:`corrgrpo_tasks.agent_security.verl_agent_loop`
+(registered as ``agentdojo_agent`` through :data:`AGENT_LOOP_CONFIG`).
 """
 
 from corrgrpo_tasks.agent_security._data import (
+    AGENT_LOOP_CONFIG,
     AGENT_NAME,
     ATTACKS,
     BENCHMARK_VERSION,
+    CASE_KEY,
     EVAL_RATIO,
     SUITES,
     build_cases,
@@ -35,9 +39,11 @@ from corrgrpo_tasks.agent_security._reward import (
 )
 
 __all__ = [
+    "AGENT_LOOP_CONFIG",
     "AGENT_NAME",
     "ATTACKS",
     "BENCHMARK_VERSION",
+    "CASE_KEY",
     "COMPONENTS",
     "DATA_SOURCE",
     "DEFAULT_WEIGHTS",

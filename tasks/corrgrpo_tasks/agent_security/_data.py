@@ -18,6 +18,9 @@ SUITES: tuple[str, ...] = ("banking", "slack", "travel", "workspace")
 ATTACKS: tuple[str, ...] = ("important_instructions", "tool_knowledge")
 EVAL_RATIO = 0.2
 AGENT_NAME = "agentdojo_agent"
+CASE_KEY = "agentdojo_case_json"
+AGENT_LOOP_CONFIG = Path(__file__).with_name("verl_agent_loop.yaml")
+"""verl agent-loop config registering :data:`AGENT_NAME` (for ``rollout.agent.agent_loop_config_path``)."""
 
 
 class _NamedPipeline:
@@ -106,7 +109,7 @@ def to_rows(cases: Iterable[Mapping[str, Any]], *, split: str, system_message: s
             "extra_info": {"index": index, "split": split, "case_id": case["case_id"],
                            "case_type": case["case_type"], "suite": case["suite"],
                            "tool_selection": list((tool_names or {}).get(case["suite"], [])),
-                           "agentdojo_case_json": case_json},
+                           CASE_KEY: case_json},
         })
     return rows
 

@@ -4,7 +4,7 @@ Examples::
 
     python -m corrgrpo_tasks.recipes tool_calling verl --dry-run
     python -m corrgrpo_tasks.recipes code trl --estimator grpo lr=2e-6 group_size=16
-    python -m corrgrpo_tasks.recipes agent_security verl agent_loop_config=loop.yaml -- trainer.nnodes=2
+    python -m corrgrpo_tasks.recipes agent_security verl max_turns=12 -- trainer.nnodes=2
 """
 
 from __future__ import annotations

@@ -188,7 +188,7 @@ def build_verl(domain: str, estimator: str, hp: HParams, extra: Sequence[str] = 
     missing: tuple[str, ...] = ()
     if hp.multi_turn and not hp.agent_loop_config:
         missing = (("agent_loop_config=PATH: a verl agent-loop config registering 'agentdojo_agent' "
-                    "(a loop driving AgentDojoEpisode)"),)
+                    "(the shipped one is corrgrpo_tasks.agent_security.AGENT_LOOP_CONFIG)"),)
     return Recipe(domain, "verl", estimator, hp, argv, {"overrides": overrides, "extra": list(extra)},
                   missing=missing)
 

@@ -9,6 +9,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from corrgrpo_tasks.agent_security._data import AGENT_LOOP_CONFIG
+
 DOMAINS: tuple[str, ...] = ("code", "tool_calling", "agent_security")
 FRAMEWORKS: tuple[str, ...] = ("verl", "trl", "openrlhf")
 SUPPORTED: Mapping[str, tuple[str, ...]] = {
@@ -103,8 +105,8 @@ class HParams:
     multi_turn: bool = False
     max_turns: int = 8
     max_tool_response_length: int = 2048
-    agent_loop_config: str = ""
-    tool_config: str = ""
+    agent_loop_config: str = ""  # agent security: the shipped corrgrpo_tasks.agent_security.AGENT_LOOP_CONFIG
+    tool_config: str = ""  # a verl tool config; AgentDojo's tools come from the case's suite instead
     reward_kwargs: tuple[tuple[str, Any], ...] = field(default=())
 
     def weights(self) -> tuple[float, ...]:
@@ -127,7 +129,7 @@ def defaults(domain: str) -> HParams:
                        val_files="data/agentdojo/test.parquet", reward_keys=reward_keys(domain),
                        train_batch_size=16, group_size=8, mini_batch_size=16, epochs=7, max_prompt_length=12288,
                        max_response_length=8192, max_token_len_per_gpu=32768, use_kl_loss=True,
-                       gpu_memory_utilization=0.75, multi_turn=True)
+                       gpu_memory_utilization=0.75, multi_turn=True, agent_loop_config=str(AGENT_LOOP_CONFIG))
     raise ValueError(f"unknown domain {domain!r}; known: {list(DOMAINS)}")
 
 

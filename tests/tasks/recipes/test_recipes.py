@@ -7,10 +7,11 @@ import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from corrgrpo_tasks.agent_security import checker_result
+from corrgrpo_tasks.agent_security import AGENT_LOOP_CONFIG, checker_result
 from corrgrpo_tasks.recipes import (
     DOMAINS,
     SUPPORTED,
@@ -117,13 +118,23 @@ def test_verl_extra_arguments_are_appended_verbatim() -> None:
     assert recipe.argv[-1] == "trainer.nnodes=2"
 
 
-def test_agent_security_needs_an_agent_loop_config_before_launch(capsys: pytest.CaptureFixture[str]) -> None:
-    assert build_recipe("agent_security", "verl").missing
-    assert not build_recipe("agent_security", "verl", overrides=["agent_loop_config=x.yaml"]).missing
+def test_agent_security_uses_the_shipped_agent_loop_config(capsys: pytest.CaptureFixture[str]) -> None:
+    recipe = build_recipe("agent_security", "verl")
+    assert not recipe.missing
+    path = recipe.config["overrides"]["actor_rollout_ref.rollout.agent.agent_loop_config_path"]
+    assert path == str(AGENT_LOOP_CONFIG)
+    assert "agentdojo_agent" in Path(path).read_text(encoding="utf-8")
     assert main(["agent_security", "verl", "--dry-run"]) == 0
+    assert "missing before a real run" not in capsys.readouterr().out
+
+
+def test_agent_security_refuses_to_launch_without_an_agent_loop_config(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert build_recipe("agent_security", "verl", overrides=["agent_loop_config="]).missing
+    assert main(["agent_security", "verl", "--dry-run", "agent_loop_config="]) == 0
     assert "missing before a real run: agent_loop_config" in capsys.readouterr().out
     with pytest.raises(SystemExit):
-        main(["agent_security", "verl"])
+        main(["agent_security", "verl", "agent_loop_config="])
     assert "cannot launch yet" in capsys.readouterr().err
 
 

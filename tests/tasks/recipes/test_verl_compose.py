@@ -50,12 +50,12 @@ def test_every_verl_recipe_composes(domain: str) -> None:
 
 
 def test_agent_security_turns_on_the_multi_turn_agent_loop() -> None:
-    _, cfg = compose_recipe("agent_security", overrides=("agent_loop_config=loop.yaml",))
+    recipe, cfg = compose_recipe("agent_security")
     multi = cfg.actor_rollout_ref.rollout.multi_turn
     assert multi.enable is True
     assert (multi.max_user_turns, multi.max_assistant_turns, multi.format) == (8, 8, "hermes")
     assert cfg.actor_rollout_ref.rollout.agent.default_agent_loop == "agentdojo_agent"
-    assert cfg.actor_rollout_ref.rollout.agent.agent_loop_config_path == "loop.yaml"
+    assert cfg.actor_rollout_ref.rollout.agent.agent_loop_config_path == recipe.hparams.agent_loop_config
     assert cfg.data.return_raw_chat is True
 
 
