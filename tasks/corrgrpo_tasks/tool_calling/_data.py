@@ -1,14 +1,19 @@
 """RLLA-4K and API-Bank data in the paper's splits, as rows verl, TRL and OpenRLHF read.
 
-The raw data (ToolRL's ``rlla_rl.json``, API-Bank test levels converted to the same layout) is a JSON list
-of records with ``instruction`` (the system prompt listing the tools), ``input`` (the dialogue so far)
-and ``output`` (the target: ``<think>`` then ``<tool_call>`` and/or ``<response>``). Nothing here
-downloads: point the loaders at local files.
+The raw data (ToolRL's ``rlla_rl.json``) is a JSON list of records with ``instruction`` (the system
+prompt listing the tools), ``input`` (the dialogue so far) and ``output`` (the target: ``<think>`` then
+``<tool_call>`` and/or ``<response>``). API-Bank's own test files (``test-data/level-1-api.json``, ...)
+hold ``instruction`` (the task text, then ``API descriptions:`` with one JSON tool per line), ``input``
+(the dialogue, ending in ``Generate API Request:``) and ``expected_output``
+(``API-Request: [ApiName(key='value', ...)]``); :func:`from_api_bank` converts them to the RLLA layout.
+Nothing here downloads: point the loaders at local files.
 """
 
 from __future__ import annotations
 
+import ast
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,6 +24,14 @@ RLLA_SPLIT_SEED = 31415
 """Seed of ToolRL's preprocessing shuffle; with ``RLLA_TEST_FRACTION`` it gives the 3,920 / 80 split."""
 RLLA_TEST_FRACTION = 0.02
 _FIELDS = ("instruction", "input", "output")
+TOOL_SYSTEM_PROMPT = (
+    "You are a helpful assistant that can call tools. Think first inside <think></think>, then either call\n"
+    "tools inside <tool_call></tool_call> (one JSON object {\"name\": ..., \"parameters\": {...}} per line)\n"
+    "or answer the user inside <response></response>.")
+"""Header of the system prompt :func:`from_api_bank` writes (pass RLLA's own to match its training data)."""
+_API_REQUEST = re.compile(r"API-Request:\s*\[(?P<call>.*)\]\s*\Z", re.DOTALL)
+_API_DESCRIPTIONS = "API descriptions:"
+_GENERATE = "Generate API Request:"
 
 
 def read_records(path: str | Path) -> list[dict[str, Any]]:
@@ -113,14 +126,79 @@ def load_rlla(source: str | Path, *, test_fraction: float = RLLA_TEST_FRACTION) 
     return _dataset_dict({"train": to_rows(train, split="train"), "test": to_rows(test, split="test")})
 
 
-def load_api_bank(levels: Mapping[int, str | Path]) -> Any:
+def _api_bank_call(text: str) -> tuple[str, dict[str, Any]]:
+    """``API-Request: [Name(key=literal, ...)]`` as (name, parameters); ValueError for anything else."""
+    match = _API_REQUEST.search(text.strip())
+    try:
+        call = ast.parse(match.group("call").strip(), mode="eval").body if match else None
+    except SyntaxError:
+        call = None
+    if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Name) or call.args:
+        raise ValueError(f"not an API-Bank request 'API-Request: [Name(key=value, ...)]': {text[:200]!r}")
+    try:
+        params = {kw.arg: ast.literal_eval(kw.value) for kw in call.keywords if kw.arg is not None}
+    except ValueError as exc:  # a value that is not a Python literal
+        raise ValueError(f"API-Bank request with a non-literal value: {text[:200]!r}") from exc
+    return call.func.id, params
+
+
+def _api_bank_tools(instruction: str) -> list[dict[str, Any]]:
+    _head, sep, block = instruction.partition(_API_DESCRIPTIONS)
+    tools = []
+    for line in block.splitlines() if sep else ():
+        try:
+            tool = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(tool, dict) and isinstance(tool.get("name"), str):
+            tools.append(tool)
+    return tools
+
+
+def from_api_bank(record: Mapping[str, Any], *, system_prompt: str = TOOL_SYSTEM_PROMPT) -> dict[str, Any]:
+    """One API-Bank test record in the RLLA layout: tools listed under ``system_prompt``, the dialogue
+    without its ``Generate API Request:`` cue, the expected request as a ``<tool_call>`` target.
+
+    >>> r = from_api_bank({"instruction": 'Generate a request.\\nAPI descriptions:\\n{"name": "Calc", '
+    ...                    '"description": "Math.", "input_parameters": {"formula": {"type": "str"}}}',
+    ...                    "input": "User: 2+2?\\nGenerate API Request:",
+    ...                    "expected_output": "API-Request: [Calc(formula='2+2')]"})
+    >>> print(r["output"])
+    <tool_call>
+    {"name": "Calc", "parameters": {"formula": "2+2"}}
+    </tool_call>
+    """
+    for key in ("instruction", "input", "expected_output"):
+        if not isinstance(record.get(key), str):
+            raise TypeError(f"API-Bank record field {key!r} must be a string, got {record.get(key)!r:.80}")
+    name, params = _api_bank_call(record["expected_output"])
+    tools = "\n\n".join(
+        f"Name: {t['name']}\nDescription: {t.get('description', '')}\n"
+        f"Parameters: {json.dumps(t.get('input_parameters', {}), ensure_ascii=False)}"
+        for t in _api_bank_tools(record["instruction"]))
+    dialogue = record["input"].strip()
+    if dialogue.endswith(_GENERATE):
+        dialogue = dialogue[: -len(_GENERATE)].rstrip()
+    target = json.dumps({"name": name, "parameters": params}, ensure_ascii=False)
+    return {"instruction": f"{system_prompt}\n\nAvailable tools:\n{tools}", "input": dialogue,
+            "output": f"<tool_call>\n{target}\n</tool_call>"}
+
+
+def load_api_bank(levels: Mapping[int, str | Path], *, system_prompt: str = TOOL_SYSTEM_PROMPT) -> Any:
     """API-Bank evaluation levels (the paper reports levels 1-3) as ``level_1``, ``level_2``, ... splits.
 
-    Each file holds records in the RLLA layout (``instruction``/``input``/``output``), one file per level.
+    Each file is one level: API-Bank's own test file (``test-data/level-1-api.json``,
+    ``level-2-api.json``, ``level-3-batch-inf.json``; converted with :func:`from_api_bank`, which uses
+    ``system_prompt``) or records already in the RLLA layout (``instruction``/``input``/``output``).
     """
     splits = {}
     for level, path in sorted(levels.items()):
         records = read_records(path)
+        try:
+            records = [from_api_bank(r, system_prompt=system_prompt) if "expected_output" in r else r
+                       for r in records]
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"{path}: {exc}") from exc
         validate_records(records, source=str(path))
         splits[f"level_{level}"] = to_rows(records, split=f"level_{level}", data_source="api_bank",
                                            extra={"level": int(level)})

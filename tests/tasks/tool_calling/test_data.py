@@ -10,7 +10,9 @@ import pytest
 
 from corrgrpo_tasks.tool_calling import (
     RLLA_SPLIT_SEED,
+    TOOL_SYSTEM_PROMPT,
     compute_score,
+    from_api_bank,
     load_api_bank,
     load_rlla,
     prepare,
@@ -108,3 +110,49 @@ def test_cli_writes_the_split(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert main([str(FIXTURE), str(tmp_path), "--test-fraction", "0.5"]) == 0
     assert "train.parquet" in capsys.readouterr().out
     assert load_rlla(tmp_path)["test"].num_rows == 7
+
+
+API_BANK = FIXTURE.with_name("api_bank_tiny.json")  # project-made, in API-Bank's test-data layout
+
+
+def test_api_bank_files_in_their_own_layout_convert_to_rlla_rows(tmp_path: Path) -> None:
+    data = load_api_bank({1: API_BANK})
+    rows = data["level_1"]
+    assert rows.num_rows == 4
+    second = rows[1]
+    system, user = second["prompt"][0]["content"], second["prompt"][1]["content"]
+    assert system.startswith(TOOL_SYSTEM_PROMPT)
+    assert "Name: AddAlarm" in system
+    assert "Name: GetUserToken" in system
+    assert '"time": {"type": "str"' in system
+    assert not user.endswith("Generate API Request:")
+    assert user.endswith("->{'token': 'a9s8d7f6g5h4j3k2l1'}")
+    assert json.loads(second["ground_truth"].split("\n")[1]) == {
+        "name": "AddAlarm", "parameters": {"token": "a9s8d7f6g5h4j3k2l1", "time": "2023-03-24 07:00:00"}}
+    # The converted target is a valid RLLA target: a model writing it after a thought gets full marks.
+    for row in rows:
+        scores = compute_score("api_bank", "<think>ok</think>\n" + row["ground_truth"], row["ground_truth"])
+        assert scores["score"] == pytest.approx(4.0)
+
+
+@pytest.mark.parametrize("expected", [
+    "API-Request: [Calc('2+2')]",  # positional argument
+    "API-Request: [Calc(formula=x)]",  # not a literal
+    "API-Request: Calc(formula='2')",  # no brackets
+    "API-Request: [os.system(cmd='ls')]",  # not a plain name
+    "API-Request: [Calc(formula='2'",  # truncated
+])
+def test_a_malformed_api_bank_request_names_the_file(tmp_path: Path, expected: str) -> None:
+    record = {**read_records(API_BANK)[2], "expected_output": expected}
+    path = tmp_path / "level-1-api.json"
+    path.write_text(json.dumps([record]))
+    with pytest.raises(ValueError, match=r"level-1-api\.json: .*API-Bank request"):
+        load_api_bank({1: path})
+
+
+def test_from_api_bank_keeps_literal_types_and_a_custom_system_prompt() -> None:
+    record = {**read_records(API_BANK)[2], "expected_output": "API-Request: [Calc(n=3, x=0.5, on=True, tags=['a'])]"}
+    converted = from_api_bank(record, system_prompt="SYSTEM")
+    assert converted["instruction"].startswith("SYSTEM\n\nAvailable tools:\nName: Calculator")
+    assert json.loads(converted["output"].split("\n")[1])["parameters"] == {"n": 3, "x": 0.5, "on": True,
+                                                                           "tags": ["a"]}
