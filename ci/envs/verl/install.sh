@@ -6,4 +6,4 @@
 "$PY" -m pip install -q "torch==2.13.0"
 "$PY" -m pip install -q "verl==0.9.1" "TransferQueue>=0.1.10" pyzmq msgspec cachetools uvicorn fastapi
 # agentdojo (pure Python, runs offline) for the agentdojo_agent loop test; it only adds packages.
-"$PY" -m pip install -q -e ".[test,agent-security]"
+"$PY" -m pip install -q -e ".[test,lint,agent-security]"
