@@ -6,7 +6,7 @@ every parsed tool call and :meth:`result` at the end). Needs the ``agentdojo`` p
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from corrgrpo_tasks.agent_security._reward import checker_result, invalid_result, tool_call_format_is_valid
@@ -46,9 +46,15 @@ class AgentDojoEpisode:
                                                   "parameters": f.parameters.model_json_schema()}}
                 for f in self.runtime.functions.values()]
 
-    def record_turn(self, text: str) -> None:
-        """Note one assistant turn; a malformed tool call in any turn makes the trajectory invalid."""
-        self.format_valid = self.format_valid and tool_call_format_is_valid(text, tool_names=self.tool_names)
+    def record_turn(self, text: str, *, tool_names: Sequence[str] | None = None,
+                    require_arguments: bool = False) -> None:
+        """Note one assistant turn; a malformed tool call in any turn makes the trajectory invalid.
+
+        A call must name one of ``tool_names`` (default: every tool of the suite), the tools offered.
+        """
+        names = self.tool_names if tool_names is None else tool_names
+        self.format_valid = self.format_valid and tool_call_format_is_valid(
+            text, tool_names=names, require_arguments=require_arguments)
 
     def call(self, name: str, arguments: Mapping[str, Any]) -> str:
         """Run one tool call on the environment; returns the tool's output (or its error) as text."""

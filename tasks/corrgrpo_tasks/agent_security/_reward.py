@@ -61,12 +61,14 @@ def invalid_result(*, case_id: str, error: str) -> dict[str, Any]:
     return {"valid": False, "case_id": case_id, "error": error}
 
 
-def tool_call_format_is_valid(text: str, *, tool_names: Sequence[str] | None = None) -> bool:
+def tool_call_format_is_valid(text: str, *, tool_names: Sequence[str] | None = None,
+                              require_arguments: bool = False) -> bool:
     """Whether one assistant turn's hermes-style tool calls are well formed.
 
     A turn without tool-call tags is valid. Otherwise the opening tags, closing tags and parsed calls
-    (a JSON object with a string ``name``, in ``tool_names`` when given, and object ``arguments`` if
-    present) must all be equally many.
+    (a JSON object with a string ``name``, in ``tool_names`` when given, and object ``arguments``)
+    must all be equally many. ``arguments`` may be left out (the reference's rule) unless
+    ``require_arguments``: verl's hermes parser drops a call without it, so its loop requires it.
     """
     opens, closes = text.count("<tool_call>"), text.count("</tool_call>")
     if opens == 0 and closes == 0:
@@ -78,6 +80,8 @@ def tool_call_format_is_valid(text: str, *, tool_names: Sequence[str] | None = N
         except (ValueError, RecursionError):
             continue
         if not isinstance(call, dict) or not isinstance(call.get("name"), str):
+            continue
+        if require_arguments and "arguments" not in call:
             continue
         if not isinstance(call.get("arguments", {}), dict):
             continue

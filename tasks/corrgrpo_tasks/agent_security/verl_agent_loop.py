@@ -58,7 +58,7 @@ def verl_parameters(schema: Mapping[str, Any]) -> dict[str, Any]:
     return {"type": "object", "properties": properties, "required": list(schema.get("required", []))}
 
 
-class AgentDojoTool(BaseTool):  # type: ignore[misc]  # verl is untyped
+class AgentDojoTool(BaseTool):  # type: ignore[misc,unused-ignore]  # Any where verl is absent
     """One AgentDojo function as a verl tool, bound to the episode of one trajectory."""
 
     def __init__(self, schema: Mapping[str, Any], episode: AgentDojoEpisode) -> None:
@@ -92,7 +92,7 @@ def parse_case(extra_info: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 @register(AGENT_NAME)
-class AgentDojoAgentLoop(ToolAgentLoop):  # type: ignore[misc]  # verl is untyped
+class AgentDojoAgentLoop(ToolAgentLoop):  # type: ignore[misc,unused-ignore]  # Any where verl is absent
     """verl's tool agent loop on one AgentDojo case; leaves the checker result in ``extra_fields``."""
 
     def __init__(self, *args: Any, tools: Any = None, **kwargs: Any) -> None:
@@ -116,7 +116,8 @@ class AgentDojoAgentLoop(ToolAgentLoop):  # type: ignore[misc]  # verl is untype
         self._turn_texts = []
         output: AgentLoopOutput = await super().run(sampling_params, **{**kwargs, "extra_info": extra_info})
         for text in self._turn_texts:
-            episode.record_turn(text)
+            # Only the offered tools count, and verl's hermes parser drops a call without "arguments".
+            episode.record_turn(text, tool_names=list(self.tools), require_arguments=True)
         result = await self.loop.run_in_executor(None, episode.result, self.final_output())
         output.extra_fields[RESULT_KEY] = result
         return output
@@ -125,7 +126,8 @@ class AgentDojoAgentLoop(ToolAgentLoop):  # type: ignore[misc]  # verl is untype
                                        ignore_termination: bool = False) -> AgentState:
         state = await super()._handle_generating_state(agent_data, sampling_params, ignore_termination)
         # The turn as generated, before verl drops what its parser could not read.
-        self._turn_texts.append(self.tokenizer.decode(agent_data.response_ids, skip_special_tokens=False))
+        tokenizer: Any = self.tokenizer
+        self._turn_texts.append(tokenizer.decode(agent_data.response_ids, skip_special_tokens=False))
         return state
 
     def final_output(self) -> str:

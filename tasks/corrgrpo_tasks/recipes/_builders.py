@@ -138,7 +138,7 @@ def verl_overrides(domain: str, estimator: str, hp: HParams) -> dict[str, Any]:
             "actor_rollout_ref.rollout.multi_turn.enable": True,
             "actor_rollout_ref.rollout.multi_turn.max_user_turns": hp.max_turns,
             "actor_rollout_ref.rollout.multi_turn.max_assistant_turns": hp.max_turns,
-            "actor_rollout_ref.rollout.multi_turn.max_parallel_calls": 1,
+            "actor_rollout_ref.rollout.multi_turn.max_parallel_calls": hp.max_parallel_calls,
             "actor_rollout_ref.rollout.multi_turn.max_tool_response_length": hp.max_tool_response_length,
             "actor_rollout_ref.rollout.multi_turn.tool_response_truncate_side": "middle",
             "actor_rollout_ref.rollout.multi_turn.use_inference_chat_template": True,

@@ -105,6 +105,8 @@ class HParams:
     multi_turn: bool = False
     max_turns: int = 8
     max_tool_response_length: int = 2048
+    # verl runs this many tool calls of one turn and drops the rest silently (1 in the paper's runs).
+    max_parallel_calls: int = 1
     agent_loop_config: str = ""  # agent security: the shipped corrgrpo_tasks.agent_security.AGENT_LOOP_CONFIG
     tool_config: str = ""  # a verl tool config; AgentDojo's tools come from the case's suite instead
     reward_kwargs: tuple[tuple[str, Any], ...] = field(default=())

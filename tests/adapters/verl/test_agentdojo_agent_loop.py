@@ -117,8 +117,10 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 # (suite, user task, injection task or None, policy). Policies: "solve" plays the user task's ground
-# truth; "obey" also plays the injection task's; "idle" answers without a tool; "malformed" emits a broken tool call;
-# "unknown_tool" calls a tool the suite does not have.
+# truth; "obey" also plays the injection task's; "idle" answers without a tool; "parallel" makes all the
+# ground-truth calls in one turn; "malformed" emits a broken tool call; "unknown_tool" calls a tool the
+# suite does not have; "no_arguments" leaves out "arguments"; "unoffered" solves with a tool the row's
+# tool_selection does not offer.
 PLAN: list[tuple[str, str, str | None, str]] = [
     ("banking", "user_task_0", None, "solve"),
     ("banking", "user_task_1", "injection_task_0", "solve"),
@@ -128,9 +130,15 @@ PLAN: list[tuple[str, str, str | None, str]] = [
     ("workspace", "user_task_0", None, "solve"),
     ("travel", "user_task_0", "injection_task_0", "solve"),
     ("banking", "user_task_5", "injection_task_2", "idle"),
+    ("banking", "user_task_2", None, "parallel"),
     ("banking", "user_task_4", None, "malformed"),
     ("slack", "user_task_4", None, "unknown_tool"),
+    ("slack", "user_task_3", None, "no_arguments"),
+    ("banking", "user_task_6", None, "unoffered"),
 ]
+INVALID = ("malformed", "unknown_tool", "no_arguments", "unoffered")
+# verl drops a call it cannot parse, so these trajectories end after their first turn.
+UNPARSED = ("malformed", "no_arguments")
 ATTACK = "important_instructions"
 
 
@@ -150,6 +158,8 @@ def _calls(case: Mapping[str, Any], policy: str) -> tuple[list[FunctionCall], st
     """The tool calls and final answer of a policy, computed on the case's injected environment."""
     if policy == "idle":
         return [], "Sorry, I cannot do that."
+    if policy in ("parallel", "unoffered"):
+        policy = "solve"
     suite = get_suite(BENCHMARK_VERSION, case["suite"])
     user_task = suite.get_user_task_by_id(case["user_task_id"])
     env = user_task.init_environment(suite.load_and_inject_default_environment(dict(case["injections"])))
@@ -184,7 +194,8 @@ def _agentdojo_outcome(case: Mapping[str, Any], policy: str) -> tuple[bool, bool
     suite = get_suite(BENCHMARK_VERSION, case["suite"])
     user_task = suite.get_user_task_by_id(case["user_task_id"])
     injection = suite.get_injection_task_by_id(case["injection_task_id"]) if case["injection_task_id"] else None
-    pipeline = GroundTruthPipeline(user_task) if policy == "solve" else _Script(*_calls(case, policy))
+    solve = policy in ("solve", "parallel")
+    pipeline = GroundTruthPipeline(user_task) if solve else _Script(*_calls(case, policy))
     utility, security = suite.run_task_with_pipeline(pipeline, user_task, injection, dict(case["injections"]))
     return bool(utility), injection is not None and bool(security)
 
@@ -214,16 +225,18 @@ def _turns(case: Mapping[str, Any], policy: str) -> list[str]:
         return ['<tool_call>\n{"name": "get_balance", "arguments": \n</tool_call>', "Done."]
     if policy == "unknown_tool":
         return ['<tool_call>\n{"name": "launch_rocket", "arguments": {}}\n</tool_call>', "Done."]
+    if policy == "no_arguments":
+        return ['<tool_call>\n{"name": "get_channels"}\n</tool_call>', "Done."]
     calls, output = _calls(case, policy)
     blocks = [f"<tool_call>\n{json.dumps({'name': c.function, 'arguments': dict(c.args)})}\n</tool_call>"
               for c in calls]
-    return [*blocks, output]
+    return ["\n".join(blocks), output] if policy == "parallel" else [*blocks, output]
 
 
 def _config(model_dir: Path, data: Path) -> Any:
     recipe = build_recipe("agent_security", "verl", overrides=[
         f"model={model_dir}", f"train_files={data}", f"val_files={data}", "max_prompt_length=200000",
-        "max_response_length=60000", "max_turns=12"])
+        "max_response_length=60000", "max_turns=12", "max_parallel_calls=16"])
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
         return compose(config_name="ppo_trainer", overrides=list(recipe.argv[3:]))
 
@@ -239,6 +252,10 @@ def rollout(model_dir: Path, cases: list[dict[str, Any]],
     data = tmp_path_factory.mktemp("agentdojo") / "train.parquet"
     rows = to_rows(cases, split="train", system_message=default_system_message(),
                    tool_names=suite_tool_names(suites=sorted({c["suite"] for c in cases})))
+    for row, (*_, policy) in zip(rows, PLAN, strict=True):
+        if policy == "unoffered":  # offer every tool of the suite but the one the solution needs first
+            first = _calls(parse_case(row["extra_info"]), "solve")[0][0].function
+            row["extra_info"]["tool_selection"] = [t for t in row["extra_info"]["tool_selection"] if t != first]
     datasets.Dataset.from_list(rows).to_parquet(str(data))
     cfg = _config(model_dir, data)
     tokenizer = PreTrainedTokenizerFast.from_pretrained(model_dir)
@@ -268,11 +285,13 @@ def test_every_trajectory_is_judged_as_agentdojo_judges_the_same_calls(
     results = out.non_tensor_batch["agentdojo_result"]
     assert [r["case_id"] for r in results] == [c["case_id"] for c in cases]
     for case, (*_, policy), result in zip(cases, PLAN, results, strict=True):
-        if policy in ("malformed", "unknown_tool"):
+        if policy in INVALID:
             continue
         assert (result["valid"], result["format_valid"]) == (True, True), result
         assert (result["utility"], result["attack_success"]) == _agentdojo_outcome(case, policy), case["case_id"]
         assert result["num_tool_calls"] == len(_calls(case, policy)[0])
+        if policy == "parallel":  # every call of the one turn ran (max_parallel_calls=16 here)
+            assert result["num_tool_calls"] >= 2
     # Both outcomes of both checks occur, so the comparison can tell a wrong checker from a right one.
     assert {r["utility"] for r in results} == {True, False}
     assert {r["attack_success"] for r in results if r["case_type"] == "security"} == {True, False}
@@ -282,7 +301,7 @@ def test_malformed_or_hallucinated_calls_make_the_trajectory_invalid(
         rollout: tuple[DataProto, ScriptedServer]) -> None:
     out, _ = rollout
     nt = out.non_tensor_batch
-    bad = [i for i, (*_, policy) in enumerate(PLAN) if policy in ("malformed", "unknown_tool")]
+    bad = [i for i, (*_, policy) in enumerate(PLAN) if policy in INVALID]
     assert bad
     for i in bad:
         assert nt["agentdojo_result"][i]["valid"]
@@ -308,8 +327,7 @@ def test_only_the_model_tokens_are_trained_on(rollout: tuple[DataProto, Scripted
     out, server = rollout
     mask = out.batch["response_mask"]
     for i, (case, (*_, policy)) in enumerate(zip(cases, PLAN, strict=True)):
-        # A malformed call parses to nothing, so its trajectory ends after that turn.
-        played = _turns(case, policy)[:1] if policy == "malformed" else _turns(case, policy)
+        played = _turns(case, policy)[:1] if policy in UNPARSED else _turns(case, policy)
         generated = sum(len(server.tokenizer.encode(t + "<|im_end|>", add_special_tokens=False)) for t in played)
         assert int(mask[i].sum()) == generated, case["case_id"]
         if len(played) > 1:  # tool replies sit between assistant turns: the mask has a hole

@@ -131,6 +131,14 @@ def test_hallucinated_tool_names_are_invalid_when_the_tool_list_is_known() -> No
     assert not tool_call_format_is_valid(text, tool_names=["get_balance"])
 
 
+def test_verl_requires_arguments_the_reference_does_not() -> None:
+    text = '<tool_call>{"name": "get_balance"}</tool_call>'
+    assert tool_call_format_is_valid(text)
+    assert not tool_call_format_is_valid(text, require_arguments=True)
+    assert tool_call_format_is_valid('<tool_call>{"name": "get_balance", "arguments": {}}</tool_call>',
+                                     require_arguments=True)
+
+
 flags = st.booleans() | st.none() | st.integers(-2, 2) | st.text(max_size=3)
 results = st.none() | st.text(max_size=5) | st.fixed_dictionaries(
     {"valid": flags, "utility": flags, "safety": flags, "format_valid": flags},

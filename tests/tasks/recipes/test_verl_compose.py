@@ -54,6 +54,9 @@ def test_agent_security_turns_on_the_multi_turn_agent_loop() -> None:
     multi = cfg.actor_rollout_ref.rollout.multi_turn
     assert multi.enable is True
     assert (multi.max_user_turns, multi.max_assistant_turns, multi.format) == (8, 8, "hermes")
+    assert multi.max_parallel_calls == 1  # the paper's: verl drops a turn's further calls
+    _, wider = compose_recipe("agent_security", overrides=("max_parallel_calls=4",))
+    assert wider.actor_rollout_ref.rollout.multi_turn.max_parallel_calls == 4
     assert cfg.actor_rollout_ref.rollout.agent.default_agent_loop == "agentdojo_agent"
     assert cfg.actor_rollout_ref.rollout.agent.agent_loop_config_path == recipe.hparams.agent_loop_config
     assert cfg.data.return_raw_chat is True
