@@ -52,12 +52,17 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
 
 def validate_records(records: Sequence[Mapping[str, Any]], *, source: str = "records") -> None:
     """Raise naming the first bad record: ``TypeError`` for a missing or non-text field, ``ValueError``
-    for a target whose tool-call block does not parse."""
+    for a target with neither a ``<tool_call>`` nor a ``<response>`` block, or whose tool-call block does
+    not parse."""
     for i, record in enumerate(records):
         for key in _FIELDS:
             if not isinstance(record.get(key), str):
                 raise TypeError(f"{source}[{i}]: field {key!r} must be a string, got {record.get(key)!r:.80}")
-        _parse_ground_truth(record["output"].strip())
+        target = record["output"].strip()
+        if "<tool_call>" not in target and "<response>" not in target:
+            raise ValueError(f"{source}[{i}]: target has neither a <tool_call> nor a <response> block, so "
+                             f"nothing could ever match it: {target[:120]!r}")
+        _parse_ground_truth(target)
 
 
 def split_rlla(records: Sequence[Mapping[str, Any]], *, seed: int = RLLA_SPLIT_SEED,
@@ -142,22 +147,35 @@ def _api_bank_call(text: str) -> tuple[str, dict[str, Any]]:
     return call.func.id, params
 
 
-def _api_bank_tools(instruction: str) -> list[dict[str, Any]]:
-    _head, sep, block = instruction.partition(_API_DESCRIPTIONS)
-    tools = []
-    for line in block.splitlines() if sep else ():
-        try:
-            tool = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(tool, dict) and isinstance(tool.get("name"), str):
-            tools.append(tool)
-    return tools
+def _tool_line(line: str) -> dict[str, Any] | None:
+    """A tool description line (``name`` or level 3's ``apiCode``), else None."""
+    try:
+        tool = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(tool, dict):
+        return None
+    name = tool.get("name", tool.get("apiCode"))
+    if not isinstance(name, str):
+        return None
+    return {"name": name, "description": tool.get("description", ""),
+            "parameters": tool.get("input_parameters", tool.get("parameters", {}))}
+
+
+def is_api_bank_record(record: Mapping[str, Any]) -> bool:
+    """Whether a record is in API-Bank's own layout: its target (``expected_output``, or ``output`` in
+    ``level-3-batch-inf.json``) is an ``API-Request:`` line rather than an RLLA ``<tool_call>`` block."""
+    target = record.get("expected_output", record.get("output"))
+    return isinstance(target, str) and target.lstrip().startswith("API-Request:")
 
 
 def from_api_bank(record: Mapping[str, Any], *, system_prompt: str = TOOL_SYSTEM_PROMPT) -> dict[str, Any]:
     """One API-Bank test record in the RLLA layout: tools listed under ``system_prompt``, the dialogue
     without its ``Generate API Request:`` cue, the expected request as a ``<tool_call>`` target.
+
+    Tools are the JSON lines after ``API descriptions:`` in ``instruction`` (levels 1 and 2) and the JSON
+    lines of ``input`` (level 3, keyed ``apiCode``/``parameters``); the target is ``expected_output``
+    (levels 1 and 2) or ``output`` (level 3).
 
     >>> r = from_api_bank({"instruction": 'Generate a request.\\nAPI descriptions:\\n{"name": "Calc", '
     ...                    '"description": "Math.", "input_parameters": {"formula": {"type": "str"}}}',
@@ -168,19 +186,27 @@ def from_api_bank(record: Mapping[str, Any], *, system_prompt: str = TOOL_SYSTEM
     {"name": "Calc", "parameters": {"formula": "2+2"}}
     </tool_call>
     """
-    for key in ("instruction", "input", "expected_output"):
+    target_key = "expected_output" if "expected_output" in record else "output"
+    for key in ("instruction", "input", target_key):
         if not isinstance(record.get(key), str):
             raise TypeError(f"API-Bank record field {key!r} must be a string, got {record.get(key)!r:.80}")
-    name, params = _api_bank_call(record["expected_output"])
-    tools = "\n\n".join(
-        f"Name: {t['name']}\nDescription: {t.get('description', '')}\n"
-        f"Parameters: {json.dumps(t.get('input_parameters', {}), ensure_ascii=False)}"
-        for t in _api_bank_tools(record["instruction"]))
-    dialogue = record["input"].strip()
+    name, params = _api_bank_call(record[target_key])
+    _, sep, described = record["instruction"].partition(_API_DESCRIPTIONS)
+    tools = [t for line in (described.splitlines() if sep else ()) if (t := _tool_line(line))]
+    dialogue_lines = []
+    for line in record["input"].splitlines():
+        tool = _tool_line(line)
+        if tool is None:
+            dialogue_lines.append(line)
+        else:
+            tools.append(tool)
+    dialogue = "\n".join(dialogue_lines).strip()
     if dialogue.endswith(_GENERATE):
         dialogue = dialogue[: -len(_GENERATE)].rstrip()
+    listing = "\n\n".join(f"Name: {t['name']}\nDescription: {t['description']}\n"
+                           f"Parameters: {json.dumps(t['parameters'], ensure_ascii=False)}" for t in tools)
     target = json.dumps({"name": name, "parameters": params}, ensure_ascii=False)
-    return {"instruction": f"{system_prompt}\n\nAvailable tools:\n{tools}", "input": dialogue,
+    return {"instruction": f"{system_prompt}\n\nAvailable tools:\n{listing}", "input": dialogue,
             "output": f"<tool_call>\n{target}\n</tool_call>"}
 
 
@@ -188,14 +214,15 @@ def load_api_bank(levels: Mapping[int, str | Path], *, system_prompt: str = TOOL
     """API-Bank evaluation levels (the paper reports levels 1-3) as ``level_1``, ``level_2``, ... splits.
 
     Each file is one level: API-Bank's own test file (``test-data/level-1-api.json``,
-    ``level-2-api.json``, ``level-3-batch-inf.json``; converted with :func:`from_api_bank`, which uses
-    ``system_prompt``) or records already in the RLLA layout (``instruction``/``input``/``output``).
+    ``level-2-api.json``, ``level-3-batch-inf.json``; each record whose target is an ``API-Request:``
+    line is converted with :func:`from_api_bank`, which uses ``system_prompt``) or records already in
+    the RLLA layout (``instruction``/``input``/``output``).
     """
     splits = {}
     for level, path in sorted(levels.items()):
         records = read_records(path)
         try:
-            records = [from_api_bank(r, system_prompt=system_prompt) if "expected_output" in r else r
+            records = [from_api_bank(r, system_prompt=system_prompt) if is_api_bank_record(r) else r
                        for r in records]
         except (TypeError, ValueError) as exc:
             raise type(exc)(f"{path}: {exc}") from exc

@@ -13,6 +13,7 @@ from corrgrpo_tasks.tool_calling import (
     TOOL_SYSTEM_PROMPT,
     compute_score,
     from_api_bank,
+    is_api_bank_record,
     load_api_bank,
     load_rlla,
     prepare,
@@ -156,3 +157,26 @@ def test_from_api_bank_keeps_literal_types_and_a_custom_system_prompt() -> None:
     assert converted["instruction"].startswith("SYSTEM\n\nAvailable tools:\nName: Calculator")
     assert json.loads(converted["output"].split("\n")[1])["parameters"] == {"n": 3, "x": 0.5, "on": True,
                                                                            "tags": ["a"]}
+
+
+def test_api_bank_level_3_keeps_target_in_output_and_tools_in_input() -> None:
+    path = API_BANK.with_name("api_bank_level3_tiny.json")
+    assert all(is_api_bank_record(r) for r in read_records(path))
+    rows = load_api_bank({3: path})["level_3"]
+    second = rows[1]
+    system, user = second["prompt"][0]["content"], second["prompt"][1]["content"]
+    assert "Name: QueryMeeting" in system
+    assert '"user_name": {"type": "str"' in system
+    assert "apiCode" not in user  # the tool line left the dialogue
+    assert user.startswith("User: Can you check my meetings")
+    assert json.loads(second["ground_truth"].split("\n")[1]) == {
+        "name": "QueryMeeting", "parameters": {"user_name": "Alice", "date": "2023-04-01"}}
+    for row in rows:
+        scores = compute_score("api_bank", "<think>ok</think>\n" + row["ground_truth"], row["ground_truth"])
+        assert scores["score"] == pytest.approx(4.0)
+
+
+def test_a_target_that_nothing_can_match_is_rejected() -> None:
+    record = {"instruction": "sys", "input": "User: hi", "output": "API-Request; [Calc()]"}
+    with pytest.raises(ValueError, match=r"records\[0\]: target has neither"):
+        validate_records([record])
