@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -116,24 +117,27 @@ def test_cli_writes_the_split(tmp_path: Path, capsys: pytest.CaptureFixture[str]
 API_BANK = FIXTURE.with_name("api_bank_tiny.json")  # project-made, in API-Bank's test-data layout
 
 
+def _converted(rows: Any, index: int, call: dict[str, Any]) -> tuple[str, str]:
+    """Row ``index``'s system and user text, after checking its target is ``call`` and that every
+    converted target is a valid RLLA target (a model writing it after a thought gets full marks)."""
+    assert json.loads(rows[index]["ground_truth"].split("\n")[1]) == call
+    for row in rows:
+        scores = compute_score("api_bank", "<think>ok</think>\n" + row["ground_truth"], row["ground_truth"])
+        assert scores["score"] == pytest.approx(4.0)
+    return rows[index]["prompt"][0]["content"], rows[index]["prompt"][1]["content"]
+
+
 def test_api_bank_files_in_their_own_layout_convert_to_rlla_rows(tmp_path: Path) -> None:
-    data = load_api_bank({1: API_BANK})
-    rows = data["level_1"]
+    rows = load_api_bank({1: API_BANK})["level_1"]
     assert rows.num_rows == 4
-    second = rows[1]
-    system, user = second["prompt"][0]["content"], second["prompt"][1]["content"]
+    system, user = _converted(rows, 1, {"name": "AddAlarm", "parameters": {"token": "a9s8d7f6g5h4j3k2l1",
+                                                                         "time": "2023-03-24 07:00:00"}})
     assert system.startswith(TOOL_SYSTEM_PROMPT)
     assert "Name: AddAlarm" in system
     assert "Name: GetUserToken" in system
     assert '"time": {"type": "str"' in system
     assert not user.endswith("Generate API Request:")
     assert user.endswith("->{'token': 'a9s8d7f6g5h4j3k2l1'}")
-    assert json.loads(second["ground_truth"].split("\n")[1]) == {
-        "name": "AddAlarm", "parameters": {"token": "a9s8d7f6g5h4j3k2l1", "time": "2023-03-24 07:00:00"}}
-    # The converted target is a valid RLLA target: a model writing it after a thought gets full marks.
-    for row in rows:
-        scores = compute_score("api_bank", "<think>ok</think>\n" + row["ground_truth"], row["ground_truth"])
-        assert scores["score"] == pytest.approx(4.0)
 
 
 @pytest.mark.parametrize("expected", [
@@ -163,17 +167,12 @@ def test_api_bank_level_3_keeps_target_in_output_and_tools_in_input() -> None:
     path = API_BANK.with_name("api_bank_level3_tiny.json")
     assert all(is_api_bank_record(r) for r in read_records(path))
     rows = load_api_bank({3: path})["level_3"]
-    second = rows[1]
-    system, user = second["prompt"][0]["content"], second["prompt"][1]["content"]
+    system, user = _converted(rows, 1, {"name": "QueryMeeting",
+                                        "parameters": {"user_name": "Alice", "date": "2023-04-01"}})
     assert "Name: QueryMeeting" in system
     assert '"user_name": {"type": "str"' in system
     assert "apiCode" not in user  # the tool line left the dialogue
     assert user.startswith("User: Can you check my meetings")
-    assert json.loads(second["ground_truth"].split("\n")[1]) == {
-        "name": "QueryMeeting", "parameters": {"user_name": "Alice", "date": "2023-04-01"}}
-    for row in rows:
-        scores = compute_score("api_bank", "<think>ok</think>\n" + row["ground_truth"], row["ground_truth"])
-        assert scores["score"] == pytest.approx(4.0)
 
 
 def test_a_target_that_nothing_can_match_is_rejected() -> None:
