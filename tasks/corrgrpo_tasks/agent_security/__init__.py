@@ -4,7 +4,8 @@ Components (:data:`COMPONENTS`): utility U = 1 when the user task is done; safet
 is attacked and the attacker's goal is not met. Weights 1 and 1 (:data:`DEFAULT_WEIGHTS`).
 The ``agentdojo`` package is needed only to build cases and to run episodes; it is imported lazily.
 verl's multi-turn loop for these cases is :mod:`corrgrpo_tasks.agent_security.verl_agent_loop`
-(registered as ``agentdojo_agent`` through :data:`AGENT_LOOP_CONFIG`).
+(registered as ``agentdojo_agent`` through :data:`AGENT_LOOP_CONFIG`); TRL's is its own, fed by
+:func:`environment_factories` and :func:`trl_reward_functions`.
 """
 
 from corrgrpo_tasks.agent_security._data import (
@@ -37,6 +38,7 @@ from corrgrpo_tasks.agent_security._reward import (
     invalid_result,
     tool_call_format_is_valid,
 )
+from corrgrpo_tasks.agent_security.trl_env import environment_factories, trl_reward_functions
 
 __all__ = [
     "AGENT_LOOP_CONFIG",
@@ -58,6 +60,7 @@ __all__ = [
     "checker_result",
     "compute_score",
     "default_system_message",
+    "environment_factories",
     "invalid_result",
     "prepare",
     "read_cases",
@@ -66,5 +69,6 @@ __all__ = [
     "suite_tool_names",
     "to_rows",
     "tool_call_format_is_valid",
+    "trl_reward_functions",
     "write_cases",
 ]

@@ -237,6 +237,8 @@ def trl_config(domain: str, estimator: str, hp: HParams, extra: Sequence[str] = 
         "seed": hp.seed,
         "run_name": _experiment(domain, estimator, hp),
     }
+    if hp.multi_turn:  # TRL's own tool loop; max_turns bounds its rounds of tool calls
+        args["max_tool_calling_iterations"] = hp.max_turns
     for item in extra:
         key, sep, value = item.partition("=")
         if not sep:

@@ -2,7 +2,9 @@
 
 The JSON is what :func:`corrgrpo_tasks.recipes.trl_config` resolves. The trainer is our TRL adapter's
 ``GRPOTrainer`` subclass when ``corrgrpo_adapters.trl`` provides one (any estimator); without it, plain
-TRL covers ``grpo`` (``sum_then_normalize``) and ``gdpo`` (``normalize_then_sum``).
+TRL covers ``grpo`` (``sum_then_normalize``) and ``gdpo`` (``normalize_then_sum``). Agent security runs
+multi-turn through TRL's ``environment_factory``: one AgentDojo environment class per suite, chosen by
+the row's ``environment`` column (added here from ``extra_info.suite``).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ def load_prompts(files: str) -> Any:
 def reward_functions(domain: str, reward_keys: Sequence[str],
                      reward_kwargs: Mapping[str, Any] | None = None) -> list[Callable[..., list[float]]]:
     """The domain's TRL reward functions, one per key, in ``reward_keys`` order."""
-    if domain not in ("tool_calling", "code"):
+    if domain not in ("tool_calling", "code", "agent_security"):
         raise ValueError(f"no TRL reward functions for domain {domain!r}")
     trl_reward_functions = importlib.import_module(f"corrgrpo_tasks.{domain}").trl_reward_functions
     accepted = inspect.signature(trl_reward_functions).parameters
@@ -101,6 +103,13 @@ def build_trainer(config: Mapping[str, Any], *, model: Any = None, processing_cl
     train = load_prompts(config["train_files"])
     evaluation = (load_prompts(config["val_files"])
                   if config.get("val_files") and grpo_args.get("eval_strategy", "no") != "no" else None)
+    environments: dict[str, Any] = {}
+    if config["domain"] == "agent_security":
+        from corrgrpo_tasks.agent_security.trl_env import environment_factories
+
+        train = _with_environment(train)
+        evaluation = _with_environment(evaluation) if evaluation is not None else None
+        environments["environment_factory"] = environment_factories(suites=sorted(set(train["environment"])))
     return trainer_cls(
         model=model if model is not None else config["model"],
         reward_funcs=reward_functions(config["domain"], config["reward_keys"], config.get("reward_kwargs")),
@@ -108,7 +117,15 @@ def build_trainer(config: Mapping[str, Any], *, model: Any = None, processing_cl
         train_dataset=train,
         eval_dataset=evaluation,
         processing_class=processing_class,
+        **environments,
     )
+
+
+def _with_environment(dataset: Any) -> Any:
+    """AgentDojo rows with TRL's ``environment`` column: the case's suite."""
+    if "environment" in dataset.column_names:
+        return dataset
+    return dataset.map(lambda row: {"environment": row["extra_info"]["suite"]})
 
 
 def main(argv: list[str] | None = None) -> int:

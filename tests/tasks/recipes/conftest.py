@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -35,3 +38,18 @@ def tool_parquet(tmp_path: Path) -> Path:
     path = tmp_path / "train.parquet"
     datasets.Dataset.from_list(to_rows(read_records(TOOL_FIXTURE), split="train")).to_parquet(str(path))
     return path
+
+
+@pytest.fixture
+def train_two_steps() -> Callable[[Any], list[dict[str, Any]]]:
+    """Train a recipe's trainer (max_steps=2); check both steps logged a finite loss; return those logs."""
+
+    def run(trainer: Any) -> list[dict[str, Any]]:
+        trainer.train()
+        assert trainer.state.global_step == 2
+        logged = [entry for entry in trainer.state.log_history if "loss" in entry]
+        assert len(logged) == 2
+        assert all(math.isfinite(entry["loss"]) for entry in logged)
+        return logged
+
+    return run

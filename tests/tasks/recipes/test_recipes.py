@@ -221,7 +221,7 @@ def test_overrides_do_not_mutate_the_defaults() -> None:
 
 
 @pytest.mark.parametrize(("domain", "framework", "estimator", "message"), [
-    ("agent_security", "trl", "corrgrpo", "runs on"),
+    ("agent_security", "openrlhf", "corrgrpo", "runs on"),
     ("vision", "verl", "corrgrpo", "unknown domain"),
     ("code", "jax", "corrgrpo", "unknown framework"),
     ("code", "verl", "ppo", "unknown estimator"),
