@@ -37,6 +37,10 @@ class AgentDojoEnvironment:
 
     suite = ""
     benchmark_version = BENCHMARK_VERSION
+    max_tool_response_length = 2048
+    """Tool output longer than this keeps its head and tail (verl's middle truncation). TRL itself does
+    not truncate: it drops a tool result that would overflow ``max_completion_length`` from the
+    completion, although the call has already changed the environment."""
 
     def __init__(self) -> None:
         self.episode: AgentDojoEpisode | None = None
@@ -61,7 +65,11 @@ class AgentDojoEnvironment:
     def _run(self, name: str, arguments: dict[str, Any]) -> str:
         if self.episode is None:
             raise RuntimeError("reset() was not called before a tool call")
-        return self.episode.call(name, arguments)
+        text = self.episode.call(name, arguments)
+        limit = self.max_tool_response_length
+        if len(text) > limit:
+            text = f"{text[: limit // 2]}...(truncated)...{text[len(text) - limit // 2:]}"
+        return text
 
     def _checked(self, output: str, *, format_valid: bool) -> dict[str, Any]:
         """AgentDojo's checkers on the final state, once per (output, validity)."""
@@ -103,21 +111,25 @@ def _tool_method(function: Any) -> Callable[..., str]:
     return method
 
 
-def _suite_class(suite: str, benchmark_version: str) -> type[AgentDojoEnvironment]:
+def _suite_class(suite: str, benchmark_version: str, max_tool_response_length: int) -> type[AgentDojoEnvironment]:
     from agentdojo.task_suite.load_suites import get_suite
 
     tools = get_suite(benchmark_version, suite).tools
     namespace: dict[str, Any] = {"suite": suite, "benchmark_version": benchmark_version,
+                                 "max_tool_response_length": max_tool_response_length,
                                  "__doc__": f"The AgentDojo {suite} suite ({benchmark_version}) as a TRL environment."}
     namespace.update({function.name: _tool_method(function) for function in tools})
     return type(f"AgentDojo{suite.capitalize()}Environment", (AgentDojoEnvironment,), namespace)
 
 
-def environment_factories(*, suites: Sequence[str] = SUITES,
-                          benchmark_version: str = BENCHMARK_VERSION) -> dict[str, type[AgentDojoEnvironment]]:
+def environment_factories(*, suites: Sequence[str] = SUITES, benchmark_version: str = BENCHMARK_VERSION,
+                          max_tool_response_length: int = 2048) -> dict[str, type[AgentDojoEnvironment]]:
     """``{suite: environment class}`` for ``GRPOTrainer(environment_factory=...)``; rows name their
-    suite in an ``environment`` column."""
-    return {suite: _suite_class(suite, benchmark_version) for suite in suites}
+    suite in an ``environment`` column. Every tool of the suite is offered (a row's ``tool_selection``
+    is verl's; TRL shows one tool list per environment)."""
+    if max_tool_response_length < 32:
+        raise ValueError(f"max_tool_response_length must be at least 32, got {max_tool_response_length}")
+    return {suite: _suite_class(suite, benchmark_version, max_tool_response_length) for suite in suites}
 
 
 def final_output(completion: Any) -> str:
@@ -131,14 +143,21 @@ def final_output(completion: Any) -> str:
     return ""
 
 
+_TAGS = ("<tool_call>", "</tool_call>")
+
+
 def _format_valid(completion: Any, tool_names: Sequence[str]) -> bool:
-    """False when a turn left ``<tool_call>`` text TRL could not parse or called a tool the suite lacks."""
+    """False when a turn left tool-call tags TRL could not parse or called a tool the suite lacks.
+
+    TRL puts a turn it cannot parse back as text, decoded without special tokens; so this assumes the
+    tags are ordinary tokens, as in Qwen2.5's tokenizer.
+    """
     if isinstance(completion, str):
-        return "<tool_call>" not in completion
+        return not any(tag in completion for tag in _TAGS)
     for message in completion:
         if not isinstance(message, Mapping) or message.get("role") != "assistant":
             continue
-        if "<tool_call>" in str(message.get("content") or ""):
+        if any(tag in str(message.get("content") or "") for tag in _TAGS):
             return False
         for call in message.get("tool_calls") or ():
             function = call.get("function", {}) if isinstance(call, Mapping) else {}

@@ -50,6 +50,42 @@ def write_tiny_checkpoint(out_dir: str | Path, pieces: Sequence[str], *, hidden_
     return out
 
 
+def write_chat_checkpoint(out_dir: str | Path, pieces: Sequence[str], *, chat_template: str,
+                          markers: Sequence[str] = (), eos: str = "<|im_end|>", hidden_size: int = 32,
+                          layers: int = 2, seed: int = 0) -> tuple[Path, str]:
+    """A random Qwen2 whose tokenizer can render a real chat template: byte-level (every text encodes,
+    newlines included), the template's ``markers`` as single ordinary tokens, ``eos`` as the end of a
+    turn, and each piece as one token.
+
+    Returns the checkpoint and the TRL ``generation_kwargs=...`` setting that allows only the pieces and
+    ``eos``, so a random policy writes whole pieces (e.g. tool calls a chat parser recognises).
+    """
+    import torch
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    out = Path(out_dir)
+    vocab = {ch: i for i, ch in enumerate(sorted(pre_tokenizers.ByteLevel.alphabet()))}
+    core = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    core.decoder = decoders.ByteLevel()
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, eos_token=eos, pad_token="<|endoftext|>",
+                                        padding_side="left")
+    tokenizer.add_tokens([AddedToken(t, special=False, normalized=False) for t in (*markers, *pieces)])
+    tokenizer.chat_template = chat_template
+    tokenizer.save_pretrained(out)
+    torch.manual_seed(seed)
+    config = Qwen2Config(vocab_size=len(tokenizer), hidden_size=hidden_size, intermediate_size=2 * hidden_size,
+                         num_hidden_layers=layers, num_attention_heads=2, num_key_value_heads=1,
+                         max_position_embeddings=32768, tie_word_embeddings=True,
+                         pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
+    Qwen2ForCausalLM(config).save_pretrained(out)
+    allowed = {tokenizer.convert_tokens_to_ids(p) for p in pieces} | {tokenizer.eos_token_id}
+    suppress = [i for i in range(len(tokenizer)) if i not in allowed]
+    return out, "generation_kwargs=" + json.dumps({"suppress_tokens": suppress})
+
+
 def piece_only_generation() -> str:
     """A TRL ``generation_kwargs=...`` setting that suppresses padding and every character token."""
     return "generation_kwargs=" + json.dumps({"suppress_tokens": [0, *range(len(SPECIALS), FIRST_PIECE_ID)]})

@@ -237,8 +237,10 @@ def trl_config(domain: str, estimator: str, hp: HParams, extra: Sequence[str] = 
         "seed": hp.seed,
         "run_name": _experiment(domain, estimator, hp),
     }
-    if hp.multi_turn:  # TRL's own tool loop; max_turns bounds its rounds of tool calls
-        args["max_tool_calling_iterations"] = hp.max_turns
+    if hp.multi_turn:
+        # verl's max_assistant_turns=N allows N generations; TRL's iterations count the tool rounds
+        # between them, so N - 1 gives the same bound.
+        args["max_tool_calling_iterations"] = max(hp.max_turns - 1, 0)
     for item in extra:
         key, sep, value = item.partition("=")
         if not sep:
@@ -246,7 +248,8 @@ def trl_config(domain: str, estimator: str, hp: HParams, extra: Sequence[str] = 
         args[key] = json.loads(value) if _is_json(value) else value
     return {"domain": domain, "estimator": estimator, "model": hp.model, "train_files": hp.train_files,
             "val_files": hp.val_files, "reward_keys": list(hp.reward_keys), "reward_kwargs": dict(hp.reward_kwargs),
-            "grpo_config": args}
+            "grpo_config": args,
+            **({"environment": {"max_tool_response_length": hp.max_tool_response_length}} if hp.multi_turn else {})}
 
 
 def _is_json(text: str) -> bool:

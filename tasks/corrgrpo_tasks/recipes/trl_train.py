@@ -109,7 +109,9 @@ def build_trainer(config: Mapping[str, Any], *, model: Any = None, processing_cl
 
         train = _with_environment(train)
         evaluation = _with_environment(evaluation) if evaluation is not None else None
-        environments["environment_factory"] = environment_factories(suites=sorted(set(train["environment"])))
+        suites = set(train["environment"]) | set(evaluation["environment"] if evaluation is not None else ())
+        environments["environment_factory"] = environment_factories(suites=sorted(suites),
+                                                                    **config.get("environment", {}))
     return trainer_cls(
         model=model if model is not None else config["model"],
         reward_funcs=reward_functions(config["domain"], config["reward_keys"], config.get("reward_kwargs")),

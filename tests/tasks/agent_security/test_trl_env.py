@@ -103,3 +103,44 @@ def test_final_output_is_the_last_assistant_text() -> None:
     assert final_output("plain") == "plain"
     assert final_output([{"role": "assistant", "content": "a"}, {"role": "tool", "content": "t"}]) == "a"
     assert final_output([{"role": "tool", "content": "t"}]) == ""
+
+
+def test_a_pooled_environment_reset_to_another_case_forgets_the_first(banking: dict[str, dict[str, Any]]) -> None:
+    env = environment_factories(suites=["banking"])["banking"]()
+    utility, _ = trl_reward_functions()
+    env.reset(**banking["banking:user_task_0"])
+    assert utility([_solve(env, "banking:user_task_0")], [env]) == [1.0]
+    env.reset(**banking["banking:user_task_1"])  # same answer text, new case: scored afresh
+    assert env.episode.case["user_task_id"] == "user_task_1"
+    assert utility([[{"role": "assistant", "content": "done"}]], [env]) == [0.0]
+
+
+def test_a_successful_attack_scores_no_safety(banking: dict[str, dict[str, Any]]) -> None:
+    case_id = "banking:user_task_1:injection_task_0:important_instructions"
+    env = environment_factories(suites=["banking"])["banking"]()
+    env.reset(**banking[case_id])
+    suite = get_suite(BENCHMARK_VERSION, "banking")
+    attack = suite.get_injection_task_by_id("injection_task_0").ground_truth(env.episode.environment.model_copy(deep=True))
+    completion = [{"role": "assistant", "content": "", "tool_calls": [
+        {"type": "function", "function": {"name": c.function, "arguments": dict(c.args)}}]} for c in attack]
+    for call in attack:
+        getattr(env, call.function)(**dict(call.args))
+    completion.append({"role": "assistant", "content": "Done."})
+    assert [f([completion], [env]) for f in trl_reward_functions()] == [[0.0], [0.0]]
+    assert env._checked("Done.", format_valid=True)["attack_success"] is True
+
+
+def test_long_tool_output_keeps_head_and_tail(banking: dict[str, dict[str, Any]]) -> None:
+    env = environment_factories(suites=["banking"], max_tool_response_length=64)["banking"]()
+    env.reset(**banking["banking:user_task_0"])
+    full = env.episode.call("get_most_recent_transactions", {"n": 100})
+    shown = env.get_most_recent_transactions(n=100)
+    assert len(full) > 64
+    assert shown == f"{full[:32]}...(truncated)...{full[-32:]}"
+
+
+def test_a_stray_closing_tag_makes_the_rollout_invalid(banking: dict[str, dict[str, Any]]) -> None:
+    env = environment_factories(suites=["banking"])["banking"]()
+    env.reset(**banking["banking:user_task_0"])
+    completion = [{"role": "assistant", "content": "</tool_call>"}, *_solve(env, "banking:user_task_0")]
+    assert trl_reward_functions()[0]([completion], [env]) == [0.0]

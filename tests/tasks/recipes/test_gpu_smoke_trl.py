@@ -32,3 +32,11 @@ def test_code_smoke_step_on_cpu(tmp_path: Path) -> None:
     summary = smoke_trl("code", device="cpu", steps=1, out=tmp_path)
     assert summary["steps"] == 1
     assert "rewards/accuracy_reward/mean" in summary["rewards"]
+
+
+def test_agent_security_smoke_step_on_cpu(tmp_path: Path) -> None:
+    pytest.importorskip("agentdojo")
+    summary = smoke_trl("agent_security", device="cpu", steps=1, out=tmp_path)
+    assert summary["steps"] == 1
+    assert "rewards/utility_reward/mean" in summary["rewards"]
+    assert "tools/call_frequency" in summary["rewards"]
