@@ -15,7 +15,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 INSTALLED = [name for name in ("trl", "verl", "openrlhf") if importlib.util.find_spec(name) is not None]
 # Modules outside adapters/ that subclass a framework's classes.
-ALSO = {"verl": ["tasks/corrgrpo_tasks/agent_security/verl_agent_loop.py"]}
+ALSO = {"verl": ["tasks/corrgrpo_tasks/agent_security/verl_agent_loop.py"],
+        "openrlhf": ["tasks/corrgrpo_tasks/agent_security/openrlhf_agent.py"]}
 
 
 @pytest.mark.parametrize("framework", INSTALLED)

@@ -11,4 +11,4 @@
     torchdata==0.11.0 datasets==5.2.0 einops==0.8.2 optree==0.20.0 sympy==1.14.0 pylatexenc==2.11 \
     pillow==13.0.0 tqdm packaging numpy aiohttp setuptools wheel
 DS_BUILD_OPS=0 "$PY" -m pip install -q --no-build-isolation deepspeed==0.19.6
-"$PY" -m pip install -q -e ".[test,lint]"
+"$PY" -m pip install -q -e ".[test,lint,agent-security]"

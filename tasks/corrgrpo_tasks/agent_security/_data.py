@@ -106,6 +106,7 @@ def to_rows(cases: Iterable[Mapping[str, Any]], *, split: str, system_message: s
             "prompt": [{"role": "system", "content": system_message}, {"role": "user", "content": case["prompt"]}],
             "ability": "tool_agent_safety",
             "reward_model": {"style": "rule", "ground_truth": case_json},
+            "ground_truth": case_json,  # the flat label column TRL and OpenRLHF read
             "extra_info": {"index": index, "split": split, "case_id": case["case_id"],
                            "case_type": case["case_type"], "suite": case["suite"],
                            "tool_selection": list((tool_names or {}).get(case["suite"], [])),

@@ -6,10 +6,27 @@ every parsed tool call and :meth:`result` at the end). Needs the ``agentdojo`` p
 
 from __future__ import annotations
 
+import functools
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from corrgrpo_tasks.agent_security._reward import checker_result, invalid_result, tool_call_format_is_valid
+
+
+@functools.lru_cache(maxsize=16)
+def _schemas(benchmark_version: str, suite: str) -> str:
+    from agentdojo.task_suite.load_suites import get_suite
+
+    return json.dumps([{"type": "function", "function": {"name": f.name, "description": f.description,
+                                                         "parameters": f.parameters.model_json_schema()}}
+                       for f in get_suite(benchmark_version, suite).tools])
+
+
+def suite_tool_schemas(benchmark_version: str, suite: str) -> list[dict[str, Any]]:
+    """OpenAI-style function schemas of a suite's tools, as AgentDojo gives them to API models (a fresh
+    copy each call; built once per suite)."""
+    return list(json.loads(_schemas(benchmark_version, suite)))
 
 
 class AgentDojoEpisode:
@@ -42,9 +59,7 @@ class AgentDojoEpisode:
 
     def tool_schemas(self) -> list[dict[str, Any]]:
         """OpenAI-style function schemas of the suite's tools (for the chat template's tool list)."""
-        return [{"type": "function", "function": {"name": f.name, "description": f.description,
-                                                  "parameters": f.parameters.model_json_schema()}}
-                for f in self.runtime.functions.values()]
+        return suite_tool_schemas(self.case.get("benchmark_version") or "v1.2.2", self.case["suite"])
 
     def record_turn(self, text: str, *, tool_names: Sequence[str] | None = None,
                     require_arguments: bool = False) -> None:

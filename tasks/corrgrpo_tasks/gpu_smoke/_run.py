@@ -21,7 +21,6 @@ from typing import Any
 
 TOOL_FIXTURE = Path(__file__).resolve().parent.parent / "tool_calling" / "fixtures" / "rlla_tiny.json"
 AGENT_CASES = ("banking:user_task_0", "banking:user_task_1:injection_task_0:important_instructions")
-QWEN_MARKERS = ("<|im_start|>", "<tool_call>", "</tool_call>")
 CODE_VERIFIER = {
     "prompt": "# no helper imports required",
     "test": "def check(candidate):\n    assert candidate(1) == 2\n    assert candidate(-3) == -2\n",
@@ -107,7 +106,7 @@ def smoke_trl(domain: str, *, device: str = "auto", steps: int = 3, estimator: s
         from trl.chat_template_utils import qwen2_5_chat_template  # one TRL knows how to parse tool calls in
 
         model, generation = write_chat_checkpoint(work / "model", agent_security_pieces(), hidden_size=hidden_size,
-                                                  chat_template=qwen2_5_chat_template, markers=QWEN_MARKERS)
+                                                  chat_template=qwen2_5_chat_template)
         shape = [f"train_batch_size={len(AGENT_CASES)}", "max_response_length=6", "max_turns=3"]
     else:
         pieces = tool_calling_pieces() if domain == "tool_calling" else code_pieces()

@@ -11,6 +11,7 @@ import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 CHARS: tuple[str, ...] = (*(chr(i) for i in range(32, 127)), "\n", "\t")
 SPECIALS: tuple[str, ...] = ("<pad>", "<eos>")
@@ -50,22 +51,55 @@ def write_tiny_checkpoint(out_dir: str | Path, pieces: Sequence[str], *, hidden_
     return out
 
 
-def write_chat_checkpoint(out_dir: str | Path, pieces: Sequence[str], *, chat_template: str,
-                          markers: Sequence[str] = (), eos: str = "<|im_end|>", hidden_size: int = 32,
-                          layers: int = 2, seed: int = 0) -> tuple[Path, str]:
-    """A random Qwen2 whose tokenizer can render a real chat template: byte-level (every text encodes,
-    newlines included), the template's ``markers`` as single ordinary tokens, ``eos`` as the end of a
-    turn, and each piece as one token.
+# A Qwen2.5-style chat template (tools in the system turn, hermes <tool_call> blocks, tool replies as
+# <tool_response> user turns), for tests that need a framework to render and parse tool use.
+QWEN_STYLE_TEMPLATE = """\
+{%- if messages[0].role == 'system' %}{% set system = messages[0].content %}\
+{%- else %}{% set system = 'You are a helpful assistant.' %}{% endif %}\
+<|im_start|>system
+{{ system }}
+{%- if tools %}
 
-    Returns the checkpoint and the TRL ``generation_kwargs=...`` setting that allows only the pieces and
-    ``eos``, so a random policy writes whole pieces (e.g. tool calls a chat parser recognises).
-    """
-    import torch
+# Tools
+
+<tools>
+{%- for tool in tools %}
+{{ tool | tojson }}
+{%- endfor %}
+</tools>
+
+For each function call, return a json object with function name and arguments within \
+<tool_call></tool_call> XML tags.
+{%- endif %}<|im_end|>
+{% for message in messages %}\
+{%- if message.role == 'user' %}<|im_start|>user
+{{ message.content }}<|im_end|>
+{% elif message.role == 'assistant' %}<|im_start|>assistant
+{{ message.content }}\
+{%- for call in message.tool_calls or [] %}
+<tool_call>
+{"name": "{{ call.function.name }}", "arguments": {{ call.function.arguments | tojson }}}
+</tool_call>\
+{%- endfor %}<|im_end|>
+{% elif message.role == 'tool' %}<|im_start|>user
+<tool_response>
+{{ message.content }}
+</tool_response><|im_end|>
+{% endif %}\
+{%- endfor %}\
+{%- if add_generation_prompt %}<|im_start|>assistant
+{% endif %}"""
+QWEN_MARKERS: tuple[str, ...] = ("<|im_start|>", "<tool_call>", "</tool_call>", "<tool_response>",
+                                 "</tool_response>")
+
+
+def byte_chat_tokenizer(chat_template: str, *, markers: Sequence[str] = QWEN_MARKERS, pieces: Sequence[str] = (),
+                        eos: str = "<|im_end|>") -> Any:
+    """A tokenizer that can render a real chat template: byte-level (every text encodes, newlines
+    included), the template's ``markers`` and each piece as single ordinary tokens, ``eos`` ending a turn."""
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+    from transformers import PreTrainedTokenizerFast
 
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    out = Path(out_dir)
     vocab = {ch: i for i, ch in enumerate(sorted(pre_tokenizers.ByteLevel.alphabet()))}
     core = Tokenizer(models.BPE(vocab=vocab, merges=[]))
     core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
@@ -74,12 +108,30 @@ def write_chat_checkpoint(out_dir: str | Path, pieces: Sequence[str], *, chat_te
                                         padding_side="left")
     tokenizer.add_tokens([AddedToken(t, special=False, normalized=False) for t in (*markers, *pieces)])
     tokenizer.chat_template = chat_template
+    return tokenizer
+
+
+def write_chat_checkpoint(out_dir: str | Path, pieces: Sequence[str], *, chat_template: str,
+                          markers: Sequence[str] = QWEN_MARKERS, eos: str = "<|im_end|>", hidden_size: int = 32,
+                          layers: int = 2, seed: int = 0) -> tuple[Path, str]:
+    """A random Qwen2 with a :func:`byte_chat_tokenizer` whose pieces are whole completions.
+
+    Returns the checkpoint and the TRL ``generation_kwargs=...`` setting that allows only the pieces and
+    ``eos``, so a random policy writes whole pieces (e.g. tool calls a chat parser recognises).
+    """
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    out = Path(out_dir)
+    tokenizer = byte_chat_tokenizer(chat_template, markers=markers, pieces=pieces, eos=eos)
     tokenizer.save_pretrained(out)
     torch.manual_seed(seed)
     config = Qwen2Config(vocab_size=len(tokenizer), hidden_size=hidden_size, intermediate_size=2 * hidden_size,
                          num_hidden_layers=layers, num_attention_heads=2, num_key_value_heads=1,
                          max_position_embeddings=32768, tie_word_embeddings=True,
-                         pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
+                         pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
+                         architectures=["Qwen2ForCausalLM"])
     Qwen2ForCausalLM(config).save_pretrained(out)
     allowed = {tokenizer.convert_tokens_to_ids(p) for p in pieces} | {tokenizer.eos_token_id}
     suppress = [i for i in range(len(tokenizer)) if i not in allowed]

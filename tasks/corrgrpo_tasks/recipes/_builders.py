@@ -24,7 +24,11 @@ OPENRLHF_REWARD_FILES = {"tool_calling": _HERE / "openrlhf_reward_tool_calling.p
 OPENRLHF_OUR_FLAGS = {"estimator": "--corrgrpo.estimator", "reward_keys": "--corrgrpo.reward_keys",
                       "reward_weights": "--corrgrpo.reward_weights"}
 # Dataset columns OpenRLHF reads (``--data.input_key`` / ``--data.label_key``) in each domain's prepared rows.
-OPENRLHF_DATA_KEYS = {"tool_calling": ("prompt", "ground_truth"), "code": ("input", "label")}
+OPENRLHF_DATA_KEYS = {"tool_calling": ("prompt", "ground_truth"), "code": ("input", "label"),
+                      "agent_security": ("prompt", "ground_truth")}
+# Agent security on OpenRLHF: its multi-turn executor loads this file (--train.agent_func_path) instead of
+# a reward file; the file reads its limits from these variables.
+OPENRLHF_AGENT_FILE = _HERE.parent / "agent_security" / "openrlhf_agent.py"
 
 # verl's ``algorithm.adv_estimator`` for each core estimator. Our verl plugin registers the names verl
 # lacks and reads every reward component; where verl has its own estimator of that name (grpo, rloo,
@@ -269,9 +273,11 @@ def build_trl(domain: str, estimator: str, hp: HParams, extra: Sequence[str] = (
 
 def openrlhf_args(domain: str, estimator: str, hp: HParams) -> list[str]:
     """Flags for our OpenRLHF launcher (OpenRLHF's own flags plus the estimator's)."""
+    rollout = (["--train.agent_func_path", str(OPENRLHF_AGENT_FILE)] if hp.multi_turn
+               else ["--reward.remote_url", str(OPENRLHF_REWARD_FILES[domain])])
     flags: list[str] = [
         "--actor.model_name_or_path", hp.model,
-        "--reward.remote_url", str(OPENRLHF_REWARD_FILES[domain]),
+        *rollout,
         "--data.prompt_dataset", hp.train_files,
         "--data.input_key", OPENRLHF_DATA_KEYS[domain][0],
         "--data.label_key", OPENRLHF_DATA_KEYS[domain][1],
@@ -322,5 +328,10 @@ def build_openrlhf(domain: str, estimator: str, hp: HParams, extra: Sequence[str
     flags = openrlhf_args(domain, estimator, hp)
     argv = (sys.executable, "-m", "corrgrpo_adapters.openrlhf", *flags, *extra)
     input_key, label_key = OPENRLHF_DATA_KEYS[domain]
-    return Recipe(domain, "openrlhf", estimator, hp, argv, {"flags": flags, "extra": list(extra)},
-                  notes=(f"the data files need the columns {input_key!r} (chat messages) and {label_key!r}",))
+    env = ({"CORRGRPO_AGENT_MAX_TURNS": str(hp.max_turns),
+            "CORRGRPO_AGENT_MAX_TOOL_RESPONSE": str(hp.max_tool_response_length)} if hp.multi_turn else {})
+    notes: tuple[str, ...] = (f"the data files need the columns {input_key!r} (chat messages) and {label_key!r}",)
+    if env:
+        notes += ("on a multi-node Ray cluster, export the CORRGRPO_AGENT_* variables on every node",)
+    return Recipe(domain, "openrlhf", estimator, hp, argv, {"flags": flags, "extra": list(extra)}, env=env,
+                  notes=notes)

@@ -17,7 +17,7 @@ SUPPORTED: Mapping[str, tuple[str, ...]] = {
     "code": FRAMEWORKS,
     "tool_calling": FRAMEWORKS,
     # Multi-turn episodes in AgentDojo environments need an agent loop; only verl's is wired up.
-    "agent_security": ("verl", "trl"),
+    "agent_security": ("verl", "trl", "openrlhf"),
 }
 _FALLBACK_ESTIMATORS = ("corrgrpo", "dara", "dr_grpo", "gdpo", "gdpo_corr", "grpo", "mo_grpo", "rloo")
 

@@ -29,7 +29,6 @@ from agentdojo.task_suite.load_suites import get_suite
 from agentdojo.types import ChatAssistantMessage, ChatToolResultMessage, text_content_block_from_string
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
-from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast, Qwen2Config
 from verl import DataProto
 from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
@@ -47,68 +46,15 @@ from corrgrpo_tasks.agent_security import (
     to_rows,
 )
 from corrgrpo_tasks.agent_security.verl_agent_loop import AgentDojoAgentLoop, parse_case, verl_parameters
+from corrgrpo_tasks.gpu_smoke._tiny import QWEN_STYLE_TEMPLATE, byte_chat_tokenizer
 from corrgrpo_tasks.recipes import build_recipe
 
 CONFIG_DIR = Path(__import__("verl").__file__).parent / "trainer" / "config"
 
-# A Qwen2.5-style chat template: tools in the system turn, hermes <tool_call> blocks, tool replies as
-# <tool_response> user turns.
-CHAT_TEMPLATE = """\
-{%- if messages[0].role == 'system' %}{% set system = messages[0].content %}\
-{%- else %}{% set system = 'You are a helpful assistant.' %}{% endif %}\
-<|im_start|>system
-{{ system }}
-{%- if tools %}
-
-# Tools
-
-<tools>
-{%- for tool in tools %}
-{{ tool | tojson }}
-{%- endfor %}
-</tools>
-
-For each function call, return a json object with function name and arguments within \
-<tool_call></tool_call> XML tags.
-{%- endif %}<|im_end|>
-{% for message in messages %}\
-{%- if message.role == 'user' %}<|im_start|>user
-{{ message.content }}<|im_end|>
-{% elif message.role == 'assistant' %}<|im_start|>assistant
-{{ message.content }}\
-{%- for call in message.tool_calls or [] %}
-<tool_call>
-{"name": "{{ call.function.name }}", "arguments": {{ call.function.arguments | tojson }}}
-</tool_call>\
-{%- endfor %}<|im_end|>
-{% elif message.role == 'tool' %}<|im_start|>user
-<tool_response>
-{{ message.content }}
-</tool_response><|im_end|>
-{% endif %}\
-{%- endfor %}\
-{%- if add_generation_prompt %}<|im_start|>assistant
-{% endif %}"""
-
-
-def _byte_tokenizer() -> PreTrainedTokenizerFast:
-    """Byte-level BPE without merges: every text tokenizes, "\\n" is one token (verl's Qwen builder)."""
-    vocab = {ch: i for i, ch in enumerate(sorted(pre_tokenizers.ByteLevel.alphabet()))}
-    core = Tokenizer(models.BPE(vocab=vocab, merges=[]))
-    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
-    core.decoder = decoders.ByteLevel()
-    tok = PreTrainedTokenizerFast(tokenizer_object=core, eos_token="<|im_end|>", pad_token="<|endoftext|>",
-                                  additional_special_tokens=["<|im_start|>"])
-    tok.add_tokens([AddedToken(t, special=False, normalized=False)
-                    for t in ("<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>")])
-    tok.chat_template = CHAT_TEMPLATE
-    return tok
-
-
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("tiny-qwen2")
-    tok = _byte_tokenizer()
+    tok = byte_chat_tokenizer(QWEN_STYLE_TEMPLATE)
     tok.save_pretrained(path)
     Qwen2Config(vocab_size=len(tok), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
                 num_attention_heads=2, num_key_value_heads=1, eos_token_id=tok.eos_token_id,

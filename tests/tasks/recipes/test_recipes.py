@@ -221,7 +221,6 @@ def test_overrides_do_not_mutate_the_defaults() -> None:
 
 
 @pytest.mark.parametrize(("domain", "framework", "estimator", "message"), [
-    ("agent_security", "openrlhf", "corrgrpo", "runs on"),
     ("vision", "verl", "corrgrpo", "unknown domain"),
     ("code", "jax", "corrgrpo", "unknown framework"),
     ("code", "verl", "ppo", "unknown estimator"),
@@ -275,3 +274,20 @@ def test_verl_reward_file_dispatches_on_data_source() -> None:
     assert score("agentdojo", "", "", {"agentdojo_result": result})["utility_reward"] == 1.0
     with pytest.raises(ValueError, match="no corrgrpo reward"):
         score("gsm8k", "", "")
+
+
+def test_a_framework_a_domain_does_not_run_on_is_rejected(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(SUPPORTED, "agent_security", ("verl",))  # as before TRL and OpenRLHF had tool loops
+    with pytest.raises(ValueError, match="runs on"):
+        build_recipe("agent_security", "openrlhf")
+
+
+def test_agent_security_on_openrlhf_loads_the_agent_file_and_exports_its_limits() -> None:
+    recipe = build_recipe("agent_security", "openrlhf", overrides=["max_turns=5"])
+    flags = list(recipe.config["flags"])
+    agent = Path(flags[flags.index("--train.agent_func_path") + 1])
+    assert agent.name == "openrlhf_agent.py"
+    assert agent.is_file()
+    assert "--reward.remote_url" not in flags
+    assert recipe.env["CORRGRPO_AGENT_MAX_TURNS"] == "5"
+    assert recipe.command().startswith("CORRGRPO_AGENT_MAX_TOOL_RESPONSE=2048 CORRGRPO_AGENT_MAX_TURNS=5 ")

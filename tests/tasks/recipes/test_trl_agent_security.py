@@ -19,7 +19,7 @@ from trl.chat_template_utils import qwen2_5_chat_template
 
 from corrgrpo_tasks.agent_security import suite_tool_names
 from corrgrpo_tasks.gpu_smoke import agent_security_pieces, write_chat_checkpoint
-from corrgrpo_tasks.gpu_smoke._run import QWEN_MARKERS, _training_rows
+from corrgrpo_tasks.gpu_smoke._run import _training_rows
 from corrgrpo_tasks.recipes import build_recipe
 from corrgrpo_tasks.recipes.trl_train import build_trainer
 
@@ -34,7 +34,7 @@ TINY = ("val_files=", "train_batch_size=2", "group_size=4", "mini_batch_size=2",
 @pytest.fixture(scope="module")
 def agent_model(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     return write_chat_checkpoint(tmp_path_factory.mktemp("tiny-agent"), agent_security_pieces(),
-                                 chat_template=qwen2_5_chat_template, markers=QWEN_MARKERS)
+                                 chat_template=qwen2_5_chat_template)
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,132 @@
+"""OpenRLHF's multi-turn agent for AgentDojo cases: ``--train.agent_func_path`` points at this file.
+
+OpenRLHF's ``MultiTurnAgentExecutor`` runs the rollout (generation on vLLM, token bookkeeping, action
+masks); it asks an agent instance to ``reset`` on the prompt and to ``step`` on every generated turn.
+Here the label is the case (``reward_model.ground_truth``, the case JSON), and:
+
+* ``execute`` re-renders the prompt with the suite's tools through the model's own chat template
+  (OpenRLHF's data path renders it without tools);
+* ``step`` checks the turn's hermes tool calls, runs them on the case's :class:`AgentDojoEpisode` and
+  returns the tool replies rendered by the same template, or, when the turn makes no call (or the turn
+  budget is spent, or a call is malformed), runs AgentDojo's checkers and returns the score with the
+  components in ``extra_logs``, where OpenRLHF puts them into ``Experience.info`` for our estimator.
+
+Loaded by path, so imports are absolute. Limits come from the environment: ``CORRGRPO_AGENT_MAX_TURNS``
+(default 8) and ``CORRGRPO_AGENT_MAX_TOOL_RESPONSE`` (characters, default 2048).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from openrlhf.utils.agent import AgentInstanceBase, MultiTurnAgentExecutor
+
+from corrgrpo_tasks.agent_security._episode import AgentDojoEpisode, suite_tool_schemas
+from corrgrpo_tasks.agent_security._reward import COMPONENTS, DATA_SOURCE, RESULT_KEY, compute_score
+
+_CALL_BLOCK = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+_SENTINEL = "corrgrpo-assistant-turn"
+_STRIP = re.compile(r"<tool_call>.*?(?:</tool_call>|$)", re.DOTALL)
+
+
+def _limit(name: str, default: int) -> int:
+    return int(os.environ.get(name, default))
+
+
+def parse_calls(text: str) -> list[tuple[str, dict[str, Any]]]:
+    """The hermes tool calls of one turn that parse (JSON object, string name, object arguments)."""
+    calls = []
+    for block in _CALL_BLOCK.findall(text):
+        try:
+            call = json.loads(block)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(call, dict) and isinstance(call.get("name"), str) and isinstance(call.get("arguments"), dict):
+            calls.append((call["name"], call["arguments"]))
+    return calls
+
+
+def tool_feedback(tokenizer: Any, outputs: Sequence[tuple[str, str]]) -> str:
+    """The text the chat template puts after an assistant turn for these tool replies, up to the next
+    assistant header, minus the end-of-turn token the model already generated."""
+    base = [{"role": "user", "content": "q"}, {"role": "assistant", "content": _SENTINEL}]
+    tools = [{"role": "tool", "name": name, "content": text} for name, text in outputs]
+    before = str(tokenizer.apply_chat_template(base, tokenize=False))
+    after = str(tokenizer.apply_chat_template(base + tools, tokenize=False, add_generation_prompt=True))
+    if not after.startswith(before):
+        raise ValueError("the chat template does not render a conversation as a prefix of its continuation")
+    turn_end = before[before.rindex(_SENTINEL) + len(_SENTINEL):]  # closes the assistant turn: "<|im_end|>\n"
+    eos = tokenizer.eos_token or ""
+    return turn_end.removeprefix(eos) + after[len(before):]
+
+
+class AgentDojoInstance(AgentInstanceBase):  # type: ignore[misc,unused-ignore]  # Any without openrlhf
+    """One rollout: the case's episode, its turns, and the template-rendered tool replies."""
+
+    def __init__(self, tokenizer: Any = None) -> None:
+        self.tokenizer = tokenizer
+        self.episode: AgentDojoEpisode | None = None
+        self.turns = 0
+        self.max_turns = _limit("CORRGRPO_AGENT_MAX_TURNS", 8)
+        self.max_tool_response = _limit("CORRGRPO_AGENT_MAX_TOOL_RESPONSE", 2048)
+
+    async def reset(self, states: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        self.episode = AgentDojoEpisode(json.loads(states["label"]))
+        self.turns = 0
+        return {"observation": states["observation"]}
+
+    def _truncate(self, text: str) -> str:
+        half = self.max_tool_response // 2
+        return text if len(text) <= self.max_tool_response else f"{text[:half]}...(truncated)...{text[-half:]}"
+
+    async def step(self, state_dict: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        import torch
+
+        if self.episode is None:
+            raise RuntimeError("step() before reset()")
+        text = state_dict["action_text"]
+        self.turns += 1
+        self.episode.record_turn(text, require_arguments=True)
+        calls = parse_calls(text)
+        if calls and self.episode.format_valid and self.turns < self.max_turns:
+            outputs = [(name, self._truncate(self.episode.call(name, args))) for name, args in calls]
+            return {"rewards": torch.tensor(0.0), "scores": torch.tensor(0.0), "done": False,
+                    "environment_feedback": tool_feedback(self.tokenizer, outputs)}
+        final = _STRIP.sub("", text).strip()
+        scores = compute_score(DATA_SOURCE, "", "", {RESULT_KEY: self.episode.result(final)})
+        return {"rewards": torch.tensor(scores["score"]), "scores": torch.tensor(scores["score"]), "done": True,
+                "environment_feedback": "",
+                "extra_logs": {k: torch.tensor(v) for k, v in scores.items() if k != "score"}}
+
+
+class AgentExecutor(MultiTurnAgentExecutor):  # type: ignore[misc,unused-ignore]  # Any without openrlhf
+    """What OpenRLHF loads from ``--train.agent_func_path``."""
+
+    def __init__(self) -> None:
+        super().__init__(AgentDojoInstance)
+        self._tokenizer: Any = None
+        self.agent_instance_cls = lambda: AgentDojoInstance(self._tokenizer)
+
+    async def execute(self, prompt: Any, label: Any, sampling_params: Any, max_length: int, hf_tokenizer: Any,
+                      llm_engine: Any, images: Any = None) -> dict[str, Any]:
+        self._tokenizer = hf_tokenizer
+        response: dict[str, Any] = await super().execute(render_prompt(label, hf_tokenizer), label, sampling_params,
+                                                         max_length, hf_tokenizer, llm_engine, images)
+        return response
+
+
+def render_prompt(label: str, tokenizer: Any) -> str:
+    """The case's conversation (AgentDojo's system prompt, the user task) with its suite's tools."""
+    from corrgrpo_tasks.agent_security._data import BENCHMARK_VERSION, default_system_message
+
+    case: Mapping[str, Any] = json.loads(label)
+    tools = suite_tool_schemas(case.get("benchmark_version") or BENCHMARK_VERSION, case["suite"])
+    messages = [{"role": "system", "content": default_system_message()}, {"role": "user", "content": case["prompt"]}]
+    return str(tokenizer.apply_chat_template(messages, tools=tools, tokenize=False, add_generation_prompt=True))
+
+
+__all__ = ["COMPONENTS", "AgentDojoInstance", "AgentExecutor", "parse_calls", "render_prompt", "tool_feedback"]
