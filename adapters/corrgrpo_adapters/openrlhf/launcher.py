@@ -39,6 +39,9 @@ _OPENRLHF_ENV_DEFAULTS = {
     "NCCL_DEBUG": "WARN",
     "RAY_ENABLE_ZERO_COPY_TORCH_TENSORS": "1",
 }
+# Variables of the launcher's environment that Ray actors need too (the AgentDojo agent file's limits,
+# read inside the vLLM actors): forwarded into the runtime_env unless it sets them itself.
+_FORWARDED_PREFIX = "CORRGRPO_AGENT_"
 # Strings OpenRLHF's CLI must contain for the argument layout this launcher rewrites.
 _CLI_LAYOUT = ('"--algo.advantage.estimator"', f'"{HOST_ESTIMATOR}"', '"--rollout.n_samples_per_prompt"')
 
@@ -182,7 +185,8 @@ def merge_runtime_env(
 
     A ``worker_process_setup_hook`` among them is kept and called by ours (Ray allows one hook);
     ``env_vars`` are merged key by key, over the defaults OpenRLHF's own ``ray.init`` takes from
-    ``environ``. Returns the runtime_env and the config that records the hook.
+    ``environ`` and over ``environ``'s ``CORRGRPO_AGENT_*`` variables (so they reach actors on any
+    cluster). Returns the runtime_env and the config that records the hook.
     """
     environ = os.environ if environ is None else environ
     merged: dict[str, Any] = {}
@@ -207,7 +211,8 @@ def merge_runtime_env(
         user_hook = None
     config = dataclasses.replace(config, user_setup_hook=user_hook or config.user_setup_hook)
     defaults = {k: environ.get(k, v) for k, v in _OPENRLHF_ENV_DEFAULTS.items()}
-    merged["env_vars"] = {**defaults, **env_vars, CONFIG_ENV_VAR: config.to_json()}
+    forwarded = {k: v for k, v in environ.items() if k.startswith(_FORWARDED_PREFIX)}
+    merged["env_vars"] = {**defaults, **forwarded, **env_vars, CONFIG_ENV_VAR: config.to_json()}
     merged["worker_process_setup_hook"] = SETUP_HOOK
     return merged, config
 

@@ -7,16 +7,23 @@ Here the label is the case (``reward_model.ground_truth``, the case JSON), and:
 * ``execute`` re-renders the prompt with the suite's tools through the model's own chat template
   (OpenRLHF's data path renders it without tools);
 * ``step`` checks the turn's hermes tool calls, runs them on the case's :class:`AgentDojoEpisode` and
-  returns the tool replies rendered by the same template, or, when the turn makes no call (or the turn
-  budget is spent, or a call is malformed), runs AgentDojo's checkers and returns the score with the
-  components in ``extra_logs``, where OpenRLHF puts them into ``Experience.info`` for our estimator.
+  returns the tool replies rendered by the same template; the rollout ends when a turn makes no call,
+  a call is malformed or the turn budget is spent. Every step returns AgentDojo's checker result on the
+  state so far, with the components in ``extra_logs`` (OpenRLHF keeps the last step's, in
+  ``Experience.info``, where our estimator reads them), so a rollout cut by the token budget is scored
+  on the state it reached, as verl does.
 
-Loaded by path, so imports are absolute. Limits come from the environment: ``CORRGRPO_AGENT_MAX_TURNS``
-(default 8) and ``CORRGRPO_AGENT_MAX_TOOL_RESPONSE`` (characters, default 2048).
+Loaded by path, so imports are absolute. Limits come from the environment (our OpenRLHF launcher
+forwards them to the Ray actors): ``CORRGRPO_AGENT_MAX_TURNS`` (generations, default 8),
+``CORRGRPO_AGENT_MAX_TOOL_RESPONSE`` (characters per tool reply, default 2048) and
+``CORRGRPO_AGENT_MAX_RESPONSE`` (tokens after the prompt, all turns and replies together, as verl's
+response length; default unlimited, i.e. OpenRLHF's ``max_len``). The work on the AgentDojo
+environment runs in a thread, off the actor's event loop that drives vLLM.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -71,19 +78,33 @@ class AgentDojoInstance(AgentInstanceBase):  # type: ignore[misc,unused-ignore] 
         self.tokenizer = tokenizer
         self.episode: AgentDojoEpisode | None = None
         self.turns = 0
+        self._scored = 0.0
         self.max_turns = _limit("CORRGRPO_AGENT_MAX_TURNS", 8)
         self.max_tool_response = _limit("CORRGRPO_AGENT_MAX_TOOL_RESPONSE", 2048)
 
     async def reset(self, states: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-        self.episode = AgentDojoEpisode(json.loads(states["label"]))
+        self.episode = await asyncio.to_thread(AgentDojoEpisode, json.loads(states["label"]))
         self.turns = 0
+        self._scored = 0.0
         return {"observation": states["observation"]}
+
+    def _advance(self, text: str, calls: list[tuple[str, dict[str, Any]]]) -> tuple[dict[str, float], str]:
+        """Run the calls, render their replies, and score the state reached (blocking work)."""
+        if self.episode is None:
+            raise RuntimeError("step() before reset()")
+        outputs = [(name, self._truncate(self.episode.call(name, args))) for name, args in calls]
+        feedback = tool_feedback(self.tokenizer, outputs) if outputs else ""
+        result = self.episode.result(_STRIP.sub("", text).strip())
+        return compute_score(DATA_SOURCE, "", "", {RESULT_KEY: result}), feedback
 
     def _truncate(self, text: str) -> str:
         half = self.max_tool_response // 2
         return text if len(text) <= self.max_tool_response else f"{text[:half]}...(truncated)...{text[-half:]}"
 
     async def step(self, state_dict: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        """Run the turn's calls, or end the rollout. Every step is scored as if the rollout ended there
+        (the checkers are cheap): OpenRLHF keeps the last step's ``extra_logs`` and the sum of the step
+        rewards, and stops without a final step when the token budget runs out."""
         import torch
 
         if self.episode is None:
@@ -92,14 +113,12 @@ class AgentDojoInstance(AgentInstanceBase):  # type: ignore[misc,unused-ignore] 
         self.turns += 1
         self.episode.record_turn(text, require_arguments=True)
         calls = parse_calls(text)
-        if calls and self.episode.format_valid and self.turns < self.max_turns:
-            outputs = [(name, self._truncate(self.episode.call(name, args))) for name, args in calls]
-            return {"rewards": torch.tensor(0.0), "scores": torch.tensor(0.0), "done": False,
-                    "environment_feedback": tool_feedback(self.tokenizer, outputs)}
-        final = _STRIP.sub("", text).strip()
-        scores = compute_score(DATA_SOURCE, "", "", {RESULT_KEY: self.episode.result(final)})
-        return {"rewards": torch.tensor(scores["score"]), "scores": torch.tensor(scores["score"]), "done": True,
-                "environment_feedback": "",
+        done = not (calls and self.episode.format_valid and self.turns < self.max_turns)
+        scores, feedback = await asyncio.to_thread(self._advance, text, [] if done else calls)
+        # Step rewards are differences, so their sum is always the latest score.
+        reward, self._scored = scores["score"] - self._scored, scores["score"]
+        return {"rewards": torch.tensor(reward), "scores": torch.tensor(scores["score"]), "done": done,
+                "environment_feedback": feedback,
                 "extra_logs": {k: torch.tensor(v) for k, v in scores.items() if k != "score"}}
 
 
@@ -114,8 +133,14 @@ class AgentExecutor(MultiTurnAgentExecutor):  # type: ignore[misc,unused-ignore]
     async def execute(self, prompt: Any, label: Any, sampling_params: Any, max_length: int, hf_tokenizer: Any,
                       llm_engine: Any, images: Any = None) -> dict[str, Any]:
         self._tokenizer = hf_tokenizer
-        response: dict[str, Any] = await super().execute(render_prompt(label, hf_tokenizer), label, sampling_params,
-                                                         max_length, hf_tokenizer, llm_engine, images)
+        rendered = await asyncio.to_thread(render_prompt, label, hf_tokenizer)
+        budget = os.environ.get("CORRGRPO_AGENT_MAX_RESPONSE")
+        if budget is not None:  # verl's response length: every turn and reply after the prompt
+            prompt_tokens = len(hf_tokenizer(text=rendered, add_special_tokens=False)["input_ids"])
+            max_length = min(max_length, prompt_tokens + int(budget))
+        response: dict[str, Any] = await super().execute(rendered, label, sampling_params, max_length, hf_tokenizer,
+                                                         llm_engine, images)
+        response["prompt"] = prompt  # OpenRLHF files eval metrics under the dataset's own prompt
         return response
 
 

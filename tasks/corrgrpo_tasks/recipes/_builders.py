@@ -329,9 +329,8 @@ def build_openrlhf(domain: str, estimator: str, hp: HParams, extra: Sequence[str
     argv = (sys.executable, "-m", "corrgrpo_adapters.openrlhf", *flags, *extra)
     input_key, label_key = OPENRLHF_DATA_KEYS[domain]
     env = ({"CORRGRPO_AGENT_MAX_TURNS": str(hp.max_turns),
-            "CORRGRPO_AGENT_MAX_TOOL_RESPONSE": str(hp.max_tool_response_length)} if hp.multi_turn else {})
+            "CORRGRPO_AGENT_MAX_TOOL_RESPONSE": str(hp.max_tool_response_length),
+            "CORRGRPO_AGENT_MAX_RESPONSE": str(hp.max_response_length)} if hp.multi_turn else {})
     notes: tuple[str, ...] = (f"the data files need the columns {input_key!r} (chat messages) and {label_key!r}",)
-    if env:
-        notes += ("on a multi-node Ray cluster, export the CORRGRPO_AGENT_* variables on every node",)
     return Recipe(domain, "openrlhf", estimator, hp, argv, {"flags": flags, "extra": list(extra)}, env=env,
                   notes=notes)

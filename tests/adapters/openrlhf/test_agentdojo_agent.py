@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from types import SimpleNamespace
@@ -33,6 +34,9 @@ CASES = ("banking:user_task_0", "slack:user_task_2", "banking:user_task_1:inject
 def _turns(case: Mapping[str, Any], policy: str) -> list[str]:
     if policy == "malformed":
         return ['<tool_call>\n{"name": "get_balance", "arguments": \n</tool_call>']
+    if policy == "parallel":  # every ground-truth call in one turn
+        *calls, answer = _turns(case, "solve")
+        return ["\n".join(calls), answer]
     suite = get_suite(BENCHMARK_VERSION, case["suite"])
     task = suite.get_user_task_by_id(case["user_task_id"])
     env = task.init_environment(suite.load_and_inject_default_environment(dict(case["injections"])))
@@ -62,14 +66,15 @@ def cases() -> dict[str, dict[str, Any]]:
             if c["case_id"] in CASES}
 
 
-def _rollout(case: Mapping[str, Any], turns: list[str]) -> tuple[dict[str, Any], ScriptedEngine]:
+def _rollout(case: Mapping[str, Any], turns: list[str], *,
+             max_length: int = 200_000) -> tuple[dict[str, Any], ScriptedEngine]:
     from openrlhf.trainer.ray.vllm_engine import _load_agent_executor
 
     tokenizer = byte_chat_tokenizer(QWEN_STYLE_TEMPLATE)
     engine = ScriptedEngine(tokenizer, turns)
     executor = _load_agent_executor(str(AGENT_FILE))
     params = SimpleNamespace(max_tokens=None, logprobs=None)
-    response = asyncio.run(executor.execute("ignored: re-rendered with tools", json.dumps(case), params, 200_000,
+    response = asyncio.run(executor.execute("ignored: re-rendered with tools", json.dumps(case), params, max_length,
                                             tokenizer, engine))
     return response, engine
 
@@ -109,3 +114,47 @@ def test_the_turn_budget_ends_the_rollout(cases: dict[str, dict[str, Any]], monk
     response, _ = _rollout(case, _turns(case, "solve"))
     assert len(response["action_ranges"]) == 1
     assert float(response["extra_logs"]["valid_reward"]) == 1.0  # scored, not invalid
+
+
+def test_a_rollout_cut_by_the_token_budget_still_carries_every_component(cases: dict[str, dict[str, Any]]) -> None:
+    case = cases["banking:user_task_0"]
+    full, _ = _rollout(case, _turns(case, "solve"))
+    # A budget that ends exactly where the second turn would start: the executor stops before it, so
+    # no final step runs.
+    cut, _ = _rollout(case, _turns(case, "solve"), max_length=full["action_ranges"][1][0])
+    assert len(cut["action_ranges"]) == 1
+    assert set(cut["extra_logs"]) >= {"utility_reward", "safety_reward"}
+    assert cut["reward"] == pytest.approx(float(cut["extra_logs"]["utility_reward"])
+                                          + float(cut["extra_logs"]["safety_reward"]))
+    assert float(cut["extra_logs"]["valid_reward"]) == 1.0  # scored on the state it reached
+
+
+def test_every_prompt_is_the_templates_rendering_of_the_conversation(cases: dict[str, dict[str, Any]]) -> None:
+    from corrgrpo_tasks.agent_security import default_system_message
+    from corrgrpo_tasks.agent_security._episode import suite_tool_schemas
+
+    case = cases["banking:user_task_0"]
+    turns = _turns(case, "parallel")
+    response, engine = _rollout(case, turns)
+    assert len(response["action_ranges"]) == 2
+    tokenizer = engine.tokenizer
+    messages: list[dict[str, Any]] = [{"role": "system", "content": default_system_message()},
+                                      {"role": "user", "content": case["prompt"]}]
+    replies = re.findall(r"<tool_response>\n(.*?)\n</tool_response>", engine.prompts[1], re.DOTALL)
+    assert len(replies) == 2  # both calls of the one turn ran, each reply in its own block
+    messages += [{"role": "assistant", "content": turns[0]},
+                 *({"role": "tool", "content": r} for r in replies)]
+    expected = tokenizer.apply_chat_template(messages, tools=suite_tool_schemas(BENCHMARK_VERSION, "banking"),
+                                             tokenize=False, add_generation_prompt=True)
+    assert engine.prompts[1] == expected
+    assert response["prompt"] == "ignored: re-rendered with tools"  # the dataset's prompt, for eval metrics
+
+
+def test_the_response_budget_counts_every_turn_and_reply(cases: dict[str, dict[str, Any]],
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    case = cases["banking:user_task_0"]
+    full, _ = _rollout(case, _turns(case, "solve"))
+    prompt_end = full["action_ranges"][0][0]
+    monkeypatch.setenv("CORRGRPO_AGENT_MAX_RESPONSE", str(full["action_ranges"][1][0] - prompt_end))
+    cut, _ = _rollout(case, _turns(case, "solve"))
+    assert cut["action_ranges"] == full["action_ranges"][:1]
