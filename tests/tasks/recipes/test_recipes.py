@@ -290,4 +290,7 @@ def test_agent_security_on_openrlhf_loads_the_agent_file_and_exports_its_limits(
     assert agent.is_file()
     assert "--reward.remote_url" not in flags
     assert recipe.env["CORRGRPO_AGENT_MAX_TURNS"] == "5"
-    assert recipe.command().startswith("CORRGRPO_AGENT_MAX_TOOL_RESPONSE=2048 CORRGRPO_AGENT_MAX_TURNS=5 ")
+    assert recipe.env["CORRGRPO_AGENT_MAX_RESPONSE"] == str(recipe.hparams.max_response_length)
+    prefix = recipe.command().split(" -m ")[0]
+    assert all(f"{k}={v}" in prefix for k, v in recipe.env.items())
+    assert "CORRGRPO_AGENT_MAX_TOOL_RESPONSE=2048" in prefix
