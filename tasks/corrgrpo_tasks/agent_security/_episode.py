@@ -29,6 +29,14 @@ def suite_tool_schemas(benchmark_version: str, suite: str) -> list[dict[str, Any
     return list(json.loads(_schemas(benchmark_version, suite)))
 
 
+def truncate_middle(text: str, limit: int) -> str:
+    """``text`` cut to its first and last ``limit // 2`` characters when longer than ``limit`` (verl's
+    ``tool_response_truncate_side="middle"``)."""
+    if len(text) <= limit:
+        return text
+    return f"{text[: limit // 2]}...(truncated)...{text[len(text) - limit // 2:]}"
+
+
 class AgentDojoEpisode:
     """The injected environment of one case, the calls made on it, and its checker result.
 

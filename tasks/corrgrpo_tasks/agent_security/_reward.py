@@ -27,6 +27,7 @@ DATA_SOURCE = "agentdojo"
 RESULT_KEY = "agentdojo_result"
 _REQUIRED = ("utility", "safety", "format_valid")
 _CALL_BLOCK = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+_OPEN_BLOCK = re.compile(r"<tool_call>.*?(?:</tool_call>|$)", re.DOTALL)
 
 
 def checker_result(*, case_id: str, case_type: str, utility: bool, attack_success: bool = False,
@@ -61,19 +62,12 @@ def invalid_result(*, case_id: str, error: str) -> dict[str, Any]:
     return {"valid": False, "case_id": case_id, "error": error}
 
 
-def tool_call_format_is_valid(text: str, *, tool_names: Sequence[str] | None = None,
-                              require_arguments: bool = False) -> bool:
-    """Whether one assistant turn's hermes-style tool calls are well formed.
-
-    A turn without tool-call tags is valid. Otherwise the opening tags, closing tags and parsed calls
-    (a JSON object with a string ``name``, in ``tool_names`` when given, and object ``arguments``)
-    must all be equally many. ``arguments`` may be left out (the reference's rule) unless
-    ``require_arguments``: verl's hermes parser drops a call without it, so its loop requires it.
-    """
-    opens, closes = text.count("<tool_call>"), text.count("</tool_call>")
-    if opens == 0 and closes == 0:
-        return True
-    parsed = 0
+def well_formed_calls(text: str, *, tool_names: Sequence[str] | None = None,
+                      require_arguments: bool = False) -> list[tuple[str, dict[str, Any]]]:
+    """The hermes ``<tool_call>`` blocks of one turn that parse: a JSON object with a string ``name``
+    (in ``tool_names`` when given) and object ``arguments`` (which may be left out, as ``{}``, unless
+    ``require_arguments``), as (name, arguments) pairs in order."""
+    calls = []
     for block in _CALL_BLOCK.findall(text):
         try:
             call = json.loads(block)
@@ -83,11 +77,33 @@ def tool_call_format_is_valid(text: str, *, tool_names: Sequence[str] | None = N
             continue
         if require_arguments and "arguments" not in call:
             continue
-        if not isinstance(call.get("arguments", {}), dict):
+        arguments = call.get("arguments", {})
+        if not isinstance(arguments, dict):
             continue
         if tool_names is not None and call["name"] not in tool_names:
             continue
-        parsed += 1
+        calls.append((call["name"], arguments))
+    return calls
+
+
+def strip_tool_calls(text: str) -> str:
+    """A turn's text without its tool-call blocks (an unclosed one runs to the end)."""
+    return _OPEN_BLOCK.sub("", text).strip()
+
+
+def tool_call_format_is_valid(text: str, *, tool_names: Sequence[str] | None = None,
+                              require_arguments: bool = False) -> bool:
+    """Whether one assistant turn's hermes-style tool calls are well formed.
+
+    A turn without tool-call tags is valid. Otherwise the opening tags, closing tags and
+    :func:`well_formed_calls` must all be equally many. ``arguments`` may be left out (the reference's
+    rule) unless ``require_arguments``: verl's hermes parser drops a call without it, so its loop
+    requires it.
+    """
+    opens, closes = text.count("<tool_call>"), text.count("</tool_call>")
+    if opens == 0 and closes == 0:
+        return True
+    parsed = len(well_formed_calls(text, tool_names=tool_names, require_arguments=require_arguments))
     return opens == closes == parsed
 
 

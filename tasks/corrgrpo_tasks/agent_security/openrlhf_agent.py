@@ -26,35 +26,26 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from openrlhf.utils.agent import AgentInstanceBase, MultiTurnAgentExecutor
 
-from corrgrpo_tasks.agent_security._episode import AgentDojoEpisode, suite_tool_schemas
-from corrgrpo_tasks.agent_security._reward import COMPONENTS, DATA_SOURCE, RESULT_KEY, compute_score
+from corrgrpo_tasks.agent_security._episode import AgentDojoEpisode, suite_tool_schemas, truncate_middle
+from corrgrpo_tasks.agent_security._reward import (
+    COMPONENTS,
+    DATA_SOURCE,
+    RESULT_KEY,
+    compute_score,
+    strip_tool_calls,
+    well_formed_calls,
+)
 
-_CALL_BLOCK = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 _SENTINEL = "corrgrpo-assistant-turn"
-_STRIP = re.compile(r"<tool_call>.*?(?:</tool_call>|$)", re.DOTALL)
 
 
 def _limit(name: str, default: int) -> int:
     return int(os.environ.get(name, default))
-
-
-def parse_calls(text: str) -> list[tuple[str, dict[str, Any]]]:
-    """The hermes tool calls of one turn that parse (JSON object, string name, object arguments)."""
-    calls = []
-    for block in _CALL_BLOCK.findall(text):
-        try:
-            call = json.loads(block)
-        except (ValueError, RecursionError):
-            continue
-        if isinstance(call, dict) and isinstance(call.get("name"), str) and isinstance(call.get("arguments"), dict):
-            calls.append((call["name"], call["arguments"]))
-    return calls
 
 
 def tool_feedback(tokenizer: Any, outputs: Sequence[tuple[str, str]]) -> str:
@@ -92,14 +83,11 @@ class AgentDojoInstance(AgentInstanceBase):  # type: ignore[misc,unused-ignore] 
         """Run the calls, render their replies, and score the state reached (blocking work)."""
         if self.episode is None:
             raise RuntimeError("step() before reset()")
-        outputs = [(name, self._truncate(self.episode.call(name, args))) for name, args in calls]
+        outputs = [(name, truncate_middle(self.episode.call(name, args), self.max_tool_response))
+                   for name, args in calls]
         feedback = tool_feedback(self.tokenizer, outputs) if outputs else ""
-        result = self.episode.result(_STRIP.sub("", text).strip())
+        result = self.episode.result(strip_tool_calls(text))
         return compute_score(DATA_SOURCE, "", "", {RESULT_KEY: result}), feedback
-
-    def _truncate(self, text: str) -> str:
-        half = self.max_tool_response // 2
-        return text if len(text) <= self.max_tool_response else f"{text[:half]}...(truncated)...{text[-half:]}"
 
     async def step(self, state_dict: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         """Run the turn's calls, or end the rollout. Every step is scored as if the rollout ended there
@@ -112,7 +100,7 @@ class AgentDojoInstance(AgentInstanceBase):  # type: ignore[misc,unused-ignore] 
         text = state_dict["action_text"]
         self.turns += 1
         self.episode.record_turn(text, require_arguments=True)
-        calls = parse_calls(text)
+        calls = well_formed_calls(text, require_arguments=True)
         done = not (calls and self.episode.format_valid and self.turns < self.max_turns)
         scores, feedback = await asyncio.to_thread(self._advance, text, [] if done else calls)
         # Step rewards are differences, so their sum is always the latest score.
@@ -154,4 +142,4 @@ def render_prompt(label: str, tokenizer: Any) -> str:
     return str(tokenizer.apply_chat_template(messages, tools=tools, tokenize=False, add_generation_prompt=True))
 
 
-__all__ = ["COMPONENTS", "AgentDojoInstance", "AgentExecutor", "parse_calls", "render_prompt", "tool_feedback"]
+__all__ = ["COMPONENTS", "AgentDojoInstance", "AgentExecutor", "render_prompt", "tool_feedback"]

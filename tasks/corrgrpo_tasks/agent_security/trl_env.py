@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from corrgrpo_tasks.agent_security._data import BENCHMARK_VERSION, CASE_KEY, SUITES
-from corrgrpo_tasks.agent_security._episode import AgentDojoEpisode
+from corrgrpo_tasks.agent_security._episode import AgentDojoEpisode, truncate_middle
 from corrgrpo_tasks.agent_security._reward import (
     COMPONENTS,
     DATA_SOURCE,
@@ -65,11 +65,7 @@ class AgentDojoEnvironment:
     def _run(self, name: str, arguments: dict[str, Any]) -> str:
         if self.episode is None:
             raise RuntimeError("reset() was not called before a tool call")
-        text = self.episode.call(name, arguments)
-        limit = self.max_tool_response_length
-        if len(text) > limit:
-            text = f"{text[: limit // 2]}...(truncated)...{text[len(text) - limit // 2:]}"
-        return text
+        return truncate_middle(self.episode.call(name, arguments), self.max_tool_response_length)
 
     def _checked(self, output: str, *, format_valid: bool) -> dict[str, Any]:
         """AgentDojo's checkers on the final state, once per (output, validity)."""

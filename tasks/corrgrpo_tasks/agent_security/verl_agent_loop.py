@@ -18,7 +18,6 @@ Enable it with the shipped config, ``actor_rollout_ref.rollout.agent.agent_loop_
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -29,9 +28,7 @@ from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
 
 from corrgrpo_tasks.agent_security._data import AGENT_NAME, CASE_KEY
 from corrgrpo_tasks.agent_security._episode import AgentDojoEpisode
-from corrgrpo_tasks.agent_security._reward import RESULT_KEY
-
-_CALL_BLOCK = re.compile(r"<tool_call>.*?(?:</tool_call>|$)", re.DOTALL)
+from corrgrpo_tasks.agent_security._reward import RESULT_KEY, strip_tool_calls
 
 __all__ = ["AgentDojoAgentLoop", "AgentDojoTool", "parse_case", "verl_parameters"]
 
@@ -134,7 +131,7 @@ class AgentDojoAgentLoop(ToolAgentLoop):  # type: ignore[misc,unused-ignore]  # 
         """The last assistant turn's text without its tool calls and special tokens (AgentDojo's output)."""
         if not self._turn_texts:
             return ""
-        text = _CALL_BLOCK.sub("", self._turn_texts[-1])
+        text = strip_tool_calls(self._turn_texts[-1])
         for token in getattr(self.tokenizer, "all_special_tokens", ()):
             text = text.replace(token, "")
         return text.strip()

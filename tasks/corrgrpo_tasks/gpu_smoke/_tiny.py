@@ -23,9 +23,8 @@ CHAT_TEMPLATE = ("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{%
 def write_tiny_checkpoint(out_dir: str | Path, pieces: Sequence[str], *, hidden_size: int = 32, layers: int = 2,
                           seed: int = 0) -> Path:
     """Save a random Qwen2 and its tokenizer under ``out_dir`` (loadable with ``from_pretrained``)."""
-    import torch
     from tokenizers import Tokenizer, decoders, models
-    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+    from transformers import PreTrainedTokenizerFast
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     out = Path(out_dir)
@@ -40,15 +39,25 @@ def write_tiny_checkpoint(out_dir: str | Path, pieces: Sequence[str], *, hidden_
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<pad>", eos_token="<eos>",
                                         unk_token="?", padding_side="left")
     tokenizer.chat_template = CHAT_TEMPLATE
+    _save_random_qwen2(out, tokenizer, hidden_size=hidden_size, layers=layers, seed=seed, max_positions=8192)
+    return out
+
+
+def _save_random_qwen2(out: Path, tokenizer: Any, *, hidden_size: int, layers: int, seed: int,
+                       max_positions: int) -> None:
+    """Save ``tokenizer`` and a random-weight Qwen2 sized to its vocabulary under ``out``."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
     tokenizer.save_pretrained(out)
     torch.manual_seed(seed)
     heads = max(2, hidden_size // 16)
-    config = Qwen2Config(vocab_size=len(vocab), hidden_size=hidden_size, intermediate_size=2 * hidden_size,
+    config = Qwen2Config(vocab_size=len(tokenizer), hidden_size=hidden_size, intermediate_size=2 * hidden_size,
                          num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=heads // 2 or 1,
-                         max_position_embeddings=8192, tie_word_embeddings=True, pad_token_id=0, bos_token_id=1,
-                         eos_token_id=1)
+                         max_position_embeddings=max_positions, tie_word_embeddings=True,
+                         pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.eos_token_id,
+                         eos_token_id=tokenizer.eos_token_id, architectures=["Qwen2ForCausalLM"])
     Qwen2ForCausalLM(config).save_pretrained(out)
-    return out
 
 
 # A Qwen2.5-style chat template (tools in the system turn, hermes <tool_call> blocks, tool replies as
@@ -119,20 +128,10 @@ def write_chat_checkpoint(out_dir: str | Path, pieces: Sequence[str], *, chat_te
     Returns the checkpoint and the TRL ``generation_kwargs=...`` setting that allows only the pieces and
     ``eos``, so a random policy writes whole pieces (e.g. tool calls a chat parser recognises).
     """
-    import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     out = Path(out_dir)
     tokenizer = byte_chat_tokenizer(chat_template, markers=markers, pieces=pieces, eos=eos)
-    tokenizer.save_pretrained(out)
-    torch.manual_seed(seed)
-    config = Qwen2Config(vocab_size=len(tokenizer), hidden_size=hidden_size, intermediate_size=2 * hidden_size,
-                         num_hidden_layers=layers, num_attention_heads=2, num_key_value_heads=1,
-                         max_position_embeddings=32768, tie_word_embeddings=True,
-                         pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
-                         architectures=["Qwen2ForCausalLM"])
-    Qwen2ForCausalLM(config).save_pretrained(out)
+    _save_random_qwen2(out, tokenizer, hidden_size=hidden_size, layers=layers, seed=seed, max_positions=32768)
     allowed = {tokenizer.convert_tokens_to_ids(p) for p in pieces} | {tokenizer.eos_token_id}
     suppress = [i for i in range(len(tokenizer)) if i not in allowed]
     return out, "generation_kwargs=" + json.dumps({"suppress_tokens": suppress})
