@@ -140,8 +140,6 @@ def load_injecagent(root: str | Path, *, setting: str = "base") -> InjecAgentDat
     if setting not in SETTINGS:
         raise ValueError(f"setting must be one of {SETTINGS}, got {setting!r}")
     data = _data_dir(root)
-    if not data.is_dir():
-        raise InjecAgentDataError(f"{root} is not a folder; expected {LAYOUT}")
     tools = load_tools(data / "tools.json")
     cases = [c for attack in ATTACKS for c in load_cases(data / f"test_cases_{attack}_{setting}.json", attack=attack)]
     for case in cases:
