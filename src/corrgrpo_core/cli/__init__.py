@@ -4,6 +4,7 @@
 ``corrgrpo simulate``       a small multi-reward learning simulation, every estimator, several seeds
 ``corrgrpo demo``           ``explain --example`` and a short ``simulate``, plots written to a folder
 ``corrgrpo estimators``     the registered estimators
+``corrgrpo evaluate``       generate with a checkpoint on one of the paper's benchmarks and score it
 
 Call :func:`main` with an argument list (as the tests do) or run ``python -m corrgrpo_core.cli``.
 """
@@ -102,7 +103,19 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     sub.add_parser("estimators", help="list the registered estimators")
+    _evaluate_parser(sub)
     return parser
+
+
+def _evaluate_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    # The options and the run live with the task code (corrgrpo_tasks.evaluation), imported lazily there.
+    from corrgrpo_tasks.evaluation.cli import add_arguments
+
+    add_arguments(sub.add_parser(
+        "evaluate", help="generate with a checkpoint on a paper benchmark and score it",
+        description="Generate with a local checkpoint on one of the paper's benchmarks (HumanEval, MBPP, "
+        "LiveCodeBench; RLLA test, API-Bank; AgentDojo, ASB, InjecAgent), score it with the project's "
+        "rewards and the benchmark's checkers, and write metrics.json, results.md and records.jsonl."))
 
 
 def _simulate_options(sim: argparse.ArgumentParser) -> None:
@@ -282,6 +295,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _run_simulation(args, out)
         if args.command == "demo":
             return _cmd_demo(args, out)
+        if args.command == "evaluate":
+            from corrgrpo_tasks.evaluation.cli import run
+
+            return run(args, out)
         return _cmd_estimators(out)
     except CliError as err:
         print(f"corrgrpo {args.command}: error: {err}", file=sys.stderr)

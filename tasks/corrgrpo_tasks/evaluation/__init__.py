@@ -1,0 +1,32 @@
+"""The paper's evaluations end to end: generate with a local checkpoint, score with the project's own
+rewards and checkers (and AgentDojo's), report the paper's metrics.
+
+``corrgrpo evaluate DOMAIN --model PATH --benchmark NAME --data PATH`` runs one benchmark
+(:data:`BENCHMARKS`: humaneval, mbpp, livecodebench; rlla-test, api-bank; agentdojo, asb, injecagent);
+:func:`evaluate` is the same from Python. Generation is :class:`ChatModel` (transformers, or vLLM when
+installed). Data is never downloaded: each benchmark reads a local file or folder (``Benchmark.layout``).
+"""
+
+from corrgrpo_tasks.evaluation._agentdojo import agentdojo_metrics, read_agentdojo_cases, run_agentdojo
+from corrgrpo_tasks.evaluation._benchmarks import BENCHMARKS, DOMAINS, Benchmark, RunContext, rlla_metrics
+from corrgrpo_tasks.evaluation._generate import ChatModel
+from corrgrpo_tasks.evaluation._report import PAPER, render_markdown, write_report
+from corrgrpo_tasks.evaluation.cli import add_arguments, evaluate, run
+
+__all__ = [
+    "BENCHMARKS",
+    "DOMAINS",
+    "PAPER",
+    "Benchmark",
+    "ChatModel",
+    "RunContext",
+    "add_arguments",
+    "agentdojo_metrics",
+    "evaluate",
+    "read_agentdojo_cases",
+    "render_markdown",
+    "rlla_metrics",
+    "run",
+    "run_agentdojo",
+    "write_report",
+]

@@ -1,0 +1,100 @@
+"""Writing an evaluation: ``metrics.json``, ``results.md`` (the metrics beside the paper's numbers) and
+``records.jsonl`` (one line per case: the completion and its scores)."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ._benchmarks import BENCHMARKS
+
+# (model, metric as the paper names it, GRPO, CorrGRPO), percentages, from the paper's tables as the
+# project's reference notes record them (docs/tasks.md "Evaluation" lists the same).
+PAPER: dict[str, tuple[tuple[str, str, float, float], ...]] = {
+    "humaneval": (("Qwen2.5-Coder-7B-Instruct", "Pass@1 (base model: 78.66)", 73.78, 78.66),),
+    "livecodebench": (("Qwen2.5-Coder-1.5B-Instruct", "Pass@1 (v6)", 13.14, 10.29),),
+    "mbpp": (),
+    "rlla-test": (("Qwen2.5-7B-Instruct", "all-exact", 63.38, 67.61),
+                  ("Qwen3-4B-Thinking-2507", "all-exact", 57.75, 59.15),
+                  ("Qwen3-8B", "all-exact", 61.97, 63.38),
+                  ("Qwen2.5-7B-Instruct", "function name", 97.65, 95.07),
+                  ("Qwen3-4B-Thinking-2507", "function name", 94.84, 93.78)),
+    "api-bank": (("Qwen3-4B-Thinking-2507", "level 1", 79.20, 78.45),
+                 ("Qwen3-4B-Thinking-2507", "level 3", 52.24, 64.08)),
+    "agentdojo": (("Qwen2.5-3B-Instruct", "joint accuracy", 60.13, 89.62),
+                  ("Qwen2.5-7B-Instruct", "joint accuracy", 84.49, 86.03),
+                  ("Qwen3-8B", "joint accuracy", 80.26, 79.62),
+                  ("Qwen2.5-7B-Instruct", "clean utility", 90.48, 85.71),
+                  ("Qwen2.5-7B-Instruct", "ASR", 0.26, 1.28),
+                  ("Qwen2.5-3B-Instruct", "ASR", 0.00, 1.54)),
+    "asb": (("Qwen2.5-3B-Instruct", "joint accuracy", 14.88, 18.13),
+            ("Qwen2.5-7B-Instruct", "joint accuracy", 31.38, 47.88),
+            ("Qwen3-8B", "joint accuracy", 57.38, 58.63),
+            ("Qwen3-8B", "ASR", 19.50, 22.50)),
+    "injecagent": (("Qwen2.5-3B-Instruct", "total ASR", 8.80, 5.52),
+                   ("Qwen2.5-7B-Instruct", "total ASR", 13.53, 6.17),
+                   ("Qwen3-8B", "total ASR", 13.94, 7.98)),
+}
+
+
+def _cell(value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.2f}"
+    return str(value)
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def render_markdown(benchmark: str, metrics: Mapping[str, Any], config: Mapping[str, Any]) -> str:
+    """The results table (metric, value, meaning) and the paper's numbers for the benchmark."""
+    bench = BENCHMARKS[benchmark]
+    meaning = dict(bench.metrics)
+    keys = [k for k, _ in bench.metrics if k in metrics] + [k for k in metrics if k not in meaning]
+    parts = [f"# {benchmark}: {bench.summary}", "",
+             f"model `{config['model']}`, data `{config['data']}`, {config['backend']}, "
+             f"limit {config['limit'] if config['limit'] is not None else 'none'}, "
+             f"{config['seconds']:.1f} s", "",
+             _table(["metric", "value", "meaning"], [[k, metrics[k], meaning.get(k, "")] for k in keys])]
+    if PAPER[benchmark]:
+        parts += ["", "The paper's numbers (percent; one greedy sample):", "",
+                  _table(["model", "metric", "GRPO", "CorrGRPO"], PAPER[benchmark])]
+    return "\n".join(parts) + "\n"
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return str(value)
+
+
+def write_report(out_dir: str | Path, benchmark: str, result: Mapping[str, Any],
+                 config: Mapping[str, Any]) -> dict[str, Path]:
+    """Write the three files under ``out_dir``; returns their paths."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"metrics": out / "metrics.json", "markdown": out / "results.md", "records": out / "records.jsonl"}
+    payload = {"benchmark": benchmark, "domain": BENCHMARKS[benchmark].domain, "config": _plain(config),
+               "metrics": _plain(result["metrics"]),
+               "paper": [dict(zip(("model", "metric", "grpo", "corrgrpo"), row, strict=True))
+                         for row in PAPER[benchmark]]}
+    paths["metrics"].write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    paths["markdown"].write_text(render_markdown(benchmark, result["metrics"], config), encoding="utf-8")
+    with paths["records"].open("w", encoding="utf-8") as handle:
+        for record in result["records"]:
+            handle.write(json.dumps(_plain(record), ensure_ascii=False) + "\n")
+    return paths
