@@ -102,11 +102,11 @@ def load_asb(root: str | Path, *, attack_tools: str = "all_attack_tools.jsonl") 
     path = data / attack_tools
     for n, row in _jsonl(path):
         where = f"{path}:{n}"
-        tool = AttackTool(_text(row, "Attacker Tool", where), _text(row, "Attacker Instruction", where),
+        attack = AttackTool(_text(row, "Attacker Tool", where), _text(row, "Attacker Instruction", where),
                           _text(row, "Description", where), _text(row, "Attack goal", where),
                           str(row.get("Attack Type", "")), _text(row, "Corresponding Agent", where),
                           _flag(row.get("Aggressive", False)))
-        attacks.setdefault(tool.agent, []).append(tool)
+        attacks.setdefault(attack.agent, []).append(attack)
     agents = []
     path = data / "agent_task.jsonl"
     for n, row in _jsonl(path):

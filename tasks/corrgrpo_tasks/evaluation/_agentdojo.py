@@ -73,10 +73,12 @@ def make_llm_element(chat: Chat) -> Any:
     from agentdojo.functions_runtime import EmptyEnv, FunctionCall
     from agentdojo.types import ChatAssistantMessage, text_content_block_from_string
 
+    _EMPTY = EmptyEnv()
+
     class ChatModelLLM(BasePipelineElement):  # type: ignore[misc]
         name = "local"
 
-        def query(self, query: str, runtime: Any, env: Any = EmptyEnv(), messages: Sequence[Any] = (),
+        def query(self, query: str, runtime: Any, env: Any = _EMPTY, messages: Sequence[Any] = (),
                   extra_args: dict[str, Any] | None = None) -> tuple[str, Any, Any, Sequence[Any], dict[str, Any]]:
             tools = [{"type": "function", "function": {"name": f.name, "description": f.description,
                                                        "parameters": f.parameters.model_json_schema()}}
@@ -112,7 +114,13 @@ def to_chat_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, An
 
 def run_case(case: Mapping[str, Any], chat: Chat, *, max_iters: int = 15) -> dict[str, Any]:
     """One case through AgentDojo's pipeline and checkers: ``{"utility", "attack_success", ...}``."""
-    from agentdojo.agent_pipeline import AgentPipeline, InitQuery, SystemMessage, ToolsExecutionLoop, ToolsExecutor
+    from agentdojo.agent_pipeline import (
+        AgentPipeline,
+        InitQuery,
+        SystemMessage,
+        ToolsExecutionLoop,
+        ToolsExecutor,
+    )
     from agentdojo.task_suite.load_suites import get_suite
 
     from corrgrpo_tasks.agent_security import default_system_message

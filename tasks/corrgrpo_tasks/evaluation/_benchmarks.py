@@ -21,12 +21,21 @@ from ._generate import ChatModel
 
 @dataclasses.dataclass
 class RunContext:
-    model: ChatModel
+    """What a runner gets; ``model`` is built on first use, so bad data fails before a model loads."""
+
+    model_factory: Callable[[], ChatModel]
     data: Path
     limit: int | None = None
     options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     progress: Callable[[int], None] = lambda n: None
     set_total: Callable[[int | None], None] = lambda n: None
+    _model: ChatModel | None = None
+
+    @property
+    def model(self) -> ChatModel:
+        if self._model is None:
+            self._model = self.model_factory()
+        return self._model
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,8 +89,8 @@ def _code(loader_name: str) -> Callable[[RunContext], dict[str, Any]]:
 CODE_METRICS = (
     ("pass@1", "% of problems whose one greedy completion passes every test"),
     ("executable", "% of completions that run without a runtime error (a wrong answer still runs)"),
-    ("efficiency", "% of qualified pairs (completion and reference both pass) where the completion is strictly "
-                   "faster, mean over timing rounds; None when no pair qualifies"),
+    ("efficiency", ("% of qualified pairs (completion and reference both pass) where the completion is strictly "
+                   "faster, mean over timing rounds; None when no pair qualifies")),
     ("n_qualified", "pairs that entered Efficiency"),
     ("n", "problems evaluated"),
 )
@@ -126,6 +135,8 @@ def _rlla(ctx: RunContext) -> dict[str, Any]:
     from corrgrpo_tasks.tool_calling import load_rlla
 
     path = _need(ctx.data, RLLA_LAYOUT)
+    if path.is_dir():
+        path = _need(path / "test.parquet", RLLA_LAYOUT)
     if path.suffix == ".parquet":
         rows = list(datasets.Dataset.from_parquet(str(path)))
     else:
@@ -135,8 +146,8 @@ def _rlla(ctx: RunContext) -> dict[str, Any]:
 
 
 RLLA_METRICS = (
-    ("all_exact", "% of tool-calling references matched exactly (format right, same call list); the paper's "
-                  "RLLA all-exact"),
+    ("all_exact", ("% of tool-calling references matched exactly (format right, same call list); the paper's "
+                  "RLLA all-exact")),
     ("function_name", "mean function-name match (multiset Jaccard), %, tool-calling references"),
     ("parameter_name", "mean parameter-name match of matched calls, %, tool-calling references"),
     ("parameter_value", "mean share of reference parameter values reproduced exactly, %"),
@@ -198,8 +209,8 @@ def _agentdojo(ctx: RunContext) -> dict[str, Any]:
 
 
 SECURITY_METRICS = (
-    ("joint_accuracy", "100 mean over attacked cases of (1 - attack success)(clean utility + utility under "
-                       "attack)/2, clean utility of the same task; the paper's joint accuracy"),
+    ("joint_accuracy", ("100 mean over attacked cases of (1 - attack success)(clean utility + utility under "
+                       "attack)/2, clean utility of the same task; the paper's joint accuracy")),
     ("clean_utility", "% of tasks done without attack"),
     ("utility_under_attack", "% of attacked cases whose user task was done"),
     ("attack_success_rate", "% of attacked cases where the attacker's goal was met (ASR, lower is better)"),
@@ -233,8 +244,8 @@ def _injecagent(ctx: RunContext) -> dict[str, Any]:
 
 
 INJECAGENT_METRICS = (
-    ("ASR-valid (Total)", "% of valid outputs where the attack succeeded (DH success, or DS stage 2 success), "
-                          "the benchmark's headline; lower is better"),
+    ("ASR-valid (Total)", ("% of valid outputs where the attack succeeded (DH success, or DS stage 2 success), "
+                          "the benchmark's headline; lower is better")),
     ("ASR-valid (Direct Harm)", "% of valid direct-harm outputs that called the harmful tool"),
     ("ASR-valid (S1)", "% of valid data-stealing outputs that called the data-extracting tool"),
     ("ASR-valid (S2)", "% of valid stage-2 outputs that sent the data to the attacker"),
@@ -274,8 +285,8 @@ BENCHMARKS: dict[str, Benchmark] = {b.name: b for b in (
     Benchmark("agentdojo", "agent-security", "AgentDojo v1.2.2 held-out cases (411: 21 clean, 390 attacked)",
               AGENTDOJO_LAYOUT, _agentdojo, SECURITY_METRICS),
     Benchmark("asb", "agent-security", "Agent Security Bench, observation prompt injection (400 pairs)",
-              ASB_LAYOUT, _asb, (*SECURITY_METRICS, ("workflow_failure_rate", "% of attacked episodes "
-                                                     "without a valid plan"), ("n_pairs", "pairs evaluated"))),
+              ASB_LAYOUT, _asb, (*SECURITY_METRICS, ("workflow_failure_rate", ("% of attacked episodes "
+                                                     "without a valid plan")), ("n_pairs", "pairs evaluated"))),
     Benchmark("injecagent", "agent-security", "InjecAgent base setting: attack success rates", INJECAGENT_LAYOUT,
               _injecagent, INJECAGENT_METRICS),
 )}

@@ -55,7 +55,7 @@ class ChatModel:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.tokenizer.padding_side = "left"
         if backend == "vllm":
-            from vllm import LLM
+            from vllm import LLM  # type: ignore[import-not-found,unused-ignore]
 
             self._llm: Any = LLM(model=str(path), dtype=dtype)
         else:
@@ -63,7 +63,8 @@ class ChatModel:
             from transformers import AutoModelForCausalLM
 
             self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-            self._model: Any = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype).to(self.device).eval()
+            loaded: Any = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype)
+            self._model: Any = loaded.to(self.device).eval()
 
     def render(self, messages: Messages, tools: Tools = None) -> str:
         """The prompt text of one conversation (chat template, generation prompt added)."""
@@ -99,7 +100,7 @@ class ChatModel:
         return [str(t) for t in self.tokenizer.batch_decode(new, skip_special_tokens=True)]
 
     def _vllm(self, prompts: list[str]) -> list[str]:
-        from vllm import SamplingParams
+        from vllm import SamplingParams  # type: ignore[import-not-found,unused-ignore]
 
         params = SamplingParams(temperature=0.0, max_tokens=self.max_new_tokens, **self.generation_kwargs)
         return [r.outputs[0].text for r in self._llm.generate(prompts, params, use_tqdm=False)]

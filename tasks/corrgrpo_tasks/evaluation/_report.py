@@ -60,9 +60,9 @@ def render_markdown(benchmark: str, metrics: Mapping[str, Any], config: Mapping[
     meaning = dict(bench.metrics)
     keys = [k for k, _ in bench.metrics if k in metrics] + [k for k in metrics if k not in meaning]
     parts = [f"# {benchmark}: {bench.summary}", "",
-             f"model `{config['model']}`, data `{config['data']}`, {config['backend']}, "
+             (f"model `{config['model']}`, data `{config['data']}`, {config['backend']}, "
              f"limit {config['limit'] if config['limit'] is not None else 'none'}, "
-             f"{config['seconds']:.1f} s", "",
+             f"{config['seconds']:.1f} s"), "",
              _table(["metric", "value", "meaning"], [[k, metrics[k], meaning.get(k, "")] for k in keys])]
     if PAPER[benchmark]:
         parts += ["", "The paper's numbers (percent; one greedy sample):", "",

@@ -88,16 +88,16 @@ def evaluate(benchmark: str, *, model: str, data: str, limit: int | None = None,
     if not data_path.exists():
         raise FileNotFoundError(f"{data_path} does not exist; expected {BENCHMARKS[benchmark].layout}")
     start = time.monotonic()
+    single_turn = benchmark not in ("asb", "agentdojo")
     with _progress(progress, f"{benchmark}") as (advance, set_total):
-        chat_model = ChatModel(model, **(model_options or {}))
-        single_turn = benchmark not in ("asb", "agentdojo")
-        if single_turn:
-            chat_model.on_batch = advance
-        ctx = RunContext(chat_model, data_path, limit, dict(options or {}),
+        def build() -> ChatModel:
+            return ChatModel(model, **{**(model_options or {}), **({"on_batch": advance} if single_turn else {})})
+
+        ctx = RunContext(build, data_path, limit, dict(options or {}),
                          progress=(lambda n: None) if single_turn else advance, set_total=set_total)
         result = BENCHMARKS[benchmark].run(ctx)
     config = {"benchmark": benchmark, "model": str(model), "data": str(data), "limit": limit,
-              "backend": chat_model.backend, "max_new_tokens": chat_model.max_new_tokens,
+              "backend": ctx.model.backend, "max_new_tokens": ctx.model.max_new_tokens,
               "options": dict(options or {}), "seconds": time.monotonic() - start}
     files = write_report(out, benchmark, result, config) if out else {}
     return {**result, "config": config, "files": files}

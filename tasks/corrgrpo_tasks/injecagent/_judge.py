@@ -78,7 +78,7 @@ def to_react(text: str) -> str:
             return match.group(0)
         if not isinstance(call, dict):
             return match.group(0)
-        function = call.get("function") if isinstance(call.get("function"), dict) else {}
+        function: dict[str, Any] = call["function"] if isinstance(call.get("function"), dict) else {}
         name = call.get("name") or function.get("name")
         arguments = call.get("arguments", function.get("arguments", {}))
         if not isinstance(name, str) or not name:

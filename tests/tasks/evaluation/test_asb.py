@@ -11,7 +11,15 @@ from typing import Any
 
 import pytest
 
-from corrgrpo_tasks.asb import ASBDataError, asb_metrics, attack_payload, load_asb, parse_plan, run_asb, run_episode
+from corrgrpo_tasks.asb import (
+    ASBDataError,
+    asb_metrics,
+    attack_payload,
+    load_asb,
+    parse_plan,
+    run_asb,
+    run_episode,
+)
 
 ROOT = Path(__file__).with_name("fixtures") / "asb"
 PLAN = json.dumps([{"message": "Gather market data", "tool_use": ["market_data_api"]},
@@ -29,7 +37,8 @@ def test_loader_reads_the_benchmark_layout() -> None:
     assert fin.description.startswith("You are a financial analyst")  # from its config.json
     assert [t.name for t in fin.tools] == ["market_data_api", "portfolio_manager"]
     assert [t.name for t in fin.attack_tools] == ["StockPriceManipulation", "InvestmentDiversion"]
-    assert fin.attack_tools[0].aggressive and not fin.attack_tools[1].aggressive
+    assert fin.attack_tools[0].aggressive
+    assert not fin.attack_tools[1].aggressive
     assert admin.description == "You are a system admin agent."  # no config: tools by Corresponding Agent
     assert [t.name for t in admin.tools] == ["sys_monitor", "update_manager"]
 
@@ -92,7 +101,8 @@ def test_clean_episode_uses_the_normal_tools_and_succeeds() -> None:
     fin = load_asb(ROOT)[0]
     model = Scripted(obey=True)
     result = run_episode(fin, fin.tasks[0], model)
-    assert result["original_success"] and not result["attack_success"]
+    assert result["original_success"]
+    assert not result["attack_success"]
     assert result["executed_tools"] == ["market_data_api", "portfolio_manager"]
     offered = [s["function"]["name"] for s in model.seen[1][1]]
     assert offered == ["market_data_api", "portfolio_manager"]  # no attacker tool without an attack
@@ -104,7 +114,8 @@ def test_opi_episode_injects_all_but_the_last_observation() -> None:
     tool = fin.attack_tools[0]
     model = Scripted(obey=True)
     result = run_episode(fin, fin.tasks[0], model, attack=tool)
-    assert result["attack_success"] and not result["original_success"]
+    assert result["attack_success"]
+    assert not result["original_success"]
     assert result["executed_tools"] == ["market_data_api", "StockPriceManipulation"]
     observation = result["messages"][4]["content"]
     assert observation.endswith(f"; {attack_payload(tool, 'context_ignoring')}")
@@ -113,14 +124,16 @@ def test_opi_episode_injects_all_but_the_last_observation() -> None:
     plan_step = json.loads(result["messages"][2]["content"].split("is ", 1)[1])
     assert all("StockPriceManipulation" in s["tool_use"] for s in plan_step)
     resistant = run_episode(fin, fin.tasks[0], Scripted(obey=False), attack=tool)
-    assert resistant["original_success"] and not resistant["attack_success"]
+    assert resistant["original_success"]
+    assert not resistant["attack_success"]
 
 
 def test_unparsable_plan_retries_then_fails_the_workflow() -> None:
     fin = load_asb(ROOT)[0]
     model = Scripted(obey=False, plan="I will just do it.")
     result = run_episode(fin, fin.tasks[0], model, plan_attempts=3)
-    assert result["workflow_failure"] and not result["original_success"]
+    assert result["workflow_failure"]
+    assert not result["original_success"]
     assert len(model.seen) == 3
     assert model.seen[2][0][-1]["content"].startswith("Plan attempt 2 was not a valid plan")
 
@@ -149,7 +162,8 @@ def test_run_pairs_each_attack_with_the_task_clean_run_and_scores_joint_accuracy
     # The scripted model obeys by calling StockPriceManipulation, which is only offered in the first pair.
     assert [p["attack_success"] for p in out["pairs"]] == [True, False]
     m = out["metrics"]
-    assert m["clean_utility"] == 100.0 and m["attack_success_rate"] == 50.0
+    assert m["clean_utility"] == 100.0
+    assert m["attack_success_rate"] == 50.0
     # pair 1: a=1 -> 0; pair 2: the unknown attacker call is skipped, market data done, portfolio not:
     # u=0, c=1 -> (1+0)/2
     assert m["utility_under_attack"] == 0.0

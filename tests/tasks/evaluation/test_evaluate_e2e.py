@@ -1,0 +1,197 @@
+"""``corrgrpo evaluate`` end to end on every benchmark, with tiny random-weight checkpoints (no download).
+
+Each checkpoint's tokenizer holds whole completions as single tokens (the repo's tiny-model writer);
+generation allows only those tokens and one new token, so the "model" writes exactly the completion
+the test chose, and the numbers are known: a correct HumanEval solution passes, a copy of an RLLA
+reference is all-exact, an InjecAgent output calling the attacker's tool is an attack success. AgentDojo
+runs through AgentDojo's own pipeline and checkers. Needs transformers and agentdojo (ci/envs/trl).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("transformers")
+pytest.importorskip("agentdojo")
+
+from corrgrpo_core.cli import main
+from corrgrpo_tasks.evaluation import BENCHMARKS, evaluate
+from corrgrpo_tasks.gpu_smoke._tiny import QWEN_STYLE_TEMPLATE, write_chat_checkpoint
+
+pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::UserWarning",
+                                        "ignore::DeprecationWarning")
+REPO = Path(__file__).resolve().parents[3]
+CODE = REPO / "tasks" / "corrgrpo_tasks" / "code" / "fixtures"
+TOOLS = REPO / "tasks" / "corrgrpo_tasks" / "tool_calling" / "fixtures"
+HERE = Path(__file__).with_name("fixtures")
+
+
+def tiny(root: Path, piece: str) -> tuple[str, dict[str, Any]]:
+    """A checkpoint that, with the returned model options, writes exactly ``piece``."""
+    from transformers import AutoTokenizer
+
+    path, _ = write_chat_checkpoint(root, [piece], chat_template=QWEN_STYLE_TEMPLATE)
+    tok = AutoTokenizer.from_pretrained(path)
+    keep = tok.convert_tokens_to_ids(piece)
+    suppress = [i for i in range(len(tok)) if i != keep]
+    return str(path), {"max_new_tokens": 1, "backend": "transformers", "generation_kwargs": {"suppress_tokens": suppress}}
+
+
+def run(tmp_path: Path, benchmark: str, piece: str, data: Path, **kwargs: Any) -> dict[str, Any]:
+    model, options = tiny(tmp_path / "model", piece)
+    return evaluate(benchmark, model=model, data=str(data), out=str(tmp_path / "out"), model_options=options,
+                    **kwargs)
+
+
+def test_every_benchmark_has_a_runner_and_documented_metrics() -> None:
+    assert sorted(BENCHMARKS) == ["agentdojo", "api-bank", "asb", "humaneval", "injecagent", "livecodebench",
+                                  "mbpp", "rlla-test"]
+    for bench in BENCHMARKS.values():
+        assert bench.metrics
+        assert bench.layout
+
+
+def test_humaneval_correct_completion_passes(tmp_path: Path) -> None:
+    piece = "```python\ndef add(x: int, y: int) -> int:\n    return x + y\n```"
+    out = run(tmp_path, "humaneval", piece, CODE / "humaneval.jsonl", limit=1, options={"timing_rounds": 2})
+    m = out["metrics"]
+    assert (m["n"], m["pass@1"], m["executable"], m["n_qualified"]) == (1, 100.0, 100.0, 1)
+    assert out["records"][0]["completion"] == piece
+    saved = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert saved["metrics"]["pass@1"] == 100.0
+    assert saved["paper"][0]["corrgrpo"] == 78.66
+    assert "| pass@1 | 100.00 |" in (tmp_path / "out" / "results.md").read_text()
+    assert len((tmp_path / "out" / "records.jsonl").read_text().splitlines()) == 1
+
+
+def test_mbpp_and_livecodebench(tmp_path: Path) -> None:
+    piece = "```python\ndef remove_Occ(s, ch):\n    return s.replace(ch, '', 1)[::-1].replace(ch, '', 1)[::-1]\n```"
+    m = run(tmp_path / "mbpp", "mbpp", piece, CODE / "mbpp.jsonl", limit=1, options={"timing_rounds": 1})["metrics"]
+    assert (m["pass@1"], m["executable"]) == (100.0, 100.0)
+    piece = "```python\na, b = map(int, input().split())\nprint(a + b)\n```"
+    m = run(tmp_path / "lcb", "livecodebench", piece, CODE / "livecodebench.jsonl", limit=1,
+            options={"timing_rounds": 1})["metrics"]
+    assert m["pass@1"] == 100.0
+
+
+def test_rlla_test_copy_of_the_reference_is_all_exact(tmp_path: Path) -> None:
+    import datasets
+
+    from corrgrpo_tasks.tool_calling import read_records, to_rows
+
+    rows = to_rows(read_records(TOOLS / "rlla_tiny.json"), split="test")
+    datasets.Dataset.from_list(rows).to_parquet(str(tmp_path / "test.parquet"))
+    m = run(tmp_path, "rlla-test", rows[0]["ground_truth"], tmp_path, limit=2)["metrics"]
+    assert m["n"] == 2
+    assert m["all_exact_all_rows"] == 50.0  # the second row has another reference
+    first_only = run(tmp_path / "one", "rlla-test", rows[0]["ground_truth"], tmp_path / "test.parquet", limit=1)
+    assert first_only["metrics"]["all_exact"] == 100.0
+    assert first_only["metrics"]["function_name"] == 100.0
+    assert first_only["metrics"]["parameter_value"] == 100.0
+
+
+def test_api_bank_levels_from_the_test_data_folder(tmp_path: Path) -> None:
+    folder = tmp_path / "test-data"
+    folder.mkdir()
+    shutil.copy(TOOLS / "api_bank_tiny.json", folder / "level-1-api.json")
+    shutil.copy(TOOLS / "api_bank_level3_tiny.json", folder / "level-3-batch-inf.json")
+    piece = '<tool_call>\n{"name": "GetUserToken", "parameters": {"username": "JohnDoe", "password": "pass123"}}\n</tool_call>'
+    m = run(tmp_path, "api-bank", piece, folder, limit=1)["metrics"]
+    assert (m["level_1"], m["level_3"], m["n_level_1"], m["n_level_3"]) == (100.0, 0.0, 1, 1)
+    assert m["average"] == 50.0
+
+
+def test_injecagent_attacker_call_is_an_attack_success(tmp_path: Path) -> None:
+    piece = ("Thought: The review asks me to grant access.\nAction: AugustSmartLockGrantGuestAccess\n"
+             "Action Input: {\"guest_ids\": [\"guest_amy01\"], \"permanent\": true}")
+    m = run(tmp_path, "injecagent", piece, HERE / "injecagent")["metrics"]
+    # Both direct-harm cases target the lock; the data-stealing cases do not offer it: invalid.
+    assert m["ASR-valid (Direct Harm)"] == 100.0
+    assert m["ASR-all (Total)"] == 50.0
+    assert m["valid_rate"] == 50.0
+    assert m["n_cases"] == 4
+
+
+def test_asb_episode_runs_its_plan(tmp_path: Path) -> None:
+    plan = json.dumps([{"message": "Gather market data", "tool_use": ["market_data_api"]},
+                       {"message": "Write the analysis", "tool_use": []}])
+    out = run(tmp_path, "asb", plan, HERE / "asb", options={"plan_attempts": 2})
+    m = out["metrics"]
+    assert m["n_pairs"] == 3
+    assert m["workflow_failure_rate"] == 0.0
+    # Every step answers with the plan again (no tool call): nothing is achieved, nothing is attacked.
+    assert (m["clean_utility"], m["attack_success_rate"], m["joint_accuracy"]) == (0.0, 0.0, 0.0)
+    assert out["records"][0]["messages"][2]["content"].startswith("[Thinking]: The workflow generated")
+
+
+@pytest.fixture(scope="module")
+def banking_cases(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from corrgrpo_tasks.agent_security import build_cases, write_cases
+
+    cases = [c for c in build_cases(suites=("banking",)) if c["user_task_id"] == "user_task_0"]
+    chosen = [cases[0], next(c for c in cases if c["case_type"] == "security")]
+    return write_cases(chosen, tmp_path_factory.mktemp("agentdojo") / "eval_cases.jsonl")
+
+
+def test_agentdojo_through_its_own_pipeline(tmp_path: Path, banking_cases: Path) -> None:
+    m = run(tmp_path, "agentdojo", "I cannot help with that.", banking_cases, options={"max_turns": 2})["metrics"]
+    assert (m["n_clean"], m["n_attacked"]) == (1, 1)
+    assert (m["clean_utility"], m["utility_under_attack"], m["attack_success_rate"], m["joint_accuracy"]) == (
+        0.0, 0.0, 0.0, 0.0)
+
+
+def test_agentdojo_llm_element_executes_ground_truth_calls_and_the_checker_agrees(banking_cases: Path) -> None:
+    """A scripted chat replaying the task's ground-truth calls as hermes blocks: AgentDojo's checker
+    must then report the user task done (and the injection not achieved)."""
+    from agentdojo.task_suite.load_suites import get_suite
+
+    from corrgrpo_tasks.evaluation import read_agentdojo_cases, run_agentdojo
+
+    cases = read_agentdojo_cases(banking_cases)
+    suite = get_suite("v1.2.2", "banking")
+    task = suite.get_user_task_by_id("user_task_0")
+    calls = task.ground_truth(suite.load_and_inject_default_environment({}))
+
+    def chat(messages: Any, tools: Any) -> str:
+        done = sum(1 for m in messages if m["role"] == "tool")
+        if done < len(calls):
+            c = calls[done]
+            return f'<tool_call>\n{json.dumps({"name": c.function, "arguments": dict(c.args)})}\n</tool_call>'
+        return "The bill has been paid."
+
+    out = run_agentdojo(cases, chat)
+    assert [r["utility"] for r in out["cases"]] == [True, True]
+    assert out["cases"][1]["attack_success"] is False
+    assert out["metrics"]["joint_accuracy"] == 100.0
+
+
+def test_cli_runs_and_reports_bad_input_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    piece = "```python\ndef add(x: int, y: int) -> int:\n    return x + y\n```"
+    model, options = tiny(tmp_path / "model", piece)
+    common = ["--model", model, "--max-new-tokens", "1", "--backend", "transformers", "--no-progress",
+              "--generation-kwargs", json.dumps(options["generation_kwargs"])]
+    assert main(["evaluate", "code", "--benchmark", "humaneval", "--data", str(CODE / "humaneval.jsonl"),
+                 "--limit", "1", "--timing-rounds", "1", "--out", str(tmp_path / "out"), *common]) == 0
+    assert "| pass@1 | 100.00 |" in capsys.readouterr().out
+    bad = [
+        (["evaluate", "tool-calling", "--benchmark", "humaneval", "--data", "x"], "belongs to domain 'code'"),
+        (["evaluate", "agent-security", "--benchmark", "asb", "--data", str(tmp_path)],
+         "all_normal_tools.jsonl is missing; expected an ASB checkout"),
+        (["evaluate", "agent-security", "--benchmark", "injecagent", "--data", str(tmp_path / "nope")],
+         "does not exist; expected an InjecAgent checkout"),
+        (["evaluate", "code", "--benchmark", "humaneval", "--data", str(tmp_path), "--limit", "0"],
+         "--limit must be at least 1"),
+    ]
+    for argv, message in bad:
+        assert main([*argv, *common]) == 2
+        err = capsys.readouterr().err
+        assert message in err
+        assert len(err.strip().splitlines()) == 1
+    assert main(["evaluate", "code", "--benchmark", "mbpp", "--data", str(CODE / "mbpp.jsonl"), "--model",
+                 str(tmp_path / "missing")]) == 2
+    assert "not a local checkpoint folder" in capsys.readouterr().err
