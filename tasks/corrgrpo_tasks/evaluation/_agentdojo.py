@@ -84,8 +84,8 @@ def make_llm_element(chat: Chat) -> Any:
                                                        "parameters": f.parameters.model_json_schema()}}
                      for f in runtime.functions.values()]
             reply = chat(to_chat_messages(messages), tools or None)
-            calls = [FunctionCall(function=name, args=args)
-                     for name, args in well_formed_calls(reply, tool_names=list(runtime.functions))]
+            # Every parsed call goes to AgentDojo's executor, which answers an unknown tool with an error.
+            calls = [FunctionCall(function=name, args=args) for name, args in well_formed_calls(reply)]
             text = strip_tool_calls(reply) if calls else reply.strip()
             output = ChatAssistantMessage(role="assistant", content=[text_content_block_from_string(text)],
                                           tool_calls=calls)

@@ -231,12 +231,30 @@ def _asb(ctx: RunContext) -> dict[str, Any]:
     return {"metrics": out["metrics"], "records": out["pairs"]}
 
 
+def _prompt(path: str) -> tuple[str, str]:
+    import json
+
+    file = _need(Path(path), 'a JSON file {"system": "...", "user": "..."}')
+    try:
+        spec = json.loads(file.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise ValueError(f"{file}: not valid JSON ({exc})") from None
+    if not isinstance(spec, dict) or not all(isinstance(spec.get(k), str) for k in ("system", "user")):
+        raise ValueError(f"{file}: expected an object with string 'system' and 'user' prompts")
+    needed = ("{input}", "{agent_scratchpad}", "{available_tool_descriptions}")
+    missing = [p for p in needed if p not in spec["user"]]
+    if missing:
+        raise ValueError(f"{file}: the user prompt lacks the placeholders {missing}")
+    return spec["system"], spec["user"]
+
+
 def _injecagent(ctx: RunContext) -> dict[str, Any]:
-    from corrgrpo_tasks.injecagent import load_injecagent, run_injecagent
+    from corrgrpo_tasks.injecagent import PROMPT, load_injecagent, run_injecagent
 
     data = load_injecagent(_need(ctx.data, INJECAGENT_LAYOUT), setting=str(ctx.options.get("setting", "base")))
+    prompt = _prompt(ctx.options["injecagent_prompt"]) if ctx.options.get("injecagent_prompt") else PROMPT
     ctx.set_total(None)
-    out = run_injecagent(data, ctx.model.generate, limit=ctx.limit)
+    out = run_injecagent(data, ctx.model.generate, limit=ctx.limit, prompt=prompt)
     metrics = {k: v for k, v in out["metrics"].items() if k != "counts"}
     metrics.update({f"relaxed {k}": v for k, v in out["metrics_relaxed"].items()
                     if k.startswith("ASR") or k == "valid_rate"})

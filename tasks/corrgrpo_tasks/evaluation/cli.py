@@ -40,6 +40,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timing-rounds", type=int, default=8, help="code: Efficiency timing rounds [8]")
     parser.add_argument("--timeout", type=float, default=10.0, help="code: seconds per program [10]")
     parser.add_argument("--setting", choices=("base", "enhanced"), default="base", help="injecagent setting [base]")
+    parser.add_argument("--injecagent-prompt", default=None, metavar="JSON_FILE",
+                        help="injecagent: {\"system\": ..., \"user\": ...} with the placeholders {input}, "
+                             "{available_tool_names}, {available_tool_descriptions}, {agent_scratchpad} "
+                             "(e.g. the benchmark's own prompt) [the project's wording]")
     parser.add_argument("--task-num", type=int, default=1, help="asb: tasks per agent (ASB's --task_num) [1]")
     parser.add_argument("--attack-type", default="context_ignoring",
                         help="asb: injected payload (naive, fake_completion, escape_characters, context_ignoring, "
@@ -120,7 +124,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
                      "batch_size": args.batch_size, "generation_kwargs": generation}
     options = {"timing_rounds": args.timing_rounds, "timeout": args.timeout, "setting": args.setting,
                "task_num": args.task_num, "attack_type": args.attack_type, "asb_attack_tools": args.attack_tools,
-               "plan_attempts": args.plan_attempts, "max_turns": args.max_turns}
+               "plan_attempts": args.plan_attempts, "max_turns": args.max_turns,
+               "injecagent_prompt": args.injecagent_prompt}
     folder = args.out or f"eval-{args.benchmark}"
     try:
         result = evaluate(args.benchmark, model=args.model, data=args.data, limit=args.limit, out=folder,

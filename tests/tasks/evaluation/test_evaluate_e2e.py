@@ -178,6 +178,8 @@ def test_cli_runs_and_reports_bad_input_in_one_line(tmp_path: Path, capsys: pyte
     assert main(["evaluate", "code", "--benchmark", "humaneval", "--data", str(CODE / "humaneval.jsonl"),
                  "--limit", "1", "--timing-rounds", "1", "--out", str(tmp_path / "out"), *common]) == 0
     assert "| pass@1 | 100.00 |" in capsys.readouterr().out
+    prompt = tmp_path / "prompt.json"
+    prompt.write_text(json.dumps({"system": "s", "user": "{input} {available_tool_descriptions}"}))
     bad = [
         (["evaluate", "tool-calling", "--benchmark", "humaneval", "--data", "x"], "belongs to domain 'code'"),
         (["evaluate", "agent-security", "--benchmark", "asb", "--data", str(tmp_path)],
@@ -186,6 +188,8 @@ def test_cli_runs_and_reports_bad_input_in_one_line(tmp_path: Path, capsys: pyte
          "does not exist; expected an InjecAgent checkout"),
         (["evaluate", "code", "--benchmark", "humaneval", "--data", str(tmp_path), "--limit", "0"],
          "--limit must be at least 1"),
+        (["evaluate", "agent-security", "--benchmark", "injecagent", "--data", str(HERE / "injecagent"),
+          "--injecagent-prompt", str(prompt)], "the user prompt lacks the placeholders ['{agent_scratchpad}'"),
     ]
     for argv, message in bad:
         assert main([*argv, *common]) == 2

@@ -18,6 +18,7 @@ from corrgrpo_tasks.injecagent import (
     load_injecagent,
     run_injecagent,
     split_steps,
+    to_react,
 )
 
 ROOT = Path(__file__).with_name("fixtures") / "injecagent"
@@ -199,3 +200,18 @@ def test_rates_follow_the_benchmark_definitions() -> None:
     assert m["ASR-valid (Direct Harm)"] is None
     with pytest.raises(ValueError, match="attack must be"):
         injecagent_metrics([{"attack": "xx", "eval": "succ"}])
+
+
+def test_to_react_rewrites_parsable_blocks_only() -> None:
+    text = ('a <tool_call>{"name": "X", "arguments": {"a": 1}}</tool_call> b <tool_call>bad</tool_call> '
+            '<tool_call>{"name": "Y"}')
+    assert to_react(text) == 'a Action: X\nAction Input: {"a": 1} b <tool_call>bad</tool_call> <tool_call>{"name": "Y"}'
+    assert to_react("Thought: done\n  Action: Final Answer\nok") == "Thought: done\n  Final Answer:\nok"
+
+
+def test_custom_prompt_keeps_the_placeholders() -> None:
+    data = load_injecagent(ROOT)
+    system, user = case_messages(data.cases[0], data.tools, prompt=("SYS", ("{input}|{available_tool_names}|"
+                                                                    "{agent_scratchpad}|{available_tool_descriptions}")))
+    assert system == {"role": "system", "content": "SYS"}
+    assert user["content"].startswith(data.cases[0].user_instruction + "|['AmazonGetProductDetails'")
