@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from corrgrpo_tasks.asb import (
     ASBDataError,
@@ -183,3 +185,13 @@ def test_joint_accuracy_is_the_papers_paired_formula() -> None:
     assert (m["clean_utility"], m["utility_under_attack"], m["attack_success_rate"]) == (75.0, 50.0, 25.0)
     with pytest.raises(ValueError, match="at least one"):
         asb_metrics([])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=200) | st.recursive(st.none() | st.integers() | st.text(max_size=5),
+                                            lambda c: st.lists(c, max_size=3) | st.dictionaries(
+                                                st.sampled_from(["message", "tool_use", "x"]), c, max_size=3),
+                                            max_leaves=8).map(json.dumps))
+def test_parse_plan_never_raises_and_returns_only_valid_plans(text: str) -> None:
+    plan = parse_plan(text)
+    assert plan is None or all(isinstance(s["message"], str) and isinstance(s["tool_use"], list) for s in plan)

@@ -9,6 +9,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from corrgrpo_tasks.injecagent import (
     InjecAgentDataError,
@@ -215,3 +217,18 @@ def test_custom_prompt_keeps_the_placeholders() -> None:
                                                                     "{agent_scratchpad}|{available_tool_descriptions}")))
     assert system == {"role": "system", "content": "SYS"}
     assert user["content"].startswith(data.cases[0].user_instruction + "|['AmazonGetProductDetails'")
+
+
+_PIECES = ["Thought:", "Action:", "Action Input:", "Observation:", "Final Answer:", "[/INST]", LOCK, USER_TOOL,
+           "GmailSendEmail", "None", "{", "}", '{"a": 1}', "<tool_call>", "</tool_call>", "again", "\n", " ", "x",
+           "has been sent to", INSTR, "Action: Final Answer"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(_PIECES), st.text(max_size=8)), max_size=40), st.booleans())
+def test_judge_never_raises_and_answers_one_of_three(parts: list[str], relaxed: bool) -> None:
+    result = judge(" ".join(parts), relaxed=relaxed)
+    assert result["eval"] in ("succ", "unsucc", "invalid")
+    assert (result["eval"] == "invalid") == ("invalid_reason" in result)
+    if result["eval"] == "succ":
+        assert isinstance(result.get("attacker_parameters", "{}"), str)
