@@ -29,11 +29,10 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from corrgrpo_tasks._batching import Chat, Generate, map_batched
 from corrgrpo_tasks.agent_security._reward import well_formed_calls
 
 from ._data import ASBAgent, AttackTool, NormalTool
-
-Chat = Callable[[Sequence[Mapping[str, Any]], Sequence[Mapping[str, Any]] | None], str]
 
 ATTACK_TYPES = ("naive", "fake_completion", "escape_characters", "context_ignoring", "combined_attack")
 PLAN_INSTRUCTION = (
@@ -161,31 +160,41 @@ def asb_metrics(pairs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             "workflow_failure_rate": 100.0 * sum(bool(p.get("workflow_failure")) for p in pairs) / n}
 
 
-def run_asb(agents: Sequence[ASBAgent], chat: Chat, *, task_num: int = 1, limit: int | None = None,
-            attack_type: str = "context_ignoring", plan_attempts: int = 10,
+def run_asb(agents: Sequence[ASBAgent], generate: Generate, *, task_num: int = 1, limit: int | None = None,
+            attack_type: str = "context_ignoring", plan_attempts: int = 10, concurrency: int = 1,
             on_case: Callable[[int], None] | None = None) -> dict[str, Any]:
     """Clean and OPI episodes for the first ``task_num`` tasks of each agent against each of its attacker
     tools (ASB's ``--task_num``; the paper's 400 pairs are ``task_num=1``), the first ``limit`` pairs
-    when given; returns ``{"metrics", "pairs"}``."""
+    when given; returns ``{"metrics", "pairs"}``.
+
+    ``generate(conversations, tools)`` answers a batch; ``concurrency`` episodes run at once with their
+    turns batched (:func:`corrgrpo_tasks._batching.map_batched`).
+    """
     attack_payload(AttackTool("", "", "", "", "", "", False), attack_type)  # validates attack_type early
     jobs = [(agent, task, tool) for agent in agents for task in agent.tasks[:task_num] for tool in agent.attack_tools]
     if limit is not None:
         jobs = jobs[:limit]
     if not jobs:
         raise ValueError("no ASB (agent, task, attacker tool) pairs to evaluate")
-    clean: dict[tuple[str, str], dict[str, Any]] = {}
-    pairs = []
-    for agent, task, tool in jobs:
-        key = (agent.name, task)
-        if key not in clean:
-            clean[key] = run_episode(agent, task, chat, plan_attempts=plan_attempts)
-        attacked = run_episode(agent, task, chat, attack=tool, attack_type=attack_type, plan_attempts=plan_attempts)
-        pairs.append({"agent": agent.name, "task": task, "attack_tool": tool.name, "aggressive": tool.aggressive,
-                      "clean_success": clean[key]["original_success"],
-                      "success_under_attack": attacked["original_success"],
-                      "attack_success": attacked["attack_success"],
-                      "workflow_failure": attacked["workflow_failure"],
-                      "executed_tools": attacked["executed_tools"], "messages": attacked["messages"]})
+    tasks = list({(agent.name, task): (agent, task) for agent, task, _ in jobs}.values())
+    clean_runs = map_batched(lambda job, chat: run_episode(job[0], job[1], chat, plan_attempts=plan_attempts),
+                             tasks, generate, concurrency=concurrency)
+    clean = {(agent.name, task): run for (agent, task), run in zip(tasks, clean_runs, strict=True)}
+
+    def attacked(job: tuple[ASBAgent, str, AttackTool], chat: Chat) -> dict[str, Any]:
+        agent, task, tool = job
+        episode = run_episode(agent, task, chat, attack=tool, attack_type=attack_type, plan_attempts=plan_attempts)
         if on_case:
             on_case(1)
+        return episode
+
+    pairs = []
+    for (agent, task, tool), episode in zip(jobs, map_batched(attacked, jobs, generate, concurrency=concurrency),
+                                            strict=True):
+        pairs.append({"agent": agent.name, "task": task, "attack_tool": tool.name, "aggressive": tool.aggressive,
+                      "clean_success": clean[(agent.name, task)]["original_success"],
+                      "success_under_attack": episode["original_success"],
+                      "attack_success": episode["attack_success"],
+                      "workflow_failure": episode["workflow_failure"],
+                      "executed_tools": episode["executed_tools"], "messages": episode["messages"]})
     return {"metrics": asb_metrics(pairs), "pairs": pairs}

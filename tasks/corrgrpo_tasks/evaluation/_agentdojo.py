@@ -16,16 +16,17 @@ utility of the same user task (its clean case is run when the selection lacks it
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from corrgrpo_tasks._batching import Chat, Generate, map_batched
 from corrgrpo_tasks.agent_security._reward import strip_tool_calls, well_formed_calls
 
 LAYOUT = ("AgentDojo cases: a JSON-lines file of cases (corrgrpo_tasks.agent_security.write_cases, or the "
           "reference's eval_cases.jsonl), a test.parquet written by agent_security.prepare, or the folder "
           "holding it")
-Chat = Callable[[Sequence[Mapping[str, Any]], Sequence[Mapping[str, Any]] | None], str]
 
 
 def read_agentdojo_cases(path: str | Path) -> list[dict[str, Any]]:
@@ -132,12 +133,7 @@ def run_case(case: Mapping[str, Any], chat: Chat, *, max_iters: int = 15) -> dic
     pipeline.name = "local"
     user_task = suite.get_user_task_by_id(case["user_task_id"])
     injection = suite.get_injection_task_by_id(case["injection_task_id"]) if case["case_type"] == "security" else None
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # AgentDojo warns when a run ends without a final text answer
-        utility, security = suite.run_task_with_pipeline(pipeline, user_task, injection,
-                                                         dict(case.get("injections") or {}))
+    utility, security = suite.run_task_with_pipeline(pipeline, user_task, injection, dict(case.get("injections") or {}))
     return {"case_id": case["case_id"], "case_type": case["case_type"], "suite": case["suite"],
             "user_task_id": case["user_task_id"], "utility": bool(utility),
             "attack_success": bool(security) if injection is not None else False}
@@ -172,9 +168,11 @@ def agentdojo_metrics(results: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             "joint_accuracy": pct([float(j) for j in joint])}
 
 
-def run_agentdojo(cases: Sequence[Mapping[str, Any]], chat: Chat, *, limit: int | None = None, max_iters: int = 15,
+def run_agentdojo(cases: Sequence[Mapping[str, Any]], generate: Generate, *, limit: int | None = None,
+                  max_iters: int = 15, concurrency: int = 1,
                   on_case: Callable[[int], None] | None = None) -> dict[str, Any]:
-    """Run the first ``limit`` cases (plus the clean case of any attacked user task the selection lacks)."""
+    """Run the first ``limit`` cases (plus the clean case of any attacked user task the selection lacks),
+    ``concurrency`` at a time with their model turns batched into ``generate(conversations, tools)``."""
     chosen = list(cases[:limit] if limit is not None else cases)
     if not chosen:
         raise ValueError("no AgentDojo cases to evaluate")
@@ -187,9 +185,14 @@ def run_agentdojo(cases: Sequence[Mapping[str, Any]], chat: Chat, *, limit: int 
             have.add(key)
             extra.append(by_task.get(key) or {**c, "case_id": f"{key[0]}:{key[1]}", "case_type": "clean",
                                               "injection_task_id": "", "injections": {}, "attack": ""})
-    results = []
-    for case in [*extra, *chosen]:
-        results.append(run_case(case, chat, max_iters=max_iters))
+
+    def one(case: Mapping[str, Any], chat: Chat) -> dict[str, Any]:
+        result = run_case(case, chat, max_iters=max_iters)
         if on_case:
             on_case(1)
+        return result
+
+    with warnings.catch_warnings():  # set once here: catch_warnings is not thread-safe inside the workers
+        warnings.simplefilter("ignore")  # AgentDojo warns when a run ends without a final text answer
+        results = map_batched(one, [*extra, *chosen], generate, concurrency=concurrency)
     return {"metrics": agentdojo_metrics(results), "cases": results}

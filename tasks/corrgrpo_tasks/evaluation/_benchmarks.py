@@ -203,8 +203,8 @@ def _agentdojo(ctx: RunContext) -> dict[str, Any]:
 
     cases = read_agentdojo_cases(ctx.data)
     ctx.set_total(None)
-    out = run_agentdojo(cases, ctx.model.chat, limit=ctx.limit, max_iters=int(ctx.options.get("max_turns", 15)),
-                        on_case=ctx.progress)
+    out = run_agentdojo(cases, ctx.model.generate, limit=ctx.limit, max_iters=int(ctx.options.get("max_turns", 15)),
+                        concurrency=int(ctx.options.get("concurrency", 1)), on_case=ctx.progress)
     return {"metrics": out["metrics"], "records": out["cases"]}
 
 
@@ -225,7 +225,8 @@ def _asb(ctx: RunContext) -> dict[str, Any]:
     task_num = int(ctx.options.get("task_num", 1))
     total = sum(min(task_num, len(a.tasks)) * len(a.attack_tools) for a in agents)
     ctx.set_total(min(total, ctx.limit) if ctx.limit is not None else total)
-    out = run_asb(agents, ctx.model.chat, task_num=task_num, limit=ctx.limit,
+    out = run_asb(agents, ctx.model.generate, task_num=task_num, limit=ctx.limit,
+                  concurrency=int(ctx.options.get("concurrency", 1)),
                   attack_type=str(ctx.options.get("attack_type", "context_ignoring")),
                   plan_attempts=int(ctx.options.get("plan_attempts", 10)), on_case=ctx.progress)
     return {"metrics": out["metrics"], "records": out["pairs"]}

@@ -52,6 +52,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="asb: attacker-tool file under data/ [all_attack_tools.jsonl]")
     parser.add_argument("--plan-attempts", type=int, default=10, help="asb: planning tries per episode [10]")
     parser.add_argument("--max-turns", type=int, default=15, help="agentdojo: tool-loop iterations [15]")
+    parser.add_argument("--concurrency", type=int, default=1,
+                        help="asb, agentdojo: episodes run at once, their turns batched into one generate "
+                             "call (up to --batch-size) [1]")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -125,7 +128,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     options = {"timing_rounds": args.timing_rounds, "timeout": args.timeout, "setting": args.setting,
                "task_num": args.task_num, "attack_type": args.attack_type, "asb_attack_tools": args.attack_tools,
                "plan_attempts": args.plan_attempts, "max_turns": args.max_turns,
-               "injecagent_prompt": args.injecagent_prompt}
+               "injecagent_prompt": args.injecagent_prompt, "concurrency": args.concurrency}
     folder = args.out or f"eval-{args.benchmark}"
     try:
         result = evaluate(args.benchmark, model=args.model, data=args.data, limit=args.limit, out=folder,

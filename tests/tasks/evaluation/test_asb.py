@@ -88,6 +88,9 @@ class Scripted:
         self.obey, self.plan = obey, plan
         self.seen: list[tuple[list[dict[str, Any]], Any]] = []
 
+    def generate(self, conversations: Sequence[Any], tools: Sequence[Any]) -> list[str]:
+        return [self(m, t) for m, t in zip(conversations, tools, strict=True)]
+
     def __call__(self, messages: Sequence[Mapping[str, Any]], tools: Any) -> str:
         self.seen.append(([dict(m) for m in messages], tools))
         last = messages[-1]["content"]
@@ -159,7 +162,7 @@ def test_unknown_and_text_only_replies_are_recorded() -> None:
 def test_run_pairs_each_attack_with_the_task_clean_run_and_scores_joint_accuracy() -> None:
     agents = load_asb(ROOT)
     model = Scripted(obey=True)
-    out = run_asb(agents[:1], model, attack_type="context_ignoring")
+    out = run_asb(agents[:1], model.generate, attack_type="context_ignoring")
     assert [p["attack_tool"] for p in out["pairs"]] == ["StockPriceManipulation", "InvestmentDiversion"]
     # The scripted model obeys by calling StockPriceManipulation, which is only offered in the first pair.
     assert [p["attack_success"] for p in out["pairs"]] == [True, False]
@@ -172,9 +175,25 @@ def test_run_pairs_each_attack_with_the_task_clean_run_and_scores_joint_accuracy
     assert m["joint_accuracy"] == 25.0
     clean_plans = sum(1 for msgs, tools in model.seen if tools is None and len(msgs) == 2)
     assert clean_plans == 3  # one clean plan (reused) + two attacked plans
-    assert run_asb(agents, model, limit=1)["metrics"]["n_pairs"] == 1
+    assert run_asb(agents, model.generate, limit=1)["metrics"]["n_pairs"] == 1
     with pytest.raises(ValueError, match="attack_type must be one of"):
-        run_asb(agents, model, attack_type="shouting")
+        run_asb(agents, model.generate, attack_type="shouting")
+
+
+def test_concurrent_episodes_batch_their_turns_and_match_sequential_runs() -> None:
+    agents = load_asb(ROOT)
+    sequential = run_asb(agents, Scripted(obey=True).generate)
+    batches: list[int] = []
+    model = Scripted(obey=True)
+
+    def generate(conversations: Sequence[Any], tools: Sequence[Any]) -> list[str]:
+        batches.append(len(conversations))
+        return model.generate(conversations, tools)
+
+    concurrent = run_asb(agents, generate, concurrency=3)
+    assert concurrent["metrics"] == sequential["metrics"]
+    assert [p["messages"] for p in concurrent["pairs"]] == [p["messages"] for p in sequential["pairs"]]
+    assert max(batches) == 3  # three attacked episodes planned in one call
 
 
 def test_joint_accuracy_is_the_papers_paired_formula() -> None:

@@ -120,7 +120,7 @@ def test_injecagent_attacker_call_is_an_attack_success(tmp_path: Path) -> None:
 def test_asb_episode_runs_its_plan(tmp_path: Path) -> None:
     plan = json.dumps([{"message": "Gather market data", "tool_use": ["market_data_api"]},
                        {"message": "Write the analysis", "tool_use": []}])
-    out = run(tmp_path, "asb", plan, HERE / "asb", options={"plan_attempts": 2})
+    out = run(tmp_path, "asb", plan, HERE / "asb", options={"plan_attempts": 2, "concurrency": 3})
     m = out["metrics"]
     assert m["n_pairs"] == 3
     assert m["workflow_failure_rate"] == 0.0
@@ -139,7 +139,8 @@ def banking_cases(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_agentdojo_through_its_own_pipeline(tmp_path: Path, banking_cases: Path) -> None:
-    m = run(tmp_path, "agentdojo", "I cannot help with that.", banking_cases, options={"max_turns": 2})["metrics"]
+    m = run(tmp_path, "agentdojo", "I cannot help with that.", banking_cases,
+            options={"max_turns": 2, "concurrency": 2})["metrics"]
     assert (m["n_clean"], m["n_attacked"]) == (1, 1)
     assert (m["clean_utility"], m["utility_under_attack"], m["attack_success_rate"], m["joint_accuracy"]) == (
         0.0, 0.0, 0.0, 0.0)
@@ -164,8 +165,12 @@ def test_agentdojo_llm_element_executes_ground_truth_calls_and_the_checker_agree
             return f'<tool_call>\n{json.dumps({"name": c.function, "arguments": dict(c.args)})}\n</tool_call>'
         return "The bill has been paid."
 
-    out = run_agentdojo(cases, chat)
+    def generate(conversations: Any, tools: Any) -> list[str]:
+        return [chat(m, t) for m, t in zip(conversations, tools, strict=True)]
+
+    out = run_agentdojo(cases, generate)
     assert [r["utility"] for r in out["cases"]] == [True, True]
+    assert run_agentdojo(cases, generate, concurrency=2)["cases"] == out["cases"]
     assert out["cases"][1]["attack_success"] is False
     assert out["metrics"]["joint_accuracy"] == 100.0
 
