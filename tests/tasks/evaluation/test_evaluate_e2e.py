@@ -204,3 +204,37 @@ def test_cli_runs_and_reports_bad_input_in_one_line(tmp_path: Path, capsys: pyte
     assert main(["evaluate", "code", "--benchmark", "mbpp", "--data", str(CODE / "mbpp.jsonl"), "--model",
                  str(tmp_path / "missing")]) == 2
     assert "not a local checkpoint folder" in capsys.readouterr().err
+
+
+def test_vllm_backend_gets_the_rendered_prompts_and_greedy_params(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """vLLM is GPU-only, so a stub stands in for it: the prompts must be the chat template's rendering
+    and the sampling greedy with the token budget."""
+    import sys
+    import types
+
+    from corrgrpo_tasks.evaluation import ChatModel
+
+    seen: dict[str, Any] = {}
+
+    class SamplingParams:
+        def __init__(self, **kwargs: Any) -> None:
+            seen["params"] = kwargs
+
+    class LLM:
+        def __init__(self, model: str, dtype: str) -> None:
+            seen["model"] = model
+
+        def generate(self, prompts: list[str], params: Any, use_tqdm: bool) -> list[Any]:
+            seen.setdefault("prompts", []).extend(prompts)
+            return [types.SimpleNamespace(outputs=[types.SimpleNamespace(text=f"reply {i}")]) for i in range(len(prompts))]
+
+    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(LLM=LLM, SamplingParams=SamplingParams))
+    model_path, _ = tiny(tmp_path / "model", "x y")
+    chat = ChatModel(model_path, backend="vllm", max_new_tokens=7, batch_size=2)
+    conversations = [[{"role": "user", "content": f"q{i}"}] for i in range(3)]
+    assert chat.generate(conversations) == ["reply 0", "reply 1", "reply 0"]  # two batches
+    assert seen["model"] == model_path
+    assert seen["params"] == {"temperature": 0.0, "max_tokens": 7}
+    assert seen["prompts"] == [chat.render(c) for c in conversations]
+    assert seen["prompts"][0].endswith("<|im_start|>user\nq0<|im_end|>\n<|im_start|>assistant\n")
