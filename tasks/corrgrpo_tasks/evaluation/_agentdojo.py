@@ -39,8 +39,10 @@ def read_agentdojo_cases(path: str | Path) -> list[dict[str, Any]]:
     if path.suffix == ".parquet":
         import datasets
 
-        rows = datasets.Dataset.from_parquet(str(path))
-        cases = [json.loads(r["reward_model"]["ground_truth"]) for r in rows]
+        try:
+            cases = [json.loads(r["reward_model"]["ground_truth"]) for r in datasets.Dataset.from_parquet(str(path))]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"{path}: rows need reward_model.ground_truth holding a case as JSON ({exc})") from None
     else:
         cases = []
         for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):

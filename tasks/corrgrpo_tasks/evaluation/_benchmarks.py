@@ -6,9 +6,10 @@ are percentages (0-100) named as in the paper, ``None`` where a rate has no case
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,21 @@ def _need(path: Path, layout: str) -> Path:
     return path
 
 
+@contextlib.contextmanager
+def _reading(path: Path, layout: str) -> Iterator[None]:
+    """Loader failures on malformed data (a missing field, a wrong type, unparsable JSON) as one
+    ``ValueError`` naming the file and the expected layout."""
+    try:
+        yield
+    except FileNotFoundError:
+        raise
+    except Exception as exc:  # noqa: BLE001 -- KeyError/TypeError/ValueError/pyarrow's errors from the loaders
+        detail = str(exc).splitlines()[0] if str(exc) else ""
+        if str(path) in detail:  # the loader already names the file (and the record)
+            raise ValueError(detail) from None
+        raise ValueError(f"{path}: cannot read it ({type(exc).__name__}: {detail}); expected {layout}") from None
+
+
 def _first(items: Sequence[Any], limit: int | None) -> list[Any]:
     return list(items[:limit] if limit is not None else items)
 
@@ -70,7 +86,8 @@ def _code(loader_name: str) -> Callable[[RunContext], dict[str, Any]]:
         files = sorted(str(p) for p in path.glob("*.json*")) if path.is_dir() else str(path)
         if not files:
             raise FileNotFoundError(f"{path} holds no .json/.jsonl file; expected {BENCHMARKS_LAYOUT[loader_name]}")
-        tasks = _first(getattr(code_data, loader_name)(data_files=files), ctx.limit)
+        with _reading(path, BENCHMARKS_LAYOUT[loader_name]):
+            tasks = _first(getattr(code_data, loader_name)(data_files=files), ctx.limit)
         if not tasks:
             raise ValueError(f"{path}: no problems to evaluate")
         ctx.set_total(len(tasks))
@@ -105,8 +122,8 @@ def _score_rows(ctx: RunContext, rows: Sequence[Mapping[str, Any]]) -> list[dict
     outputs = ctx.model.generate([list(r["prompt"]) for r in rows])
     records = []
     for row, out in zip(rows, outputs, strict=True):
-        score = compute_score(row["data_source"], out, row["ground_truth"], row.get("extra_info"))
-        records.append({"index": row["extra_info"].get("index"), "completion": out,
+        score = compute_score(row.get("data_source") or "rlla", out, row["ground_truth"], row.get("extra_info"))
+        records.append({"index": (row.get("extra_info") or {}).get("index"), "completion": out,
                         "has_tool_call": "<tool_call>" in row["ground_truth"], **score})
     return records
 
@@ -137,10 +154,12 @@ def _rlla(ctx: RunContext) -> dict[str, Any]:
     path = _need(ctx.data, RLLA_LAYOUT)
     if path.is_dir():
         path = _need(path / "test.parquet", RLLA_LAYOUT)
-    if path.suffix == ".parquet":
-        rows = list(datasets.Dataset.from_parquet(str(path)))
-    else:
-        rows = list(load_rlla(path)["test"])
+    with _reading(path, RLLA_LAYOUT):
+        rows = list(datasets.Dataset.from_parquet(str(path))) if path.suffix == ".parquet" else list(
+            load_rlla(path)["test"])
+        for row in rows:
+            if not isinstance(row.get("prompt"), list) or not isinstance(row.get("ground_truth"), str):
+                raise TypeError("a row lacks a chat 'prompt' or a string 'ground_truth'")
     records = _score_rows(ctx, _first(rows, ctx.limit))
     return {"metrics": rlla_metrics(records), "records": records}
 
@@ -170,7 +189,8 @@ def _api_bank(ctx: RunContext) -> dict[str, Any]:
     else:
         match = _LEVEL.search(path.name)
         found = {int(match.group(1)) if match else 1: path}
-    splits = load_api_bank(found)
+    with _reading(path, API_BANK_LAYOUT):
+        splits = load_api_bank(found)
     rows = [(name, row) for name in sorted(splits) for row in _first(list(splits[name]), ctx.limit)]
     records = _score_rows(ctx, [r for _, r in rows])
     metrics: dict[str, Any] = {"n": len(records)}

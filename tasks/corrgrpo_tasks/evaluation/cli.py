@@ -110,6 +110,21 @@ def evaluate(benchmark: str, *, model: str, data: str, limit: int | None = None,
     return {**result, "config": config, "files": files}
 
 
+def _quiet_library_bars() -> None:
+    """The command draws one progress bar and reports errors itself; the libraries' own bars (dataset
+    building, weight loading) and datasets' error log lines go."""
+    import importlib
+    import logging
+
+    logging.getLogger("datasets").setLevel(logging.CRITICAL)
+
+    for module, call in (("datasets", "disable_progress_bars"), ("transformers.utils.logging", "disable_progress_bar")):
+        try:
+            getattr(importlib.import_module(module), call)()
+        except (ImportError, AttributeError):
+            continue
+
+
 def run(args: argparse.Namespace, out: TextIO) -> int:
     """Run ``corrgrpo evaluate`` from parsed arguments; bad input raises the core CLI's ``CliError``."""
     from corrgrpo_core.cli.io import CliError
@@ -130,6 +145,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
                "plan_attempts": args.plan_attempts, "max_turns": args.max_turns,
                "injecagent_prompt": args.injecagent_prompt, "concurrency": args.concurrency}
     folder = args.out or f"eval-{args.benchmark}"
+    _quiet_library_bars()
     try:
         result = evaluate(args.benchmark, model=args.model, data=args.data, limit=args.limit, out=folder,
                           progress=not args.no_progress, model_options=model_options, options=options)

@@ -183,6 +183,12 @@ def test_cli_runs_and_reports_bad_input_in_one_line(tmp_path: Path, capsys: pyte
     assert main(["evaluate", "code", "--benchmark", "humaneval", "--data", str(CODE / "humaneval.jsonl"),
                  "--limit", "1", "--timing-rounds", "1", "--out", str(tmp_path / "out"), *common]) == 0
     assert "| pass@1 | 100.00 |" in capsys.readouterr().out
+    broken = tmp_path / "HumanEval.jsonl"
+    row = json.loads((CODE / "humaneval.jsonl").read_text().splitlines()[0])
+    del row["test"]
+    broken.write_text(json.dumps(row) + "\n")
+    (tmp_path / "rlla").mkdir()
+    (tmp_path / "rlla" / "test.parquet").write_text("not parquet")
     prompt = tmp_path / "prompt.json"
     prompt.write_text(json.dumps({"system": "s", "user": "{input} {available_tool_descriptions}"}))
     bad = [
@@ -193,6 +199,14 @@ def test_cli_runs_and_reports_bad_input_in_one_line(tmp_path: Path, capsys: pyte
          "does not exist; expected an InjecAgent checkout"),
         (["evaluate", "code", "--benchmark", "humaneval", "--data", str(tmp_path), "--limit", "0"],
          "--limit must be at least 1"),
+        (["evaluate", "code", "--benchmark", "humaneval", "--data", str(broken)],
+         "HumanEval.jsonl: cannot read it (KeyError: 'test'); expected HumanEval as JSON/JSONL rows"),
+        (["evaluate", "tool-calling", "--benchmark", "rlla-test", "--data", str(tmp_path / "rlla")],
+         "test.parquet: cannot read it ("),
+        (["evaluate", "tool-calling", "--benchmark", "api-bank", "--data", str(tmp_path)],
+         "holds no level-N-*.json file; expected API-Bank's test-data folder"),
+        (["evaluate", "agent-security", "--benchmark", "agentdojo", "--data", str(tmp_path)],
+         "test.parquet is missing; expected AgentDojo cases"),
         (["evaluate", "agent-security", "--benchmark", "injecagent", "--data", str(HERE / "injecagent"),
           "--injecagent-prompt", str(prompt)], "the user prompt lacks the placeholders ['{agent_scratchpad}'"),
     ]
