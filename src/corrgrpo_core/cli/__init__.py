@@ -173,6 +173,10 @@ def _cmd_explain(args: argparse.Namespace, out: TextIO) -> int:
         raise CliError("give a reward file or --example (not both)")
     if args.max_groups < 0:
         raise CliError("--max-groups must be >= 0")
+    if args.plot:
+        from .plots import check_plot_path
+
+        check_plot_path(args.plot)
     if args.example:
         batch = example_batch()
     else:
@@ -184,19 +188,25 @@ def _cmd_explain(args: argparse.Namespace, out: TextIO) -> int:
             allow_nan=args.nan_policy == "ignore",
         )
     weights = parse_weights(args.weights, batch.components)
+    group = 0
+    if args.plot_group is not None:
+        if args.plot_group not in batch.group_labels:
+            raise CliError(f"--plot-group {args.plot_group!r} is not a group in the file")
+        group = batch.group_labels.index(args.plot_group)
+    detail = sorted({*range(min(args.max_groups, batch.n_groups)), group})
     report = explain(
-        batch, estimators=args.estimators or DEFAULT_ESTIMATORS, weights=weights, nan_policy=args.nan_policy
+        batch,
+        estimators=args.estimators or DEFAULT_ESTIMATORS,
+        weights=weights,
+        nan_policy=args.nan_policy,
+        detail=detail,
     )
     out.write(render_explanation(report, max_groups=args.max_groups) + "\n")
     if args.plot:
         from .plots import plot_explanation
 
-        group = 0
-        if args.plot_group is not None:
-            if args.plot_group not in batch.group_labels:
-                raise CliError(f"--plot-group {args.plot_group!r} is not a group in the file")
-            group = batch.group_labels.index(args.plot_group)
-        out.write(f"plot written to {plot_explanation(report, args.plot, group=group)}\n")
+        path = plot_explanation(report, args.plot, group=detail.index(group))
+        out.write(f"plot written to {path}\n")
     return 0
 
 

@@ -18,7 +18,15 @@ import corrgrpo_core as cc
 
 from .io import CliError, RewardBatch, markdown_table
 
-__all__ = ["EXAMPLE", "Explanation", "GroupView", "example_batch", "explain", "render_explanation"]
+__all__ = [
+    "EXAMPLE",
+    "Explanation",
+    "GroupView",
+    "example_batch",
+    "explain",
+    "group_matrices",
+    "render_explanation",
+]
 
 Array = npt.NDArray[np.float64]
 
@@ -63,20 +71,62 @@ class Explanation:
     advantages: dict[str, Array]
     groups: tuple[GroupView, ...]
     summary: dict[str, float]
+    mean_correlation: Array
 
 
-def _matrices(x: Array) -> tuple[Array, Array]:
-    """Sample covariance and Pearson matrices of ``x`` (n, K); components that do not vary get zero
-    rows and columns in the correlation matrix, as in CorrGRPO."""
-    n, k = x.shape
-    if n < 2:
-        return np.zeros((k, k)), np.zeros((k, k))
-    centred = x - x.mean(axis=0)
-    cov = centred.T @ centred / (n - 1)
-    sum_sq = np.sum(centred**2, axis=0)
-    varies = sum_sq > _ZERO_VAR_RTOL**2 * np.sum(x**2, axis=0)
-    inv = np.where(varies, 1.0 / np.sqrt(np.where(varies, np.diag(cov), 1.0)), 0.0)
-    return cov, cov * np.outer(inv, inv)
+def group_matrices(x: Array, ids: npt.NDArray[np.int64], n_groups: int) -> tuple[Array, Array]:
+    """``(G, K, K)`` sample covariance and Pearson matrices of every group, vectorised over groups.
+
+    Missing (NaN) entries are left out: means over each component's present values, products
+    over the rows where both are present. Components that do not vary in a group (the core's
+    scale-relative test) get zero rows and columns in its correlation matrix, as in CorrGRPO.
+    """
+    k = x.shape[1]
+    valid = ~np.isnan(x)
+    has_nan = not bool(valid.all())
+    centred = np.where(valid, x, 0.0) if has_nan else x.copy()
+    count = np.stack([np.bincount(ids, valid[:, j], minlength=n_groups) for j in range(k)], axis=1)
+    sums = np.stack([np.bincount(ids, centred[:, j], minlength=n_groups) for j in range(k)], axis=1)
+    squares = np.stack([np.bincount(ids, centred[:, j] ** 2, minlength=n_groups) for j in range(k)], axis=1)
+    means = sums / np.maximum(count, 1)
+    centred -= means[ids]
+    if has_nan:
+        centred[~valid] = 0.0
+    cov = np.zeros((n_groups, k, k))
+    for a in range(k):
+        for b in range(a, k):
+            pairs = (
+                np.bincount(ids, valid[:, a] & valid[:, b], minlength=n_groups)
+                if has_nan
+                else count[:, a]
+            )
+            total = np.bincount(ids, centred[:, a] * centred[:, b], minlength=n_groups)
+            cov[:, a, b] = cov[:, b, a] = np.where(pairs > 1, total / np.maximum(pairs - 1, 1), 0.0)
+    sum_sq = np.stack([np.bincount(ids, centred[:, j] ** 2, minlength=n_groups) for j in range(k)], axis=1)
+    varies = (count > 1) & (sum_sq > _ZERO_VAR_RTOL**2 * squares)
+    diag = np.diagonal(cov, axis1=1, axis2=2)
+    inv = np.where(varies, 1.0 / np.sqrt(np.where(varies, diag, 1.0)), 0.0)
+    return cov, cov * inv[:, :, None] * inv[:, None, :]
+
+
+def _overflow_check(batch: RewardBatch, weighted: Array, values: Sequence[Array]) -> None:
+    """A clear error instead of NaN or inf tables when huge values overflow float64 statistics."""
+    if all(bool(np.all(np.isfinite(v) | np.isnan(v))) and not _new_nan(v, weighted) for v in values):
+        return
+    magnitude = np.abs(np.nan_to_num(weighted, nan=0.0))
+    row, col = np.unravel_index(int(np.argmax(magnitude)), magnitude.shape)
+    big = float(magnitude[row, col])
+    name = batch.components[col]
+    hint = f"--weights {name}={2.0 ** -np.floor(np.log2(big)):.3g}" if big > 0 else "--weights"
+    raise CliError(
+        f"{batch.source}: values as large as {big:.3g} (component {name!r}, row {row + 1}) overflow the "
+        f"float64 statistics (their squares pass 1.8e308); rescale that component, e.g. {hint}"
+    )
+
+
+def _new_nan(v: Array, weighted: Array) -> bool:
+    """NaN in a result although no input is missing: an overflow (inf - inf), not a missing value."""
+    return bool(np.any(np.isnan(v))) and not bool(np.any(np.isnan(weighted)))
 
 
 def explain(
@@ -85,8 +135,13 @@ def explain(
     estimators: Sequence[str] = DEFAULT_ESTIMATORS,
     weights: Array | None = None,
     nan_policy: str = "raise",
+    detail: Sequence[int] | None = None,
 ) -> Explanation:
-    """Compute everything ``corrgrpo explain`` prints for ``batch``."""
+    """Compute everything ``corrgrpo explain`` prints for ``batch``.
+
+    ``detail`` lists the groups (indices into ``batch.group_labels``) whose matrices are kept for
+    display (default: every group); the batch-wide numbers always cover every group.
+    """
     known = cc.estimator_names()
     unknown = [e for e in estimators if e not in known]
     if unknown:
@@ -95,35 +150,40 @@ def explain(
     w = np.ones(k) if weights is None else np.asarray(weights, dtype=np.float64)
     if w.shape != (k,):
         raise CliError(f"{w.size} weights for {k} reward components")
-    advantages: dict[str, Array] = {}
-    for name in estimators:
-        try:
-            adv = cc.compute_advantages(
-                batch.scores, batch.group_ids, estimator=name, weights=w, nan_policy=nan_policy
-            )
-        except (ValueError, TypeError) as err:
-            raise CliError(f"estimator {name!r} rejected the batch: {err}") from None
-        advantages[name] = np.asarray(adv, dtype=np.float64)
-    try:
-        stats = cc.advantage_stats(batch.scores, batch.group_ids, weights=w, nan_policy=nan_policy)
-    except (ValueError, TypeError) as err:
-        raise CliError(f"cannot compute the diagnostics: {err}") from None
     weighted = batch.scores * w
-    groups = []
+    advantages: dict[str, Array] = {}
+    with np.errstate(all="ignore"):
+        for name in estimators:
+            try:
+                adv = cc.compute_advantages(
+                    batch.scores, batch.group_ids, estimator=name, weights=w, nan_policy=nan_policy
+                )
+            except (ValueError, TypeError, OverflowError) as err:
+                raise CliError(f"estimator {name!r} rejected the batch: {err}") from None
+            advantages[name] = np.asarray(adv, dtype=np.float64)
+        try:
+            stats = cc.advantage_stats(batch.scores, batch.group_ids, weights=w, nan_policy=nan_policy)
+        except (ValueError, TypeError, OverflowError) as err:
+            raise CliError(f"cannot compute the diagnostics: {err}") from None
+        cov, corr = group_matrices(weighted, batch.group_ids, batch.n_groups)
+        checked = [*advantages.values(), np.asarray(stats.c_q), np.asarray(stats.covariance_sum), cov]
+        _overflow_check(batch, weighted, checked)
+        summary = stats.summary(component_names=list(batch.components))
     # rows of each group in file order, without an O(rows x groups) scan
     order = np.argsort(batch.group_ids, kind="stable")
-    ends = np.cumsum(np.bincount(batch.group_ids, minlength=batch.n_groups))
-    starts = ends - np.bincount(batch.group_ids, minlength=batch.n_groups)
-    for g, label in enumerate(batch.group_labels):
+    sizes = np.bincount(batch.group_ids, minlength=batch.n_groups)
+    ends = np.cumsum(sizes)
+    starts = ends - sizes
+    groups = []
+    for g in range(batch.n_groups) if detail is None else detail:
         rows = order[starts[g] : ends[g]]
         first = rows[0]
-        cov, corr = _matrices(weighted[rows])
         groups.append(
             GroupView(
-                label=label,
+                label=batch.group_labels[g],
                 rows=rows,
-                covariance=cov,
-                correlation=corr,
+                covariance=cov[g],
+                correlation=corr[g],
                 covariance_sum=float(stats.covariance_sum[first]),
                 correlation_sum=float(stats.correlation_sum[first]),
                 c_q=float(stats.c_q[first]),
@@ -133,12 +193,7 @@ def explain(
             )
         )
     return Explanation(
-        batch,
-        w,
-        tuple(estimators),
-        advantages,
-        tuple(groups),
-        stats.summary(component_names=list(batch.components)),
+        batch, w, tuple(estimators), advantages, tuple(groups), summary, corr.mean(axis=0)
     )
 
 
@@ -224,10 +279,10 @@ def render_explanation(ex: Explanation, *, max_groups: int = 10) -> str:
             ),
             "",
         ]
-    if len(ex.groups) > max_groups:
-        out += [f"({len(ex.groups) - max_groups} more groups not shown; raise --max-groups to see them)", ""]
+    if b.n_groups > max_groups:
+        out += [f"({b.n_groups - max_groups} more groups not shown; raise --max-groups to see them)", ""]
     s = ex.summary
-    mean_corr = np.mean([v.correlation for v in ex.groups], axis=0)
+    mean_corr = ex.mean_correlation
     out += [
         "## batch",
         "",

@@ -216,6 +216,7 @@ class Columns:
 
 def _line_of(path: Path, fmt: str, row: int) -> int:
     """The file line of data row ``row`` (0-based), skipping blank lines as the readers do."""
+    csv.field_size_limit(1 << 30)  # the default 128 KiB refuses fields pyarrow reads fine
     try:
         with path.open(newline="", encoding="utf-8", errors="replace") as handle:
             if fmt == "csv":
@@ -328,6 +329,7 @@ def _read_csv(pa: Any, path: Path, want: Sequence[str] | None) -> Columns:
 
 def _diagnose_csv(path: Path, header: list[str]) -> None:
     """Find the row pyarrow refused (it does not say which): wrong field count or bad text."""
+    csv.field_size_limit(1 << 30)
     try:
         with path.open(newline="", encoding="utf-8") as handle:
             reader = csv.reader(handle)
@@ -426,8 +428,10 @@ def _read_jsonl_lines(pa: Any, path: Path, want: Sequence[str] | None, *, skip_b
                     problem = None if isinstance(obj, dict) else f"expected a JSON object, got {type(obj).__name__}"
                 except json.JSONDecodeError as err:
                     problem = f"invalid JSON ({err.msg})"
-                except ValueError as err:  # an integer of more than 4300 digits
-                    problem = f"unreadable JSON ({err})"
+                except ValueError as err:  # Python refuses integers of more than 4300 digits
+                    digits = re.search(r"value has (\d+) digits", str(err))
+                    size = f"of {digits.group(1)} digits" if digits else "too long"
+                    problem = f"an integer {size}, too large for a 64-bit float"
                 except RecursionError:
                     problem = "JSON nested too deeply"
                 if problem is not None:
@@ -592,7 +596,7 @@ def numeric_column(
                     shown = text[i].as_py()
                     if shown.startswith("\x00"):
                         raise CliError(f"{where(i)}: {shown[1:]} is not a number") from None
-                    raise CliError(f"{where(i)}: {shown!r} is not a number") from None
+                    raise CliError(f"{where(i)}: {_short(shown)} is not a number") from None
             raise
         arr = pc.if_else(is_true, 1.0, pc.if_else(is_false, 0.0, parsed))
     elif pa.types.is_null(arr.type):
@@ -665,10 +669,17 @@ def group_codes(
     return ids, tuple(encoded.dictionary.to_pylist())
 
 
+def _short(text: str, limit: int = 60) -> str:
+    """``repr`` of a value for a one-line message, cut in the middle when long."""
+    shown = repr(text)
+    return shown if len(shown) <= limit else f"{shown[: limit // 2]}...{shown[-limit // 2 :]} ({len(text)} chars)"
+
+
 def _csv_cell(cols: Columns, row: int, name: str) -> str | None:
     """The text of one CSV cell (for messages: pyarrow has already turned it into a number)."""
     if cols.fmt != "csv":
         return None
+    csv.field_size_limit(1 << 30)
     line = _line_of(cols.source, "csv", row)
     with cols.source.open(newline="", encoding="utf-8", errors="replace") as handle:
         reader = csv.reader(handle)

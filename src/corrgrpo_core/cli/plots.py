@@ -13,7 +13,9 @@ if TYPE_CHECKING:
     from .explain import Explanation
     from .simulate import ScenarioResult
 
-__all__ = ["plot_explanation", "plot_scenario"]
+__all__ = ["check_plot_path", "plot_explanation", "plot_scenario"]
+
+_SUFFIXES = {".png", ".pdf", ".svg"}
 
 
 def _pyplot() -> Any:
@@ -29,11 +31,28 @@ def _pyplot() -> Any:
     return plt
 
 
-def _save(fig: Any, path: str | Path) -> Path:
+def check_plot_path(path: str | Path) -> Path:
+    """Create the plot's folder and check the suffix before any work, so a typo fails fast."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=80)
-    fig.clf()
+    if path.is_dir():
+        raise CliError(f"--plot {path}: is a folder; give a file name such as {path / 'plot.png'}")
+    if path.suffix.lower() not in _SUFFIXES:
+        raise CliError(f"--plot {path}: use a .png, .pdf or .svg file name")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise CliError(f"--plot {path}: cannot create the folder {path.parent} ({err.strerror})") from None
+    return path
+
+
+def _save(fig: Any, path: str | Path) -> Path:
+    path = check_plot_path(path)
+    try:
+        fig.savefig(path, dpi=80)
+    except OSError as err:
+        raise CliError(f"--plot {path}: cannot write it ({err.strerror})") from None
+    finally:
+        fig.clf()
     return path
 
 
