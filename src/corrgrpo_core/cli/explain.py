@@ -21,10 +21,13 @@ from .io import CliError, RewardBatch, markdown_table
 __all__ = [
     "EXAMPLE",
     "Explanation",
+    "GroupTable",
     "GroupView",
     "example_batch",
     "explain",
     "group_matrices",
+    "group_table",
+    "overflow_check",
     "render_explanation",
 ]
 
@@ -109,24 +112,130 @@ def group_matrices(x: Array, ids: npt.NDArray[np.int64], n_groups: int) -> tuple
     return cov, cov * inv[:, :, None] * inv[:, None, :]
 
 
-def _overflow_check(batch: RewardBatch, weighted: Array, values: Sequence[Array]) -> None:
-    """A clear error instead of NaN or inf tables when huge values overflow float64 statistics."""
-    if all(bool(np.all(np.isfinite(v) | np.isnan(v))) and not _new_nan(v, weighted) for v in values):
-        return
-    magnitude = np.abs(np.nan_to_num(weighted, nan=0.0))
-    row, col = np.unravel_index(int(np.argmax(magnitude)), magnitude.shape)
-    big = float(magnitude[row, col])
-    name = batch.components[col]
-    hint = f"--weights {name}={2.0 ** -np.floor(np.log2(big)):.3g}" if big > 0 else "--weights"
-    raise CliError(
-        f"{batch.source}: values as large as {big:.3g} (component {name!r}, row {row + 1}) overflow the "
-        f"float64 statistics (their squares pass 1.8e308); rescale that component, e.g. {hint}"
+@dataclass(frozen=True)
+class GroupTable:
+    """Per-group diagnostics of a batch (index g = group g), from :func:`corrgrpo_core.advantage_stats`
+    run over slices of whole groups, so memory stays bounded by a slice, not by the batch.
+
+    ``order``/``starts``/``sizes`` give each group's rows (``order[starts[g]:starts[g] + sizes[g]]``).
+    """
+
+    sizes: npt.NDArray[np.int64]
+    starts: npt.NDArray[np.int64]
+    order: npt.NDArray[np.int64]
+    covariance_sum: Array
+    correlation_sum: Array
+    c_q: Array
+    variance_share: Array
+    zero_variance: npt.NDArray[np.int64]
+    degenerate: npt.NDArray[np.bool_]
+    total_varies: npt.NDArray[np.bool_]
+    mean_correlation: Array
+    matrices: dict[int, tuple[Array, Array]]
+
+    def rows(self, g: int) -> npt.NDArray[np.int64]:
+        return self.order[self.starts[g] : self.starts[g] + self.sizes[g]]
+
+    def summary(self, names: Sequence[str]) -> dict[str, float]:
+        """The batch numbers, each group counted once (the keys of ``AdvantageStats.summary``)."""
+        out = {
+            "groups": float(self.sizes.size),
+            "singleton_groups": float(np.sum(self.sizes < 2)),
+            "degenerate_groups": float(np.sum(self.degenerate)),
+            "c_q/mean": float(np.mean(self.c_q)),
+            "c_q/min": float(np.min(self.c_q)),
+            "c_q/max": float(np.max(self.c_q)),
+            "correlation_sum/mean": float(np.mean(self.correlation_sum)),
+            "covariance_sum/mean": float(np.mean(self.covariance_sum)),
+            "zero_variance_components/mean": float(np.mean(self.zero_variance)),
+        }
+        for i, name in enumerate(names):
+            out[f"denominator_share/{name}"] = float(np.mean(self.variance_share[:, i]))
+        return out
+
+
+#: Rows per slice handed to the core at once.
+SLICE_ROWS = 1 << 17
+
+
+def group_table(
+    scores: Array,
+    ids: npt.NDArray[np.int64],
+    n_groups: int,
+    *,
+    weights: Array,
+    nan_policy: str = "raise",
+    detail: Sequence[int] = (),
+    min_correlation_sum: float = 0.0,
+) -> GroupTable:
+    """Per-group diagnostics of ``scores`` (N, K) grouped by ``ids`` (0..G-1), slice by slice.
+
+    ``detail`` groups also keep their covariance and correlation matrices (for display).
+    """
+    k = scores.shape[1]
+    order = np.argsort(ids, kind="stable")
+    sizes = np.bincount(ids, minlength=n_groups).astype(np.int64)
+    ends = np.cumsum(sizes)
+    starts = ends - sizes
+    cov_sum, corr_sum, c_q = (np.zeros(n_groups) for _ in range(3))
+    share = np.zeros((n_groups, k))
+    zero_var = np.zeros(n_groups, dtype=np.int64)
+    degenerate = np.zeros(n_groups, dtype=bool)
+    varies = np.zeros(n_groups, dtype=bool)
+    corr_total = np.zeros((k, k))
+    wanted = set(detail)
+    matrices: dict[int, tuple[Array, Array]] = {}
+    cuts = np.unique(np.searchsorted(ends, np.arange(SLICE_ROWS, int(ends[-1]) if n_groups else 0, SLICE_ROWS)))
+    bounds = [0, *[int(c) + 1 for c in cuts if c + 1 < n_groups], n_groups]
+    for lo, hi in zip(bounds[:-1], bounds[1:], strict=False):
+        if hi <= lo:
+            continue
+        rows = order[starts[lo] : ends[hi - 1]]
+        local = ids[rows] - lo
+        sub = scores[rows]
+        try:
+            st = cc.advantage_stats(
+                sub, local, weights=weights, nan_policy=nan_policy, min_correlation_sum=min_correlation_sum
+            )
+        except (ValueError, TypeError, OverflowError) as err:
+            raise CliError(f"cannot compute the diagnostics: {err}") from None
+        first = starts[lo:hi] - starts[lo]
+        cov_sum[lo:hi] = np.asarray(st.covariance_sum)[first]
+        corr_sum[lo:hi] = np.asarray(st.correlation_sum)[first]
+        c_q[lo:hi] = np.asarray(st.c_q)[first]
+        share[lo:hi] = np.asarray(st.variance_share)[first]
+        zero_var[lo:hi] = np.asarray(st.zero_variance_count)[first]
+        degenerate[lo:hi] = np.asarray(st.degenerate)[first]
+        varies[lo:hi] = np.asarray(st.total_varies)[first]
+        del st
+        cov, corr = group_matrices(sub * weights, local, hi - lo)
+        corr_total += corr.sum(axis=0)
+        for g in wanted.intersection(range(lo, hi)):
+            matrices[g] = (cov[g - lo], corr[g - lo])
+    return GroupTable(
+        sizes, starts, order, cov_sum, corr_sum, c_q, share, zero_var, degenerate, varies,
+        corr_total / max(n_groups, 1), matrices,
     )
 
 
-def _new_nan(v: Array, weighted: Array) -> bool:
-    """NaN in a result although no input is missing: an overflow (inf - inf), not a missing value."""
-    return bool(np.any(np.isnan(v))) and not bool(np.any(np.isnan(weighted)))
+def overflow_check(source: str, components: Sequence[str], scores: Array, weights: Array,
+                   values: Sequence[Array]) -> None:
+    """A clear error instead of NaN or inf tables when huge values overflow float64 statistics.
+
+    Results must be finite, and NaN only where an input is missing (``inf - inf`` is an overflow).
+    """
+    missing = bool(np.isnan(scores).any())
+    if all(bool(np.all(np.isfinite(v) | (np.isnan(v) & missing))) for v in values):
+        return
+    magnitude = np.abs(np.nan_to_num(scores * weights, nan=0.0))
+    row, col = np.unravel_index(int(np.argmax(magnitude)), magnitude.shape)
+    big = float(magnitude[row, col])
+    name = components[col]
+    hint = f"--weights {name}={2.0 ** -np.floor(np.log2(big)):.3g}" if big > 0 else "--weights"
+    raise CliError(
+        f"{source}: values as large as {big:.3g} (component {name!r}, row {row + 1}) overflow the "
+        f"float64 statistics (their squares pass 1.8e308); rescale that component, e.g. {hint}"
+    )
 
 
 def explain(
@@ -150,7 +259,7 @@ def explain(
     w = np.ones(k) if weights is None else np.asarray(weights, dtype=np.float64)
     if w.shape != (k,):
         raise CliError(f"{w.size} weights for {k} reward components")
-    weighted = batch.scores * w
+    shown = list(range(batch.n_groups)) if detail is None else list(detail)
     advantages: dict[str, Array] = {}
     with np.errstate(all="ignore"):
         for name in estimators:
@@ -161,40 +270,31 @@ def explain(
             except (ValueError, TypeError, OverflowError) as err:
                 raise CliError(f"estimator {name!r} rejected the batch: {err}") from None
             advantages[name] = np.asarray(adv, dtype=np.float64)
-        try:
-            stats = cc.advantage_stats(batch.scores, batch.group_ids, weights=w, nan_policy=nan_policy)
-        except (ValueError, TypeError, OverflowError) as err:
-            raise CliError(f"cannot compute the diagnostics: {err}") from None
-        cov, corr = group_matrices(weighted, batch.group_ids, batch.n_groups)
-        checked = [*advantages.values(), np.asarray(stats.c_q), np.asarray(stats.covariance_sum), cov]
-        _overflow_check(batch, weighted, checked)
-        summary = stats.summary(component_names=list(batch.components))
-    # rows of each group in file order, without an O(rows x groups) scan
-    order = np.argsort(batch.group_ids, kind="stable")
-    sizes = np.bincount(batch.group_ids, minlength=batch.n_groups)
-    ends = np.cumsum(sizes)
-    starts = ends - sizes
+        table = group_table(
+            batch.scores, batch.group_ids, batch.n_groups, weights=w, nan_policy=nan_policy, detail=shown
+        )
+        checked = [*advantages.values(), table.c_q, table.covariance_sum, table.mean_correlation]
+        checked += [m for pair in table.matrices.values() for m in pair]
+        overflow_check(batch.source, batch.components, batch.scores, w, checked)
     groups = []
-    for g in range(batch.n_groups) if detail is None else detail:
-        rows = order[starts[g] : ends[g]]
-        first = rows[0]
+    for g in shown:
+        cov, corr = table.matrices[g]
         groups.append(
             GroupView(
                 label=batch.group_labels[g],
-                rows=rows,
-                covariance=cov[g],
-                correlation=corr[g],
-                covariance_sum=float(stats.covariance_sum[first]),
-                correlation_sum=float(stats.correlation_sum[first]),
-                c_q=float(stats.c_q[first]),
-                variance_share=np.asarray(stats.variance_share[first], dtype=np.float64),
-                zero_variance=int(stats.zero_variance_count[first]),
-                degenerate=bool(stats.degenerate[first]),
+                rows=table.rows(g),
+                covariance=cov,
+                correlation=corr,
+                covariance_sum=float(table.covariance_sum[g]),
+                correlation_sum=float(table.correlation_sum[g]),
+                c_q=float(table.c_q[g]),
+                variance_share=table.variance_share[g],
+                zero_variance=int(table.zero_variance[g]),
+                degenerate=bool(table.degenerate[g]),
             )
         )
-    return Explanation(
-        batch, w, tuple(estimators), advantages, tuple(groups), summary, corr.mean(axis=0)
-    )
+    summary = table.summary(batch.components)
+    return Explanation(batch, w, tuple(estimators), advantages, tuple(groups), summary, table.mean_correlation)
 
 
 def _fmt(x: float) -> str:

@@ -34,6 +34,7 @@ __all__ = [
     "parse_weights",
     "read_columns",
     "read_rewards",
+    "release_arrow_memory",
 ]
 
 _FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet", ".pq": "parquet"}
@@ -506,7 +507,15 @@ def read_rewards(
     want = None if components is None else [group_col, *components]
     cols = read_columns(path, fmt=file_format, want=want)
     names = [c for c in cols.header if c != group_col] if components is None else list(components)
-    return batch_from_columns(cols, group_col=group_col, components=names, allow_nan=allow_nan)
+    batch = batch_from_columns(cols, group_col=group_col, components=names, allow_nan=allow_nan)
+    del cols
+    release_arrow_memory()
+    return batch
+
+
+def release_arrow_memory() -> None:
+    """Hand pyarrow's cached allocations back to the system once the columns are numpy arrays."""
+    _pa().default_memory_pool().release_unused()
 
 
 def batch_from_columns(
