@@ -47,11 +47,28 @@ def _parser() -> argparse.ArgumentParser:
         "component's share of GRPO's denominator, the correlation matrix, c_q, "
         "degenerate groups and the advantages under each estimator.",
     )
-    ex.add_argument("file", nargs="?", help="CSV, JSONL or Parquet file")
+    ex.add_argument(
+        "file",
+        nargs="?",
+        help="CSV, JSONL or Parquet file; a file with a step column, or a folder (verl rollout dumps "
+        "<step>.jsonl, corrgrpo train logs, any CSV/JSONL/Parquet logs), is read as a run, step by step",
+    )
     ex.add_argument(
         "--example", action="store_true", help="use the paper's Figure 2 example instead of a file"
     )
-    ex.add_argument("--group-col", default="group", help="column holding the group (prompt) id [group]")
+    ex.add_argument(
+        "--group-col",
+        default=None,
+        help="column holding the group (prompt) id [group; input for verl rollout dumps]",
+    )
+    ex.add_argument("--step-col", default="step", help="column holding the training step of a run [step]")
+    ex.add_argument(
+        "--run-estimator",
+        default="grpo",
+        help="the estimator the run trained with, compared against (on score when it needs only the "
+        "total) [grpo]",
+    )
+    ex.add_argument("--max-steps", type=int, default=20, help="steps printed in a run's tables [20]")
     ex.add_argument(
         "--components",
         type=_names,
@@ -177,12 +194,17 @@ def _cmd_explain(args: argparse.Namespace, out: TextIO) -> int:
         from .plots import check_plot_path
 
         check_plot_path(args.plot)
+    if args.file is not None and not args.example:
+        from .runs import is_run
+
+        if is_run(Path(args.file), step_col=args.step_col, file_format=args.file_format):
+            return _cmd_explain_run(args, out)
     if args.example:
         batch = example_batch()
     else:
         batch = read_rewards(
             args.file,
-            group_col=args.group_col,
+            group_col=args.group_col or "group",
             components=args.components,
             file_format=args.file_format,
             allow_nan=args.nan_policy == "ignore",
@@ -207,6 +229,31 @@ def _cmd_explain(args: argparse.Namespace, out: TextIO) -> int:
 
         path = plot_explanation(report, args.plot, group=detail.index(group))
         out.write(f"plot written to {path}\n")
+    return 0
+
+
+def _cmd_explain_run(args: argparse.Namespace, out: TextIO) -> int:
+    from .io import parse_weights
+    from .runs import analyse_run, find_run, render_run
+
+    if args.max_steps < 1:
+        raise CliError("--max-steps must be >= 1")
+    source = find_run(
+        Path(args.file), group_col=args.group_col, step_col=args.step_col, file_format=args.file_format
+    )
+    report = analyse_run(
+        source,
+        components=args.components,
+        estimators=args.estimators or ("corrgrpo", "gdpo"),
+        run_estimator=args.run_estimator,
+        nan_policy=args.nan_policy,
+        parse_weights=lambda names: parse_weights(args.weights, names),
+    )
+    out.write(render_run(report, max_steps=args.max_steps) + "\n")
+    if args.plot:
+        from .plots import plot_run
+
+        out.write(f"plot written to {plot_run(report, args.plot)}\n")
     return 0
 
 

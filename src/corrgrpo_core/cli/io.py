@@ -32,6 +32,7 @@ __all__ = [
     "file_format",
     "markdown_table",
     "parse_weights",
+    "probe_columns",
     "read_columns",
     "read_rewards",
     "release_arrow_memory",
@@ -484,6 +485,43 @@ def _text(value: Any) -> str | None:
     if isinstance(value, (dict, list)):
         return "\x00" + json.dumps(value)[:40]  # marked: not a scalar (reported as such)
     return str(value)
+
+
+def probe_columns(path: str | Path, fmt: str | None = None) -> dict[str, str]:
+    """Column name -> ``"number"`` (numbers or bools), ``"text"`` or ``"other"``, from the schema
+    (Parquet), the first block (CSV) or the first rows (JSONL); cheap, for choosing what to read."""
+    path = Path(path)
+    fmt = file_format(path, fmt)
+    check_file(path)
+    pa = _pa()
+    if fmt == "jsonl":
+        _check_text(path, fmt)
+        sample = _json_sample(path)
+        keys = list(dict.fromkeys(k for row in sample for k in row))
+        kinds = {}
+        for key in keys:
+            t = _arrow_type(pa, [row.get(key) for row in sample])
+            kinds[key] = "other" if t is None else "text" if pa.types.is_string(t) else "number"
+        return kinds
+    if fmt == "parquet":
+        _check_parquet(path)
+        try:
+            schema = importlib.import_module("pyarrow.parquet").read_schema(path)
+        except (pa.ArrowException, OSError) as err:
+            raise CliError(f"{path}: unreadable Parquet file ({_arrow_problem(err)})") from None
+    else:
+        _check_text(path, fmt)
+        pcsv = importlib.import_module("pyarrow.csv")
+        try:
+            with pcsv.open_csv(path, read_options=pcsv.ReadOptions(block_size=1 << 20)) as reader:
+                schema = reader.schema
+        except (pa.ArrowException, OSError) as err:
+            raise CliError(f"{path}: unreadable CSV ({_arrow_problem(err)})") from None
+    out = {}
+    for f in schema:
+        numeric = pa.types.is_integer(f.type) or pa.types.is_floating(f.type) or pa.types.is_boolean(f.type)
+        out[f.name] = "number" if numeric else "text" if pa.types.is_string(f.type) else "other"
+    return out
 
 
 # --------------------------------------------------------------------------------------------------
