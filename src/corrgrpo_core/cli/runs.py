@@ -209,7 +209,14 @@ def _steps_of_file(
 def _choose_components(source: RunSource, first: Path, given: Sequence[str] | None) -> tuple[str, ...]:
     if given:
         return tuple(given)
-    kinds = probe_columns(first, "jsonl" if source.kind == "verl" else None)
+    kinds: dict[str, str] = {}
+    for path in source.files:  # the first file with rows names the columns
+        kinds = probe_columns(path, "jsonl" if source.kind == "verl" else None)
+        if kinds:
+            first = path
+            break
+    if not kinds:
+        raise CliError(f"{source.path}: no data rows in the run")
     skip = {"score", source.step_col, source.group_col}
     names = tuple(k for k, kind in kinds.items() if kind == "number" and k not in skip)
     if not names:
@@ -294,6 +301,7 @@ def _fit_weights(source: RunSource, names: Sequence[str], nan_policy: str) -> Ar
     if ok.sum() <= len(names):
         return None
     coef = np.linalg.lstsq(x[ok], y[ok], rcond=None)[0]
+    coef = np.where(np.abs(coef) < 1e-9 * np.max(np.abs(coef)), 0.0, coef)  # not a term of score
     coef = np.array([float(f"{c:.4g}") for c in coef])
     if np.max(np.abs(x[ok] @ coef - y[ok])) > 1e-6 * max(1.0, float(np.max(np.abs(y[ok])))):
         return None
