@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -40,12 +39,13 @@ def write_file(path: Path, rows: int, group_size: int, fmt: str, seed: int = 0) 
             part = slice(start, start + chunk)
             if fmt == "csv":
                 lines = [
-                    f"p{g:06d},{a},{b},{c}\n" for g, a, b, c in zip(ids[part], r1[part], r2[part], r3[part])
+                    f"p{g:06d},{a},{b},{c}\n"
+                    for g, a, b, c in zip(ids[part], r1[part], r2[part], r3[part], strict=False)
                 ]
             else:
                 lines = [
                     f'{{"group":"p{g:06d}","r1":{a},"r2":{b},"r3":{c}}}\n'
-                    for g, a, b, c in zip(ids[part], r1[part], r2[part], r3[part])
+                    for g, a, b, c in zip(ids[part], r1[part], r2[part], r3[part], strict=False)
                 ]
             handle.write("".join(lines))
 
@@ -74,7 +74,9 @@ def run_once(path: Path) -> tuple[float, int, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rows", type=int, default=1_904_000)
     parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--format", choices=("csv", "jsonl", "parquet"), default="csv")

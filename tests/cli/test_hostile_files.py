@@ -68,7 +68,7 @@ def test_huge_integers_in_jsonl(run_cli, tmp_path, digits):
     path = tmp_path / "r.jsonl"
     path.write_text('{"group": "g", "r": 1}\n{"group": "g", "r": ' + "9" * digits + "}\n")
     _check_one_line(run_cli, path, message="row 2 (line 2)")
-    code, _, err = run_cli("explain", str(path))
+    _code, _, err = run_cli("explain", str(path))
     assert "too large for a 64-bit float" in err
 
 
@@ -84,7 +84,7 @@ def test_moderately_nested_json_and_brackets_in_strings_are_fine(run_cli, tmp_pa
     path = tmp_path / "r.jsonl"
     rows = [{"group": "g", "r": i, "x": json.loads("[" * 50 + "]" * 50), "s": "[" * 5000} for i in range(3)]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    code, out, err = run_cli("explain", str(path), "--components", "r")
+    code, _out, err = run_cli("explain", str(path), "--components", "r")
     assert code == 0, err
 
 
@@ -99,7 +99,8 @@ def test_200kb_csv_field(run_cli, write_csv):
 def test_directory_named_csv(run_cli, tmp_path):
     path = tmp_path / "r.csv"
     path.mkdir()
-    _check_one_line(run_cli, path, message="is a folder, not a file")
+    # a folder is read as a run; an empty one (or one holding no logs) is named as such
+    _check_one_line(run_cli, path, message="is a folder with no verl rollout dumps")
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
@@ -113,7 +114,7 @@ def test_fifo_named_csv(run_cli, tmp_path):
 def test_values_that_overflow_the_statistics(run_cli, write_csv, value):
     path = write_csv(f"group,r1,r2\ng,{value},1\ng,0,2\ng,1,0\n")
     _check_one_line(run_cli, path, message="overflow the float64 statistics")
-    code, _, err = run_cli("explain", str(path))
+    _code, _, err = run_cli("explain", str(path))
     assert "component 'r1', row 1" in err
 
 
@@ -142,6 +143,6 @@ def test_bad_plot_targets_fail_before_any_work(run_cli, tmp_path, target, messag
 
 def test_plot_into_a_missing_folder_creates_it(run_cli, tmp_path):
     png = tmp_path / "new" / "deeper" / "fig.png"
-    code, out, err = run_cli("explain", "--example", "--plot", str(png))
+    code, _out, err = run_cli("explain", "--example", "--plot", str(png))
     assert code == 0, err
     assert png.is_file()

@@ -34,12 +34,16 @@ def write_verl_dump(folder: Path, step: int, inputs, outputs, gts, scores, extra
             base[key] = values
     with path.open("w") as handle:
         for i in range(n):
-            handle.write(json.dumps({k: v[i] for k, v in base.items()}, ensure_ascii=False, default=str) + "\n")
+            handle.write(
+                json.dumps({k: v[i] for k, v in base.items()}, ensure_ascii=False, default=str) + "\n"
+            )
     return path
 
 
 def _step_data(rng: np.random.Generator, step: int, prompts: int, n: int = 4):
-    inputs = [f"Question {step}.{p}: what is {p} + {step}? Ünïcode ✓" for p in range(prompts) for _ in range(n)]
+    inputs = [
+        f"Question {step}.{p}: what is {p} + {step}? Ünïcode ✓" for p in range(prompts) for _ in range(n)
+    ]
     outputs = [f"answer {i}" for i in range(len(inputs))]
     gts = [{"ground_truth": str(p)} if p % 2 else str(p) for p in range(prompts) for _ in range(n)]
     acc = (rng.random(len(inputs)) < 0.5).tolist()  # bools, as compute_score dicts often return
@@ -180,8 +184,15 @@ def test_collapsed_group_gets_the_floor_advice(run_cli, tmp_path):
 
 def test_one_component_says_corrgrpo_is_dr_grpo(run_cli, tmp_path):
     folder = tmp_path / "v1"
-    write_verl_dump(folder, 1, ["a"] * 3 + ["b"] * 3, ["o"] * 6, ["1"] * 6, [0.0, 1, 1, 0, 0, 1],
-                    {"uid": [f"u{i}_0_0" for i in range(6)]})
+    write_verl_dump(
+        folder,
+        1,
+        ["a"] * 3 + ["b"] * 3,
+        ["o"] * 6,
+        ["1"] * 6,
+        [0.0, 1, 1, 0, 0, 1],
+        {"uid": [f"u{i}_0_0" for i in range(6)]},
+    )
     code, out, err = run_cli("explain", str(folder))
     assert code == 0, err
     assert "components: score" in out
@@ -216,7 +227,7 @@ def test_log_file_with_step_and_group_columns(run_cli, write_csv, tmp_path):
 
 def test_run_plot(run_cli, verl_run, tmp_path):
     png = tmp_path / "plots" / "run.png"
-    code, out, err = run_cli("explain", str(verl_run), "--nan-policy", "ignore", "--plot", str(png))
+    code, _out, err = run_cli("explain", str(verl_run), "--nan-policy", "ignore", "--plot", str(png))
     assert code == 0, err
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -224,16 +235,19 @@ def test_run_plot(run_cli, verl_run, tmp_path):
 @pytest.mark.parametrize(
     ("setup", "message"),
     [
-        (lambda d: None, "no verl rollout dumps (<step>.jsonl"),
+        (lambda d: None, "is a folder with no verl rollout dumps (<step>.jsonl"),
         (lambda d: (d / "1.jsonl").write_text(""), "no data rows in the run"),
-        (lambda d: (d / "1.jsonl").write_text('{"input": "a", "step": 1, "note": "x"}\n'), "no numeric reward"),
+        (
+            lambda d: (d / "1.jsonl").write_text('{"input": "a", "step": 1, "note": "x"}\n'),
+            "no numeric reward",
+        ),
     ],
 )
 def test_run_errors(run_cli, tmp_path, setup, message):
     folder = tmp_path / "run"
     folder.mkdir()
     setup(folder)
-    code, out, err = run_cli("explain", str(folder))
+    code, _out, err = run_cli("explain", str(folder))
     assert code == 2
     assert message in err
     assert len(err.strip().splitlines()) == 1

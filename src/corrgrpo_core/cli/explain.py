@@ -8,6 +8,7 @@ sums.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -99,9 +100,7 @@ def group_matrices(x: Array, ids: npt.NDArray[np.int64], n_groups: int) -> tuple
     for a in range(k):
         for b in range(a, k):
             pairs = (
-                np.bincount(ids, valid[:, a] & valid[:, b], minlength=n_groups)
-                if has_nan
-                else count[:, a]
+                np.bincount(ids, valid[:, a] & valid[:, b], minlength=n_groups) if has_nan else count[:, a]
             )
             total = np.bincount(ids, centred[:, a] * centred[:, b], minlength=n_groups)
             cov[:, a, b] = cov[:, b, a] = np.where(pairs > 1, total / np.maximum(pairs - 1, 1), 0.0)
@@ -185,9 +184,11 @@ def group_table(
     corr_total = np.zeros((k, k))
     wanted = set(detail)
     matrices: dict[int, tuple[Array, Array]] = {}
-    cuts = np.unique(np.searchsorted(ends, np.arange(SLICE_ROWS, int(ends[-1]) if n_groups else 0, SLICE_ROWS)))
+    cuts = np.unique(
+        np.searchsorted(ends, np.arange(SLICE_ROWS, int(ends[-1]) if n_groups else 0, SLICE_ROWS))
+    )
     bounds = [0, *[int(c) + 1 for c in cuts if c + 1 < n_groups], n_groups]
-    for lo, hi in zip(bounds[:-1], bounds[1:], strict=False):
+    for lo, hi in itertools.pairwise(bounds):
         if hi <= lo:
             continue
         rows = order[starts[lo] : ends[hi - 1]]
@@ -213,13 +214,24 @@ def group_table(
         for g in wanted.intersection(range(lo, hi)):
             matrices[g] = (cov[g - lo], corr[g - lo])
     return GroupTable(
-        sizes, starts, order, cov_sum, corr_sum, c_q, share, zero_var, degenerate, varies,
-        corr_total / max(n_groups, 1), matrices,
+        sizes,
+        starts,
+        order,
+        cov_sum,
+        corr_sum,
+        c_q,
+        share,
+        zero_var,
+        degenerate,
+        varies,
+        corr_total / max(n_groups, 1),
+        matrices,
     )
 
 
-def overflow_check(source: str, components: Sequence[str], scores: Array, weights: Array,
-                   values: Sequence[Array]) -> None:
+def overflow_check(
+    source: str, components: Sequence[str], scores: Array, weights: Array, values: Sequence[Array]
+) -> None:
     """A clear error instead of NaN or inf tables when huge values overflow float64 statistics.
 
     Results must be finite, and NaN only where an input is missing (``inf - inf`` is an overflow).
@@ -230,7 +242,7 @@ def overflow_check(source: str, components: Sequence[str], scores: Array, weight
     magnitude = np.abs(np.nan_to_num(scores * weights, nan=0.0))
     row, col = np.unravel_index(int(np.argmax(magnitude)), magnitude.shape)
     big = float(magnitude[row, col])
-    name = components[col]
+    name = components[int(col)]
     hint = f"--weights {name}={2.0 ** -np.floor(np.log2(big)):.3g}" if big > 0 else "--weights"
     raise CliError(
         f"{source}: values as large as {big:.3g} (component {name!r}, row {row + 1}) overflow the "
@@ -294,7 +306,9 @@ def explain(
             )
         )
     summary = table.summary(batch.components)
-    return Explanation(batch, w, tuple(estimators), advantages, tuple(groups), summary, table.mean_correlation)
+    return Explanation(
+        batch, w, tuple(estimators), advantages, tuple(groups), summary, table.mean_correlation
+    )
 
 
 def _fmt(x: float) -> str:

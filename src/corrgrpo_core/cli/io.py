@@ -313,7 +313,9 @@ def _read_csv(pa: Any, path: Path, want: Sequence[str] | None) -> Columns:
                 read_options=pcsv.ReadOptions(block_size=block, column_names=header, skip_rows=1),
                 parse_options=pcsv.ParseOptions(newlines_in_values=True),
                 convert_options=pcsv.ConvertOptions(
-                    include_columns=cols, null_values=[""], strings_can_be_null=True,
+                    include_columns=cols,
+                    null_values=[""],
+                    strings_can_be_null=True,
                     quoted_strings_can_be_null=False,
                 ),
             )
@@ -427,7 +429,9 @@ def _read_jsonl_lines(pa: Any, path: Path, want: Sequence[str] | None, *, skip_b
                 where = f"row {len(lines) + 1} (line {number})"
                 try:
                     obj = json.loads(line)
-                    problem = None if isinstance(obj, dict) else f"expected a JSON object, got {type(obj).__name__}"
+                    problem = (
+                        None if isinstance(obj, dict) else f"expected a JSON object, got {type(obj).__name__}"
+                    )
                 except json.JSONDecodeError as err:
                     problem = f"invalid JSON ({err.msg})"
                 except ValueError as err:  # Python refuses integers of more than 4300 digits
@@ -589,9 +593,7 @@ def batch_from_columns(
     for k, name in enumerate(names):
         scores[:, k] = numeric_column(cols, name, allow_nan=allow_nan, rows=rows)
     ids, labels = group_codes(cols, group_col, rows=rows)
-    return RewardBatch(
-        scores=scores, group_ids=ids, group_labels=labels, components=tuple(names), source=src
-    )
+    return RewardBatch(scores=scores, group_ids=ids, group_labels=labels, components=tuple(names), source=src)
 
 
 def _take(pa: Any, column: Any, rows: npt.NDArray[np.int64] | None) -> Any:
@@ -618,7 +620,9 @@ def numeric_column(
 
     if name not in cols.data:  # absent in every row read
         if not allow_nan:
-            raise CliError(f"{where(0)}: missing value (pass --nan-policy ignore to leave it out of the statistics)")
+            raise CliError(
+                f"{where(0)}: missing value (pass --nan-policy ignore to leave it out of the statistics)"
+            )
         return np.full(base.size, np.nan)
     arr = _take(pa, cols.data[name], rows)
     if pa.types.is_dictionary(arr.type):
@@ -707,7 +711,9 @@ def group_codes(
     arr = pc.utf8_trim_whitespace(arr)
     empty = pc.or_kleene(pc.is_null(arr), pc.equal(arr, ""))
     nested = pc.starts_with(arr, "\x00")
-    bad = np.asarray(pc.or_kleene(empty, pc.fill_null(nested, False)).to_numpy(zero_copy_only=False), dtype=bool)
+    bad = np.asarray(
+        pc.or_kleene(empty, pc.fill_null(nested, False)).to_numpy(zero_copy_only=False), dtype=bool
+    )
     if bad.any():
         i = int(np.argmax(bad))
         raise CliError(f"{src} {cols.where(int(base[i]))}: empty group label in column {group_col!r}")
@@ -719,7 +725,11 @@ def group_codes(
 def _short(text: str, limit: int = 60) -> str:
     """``repr`` of a value for a one-line message, cut in the middle when long."""
     shown = repr(text)
-    return shown if len(shown) <= limit else f"{shown[: limit // 2]}...{shown[-limit // 2 :]} ({len(text)} chars)"
+    return (
+        shown
+        if len(shown) <= limit
+        else f"{shown[: limit // 2]}...{shown[-limit // 2 :]} ({len(text)} chars)"
+    )
 
 
 def _csv_cell(cols: Columns, row: int, name: str) -> str | None:

@@ -169,12 +169,22 @@ def plot_run(report: RunReport, path: str | Path) -> Path:
     ax.legend(fontsize=8)
     ax = axes[0, 1]
     ax.plot(x, [s.c_q[2] for s in steps], color="C0", label="median")
-    ax.fill_between(x, [s.c_q[1] for s in steps], [s.c_q[3] for s in steps], alpha=0.2, color="C0",
-                    label="10th-90th percentile")
+    ax.fill_between(
+        x,
+        [s.c_q[1] for s in steps],
+        [s.c_q[3] for s in steps],
+        alpha=0.2,
+        color="C0",
+        label="10th-90th percentile",
+    )
     ax.set_title("c_q (CorrGRPO advantage / GRPO's), groups with a reward spread", fontsize=10)
     ax.legend(fontsize=8)
     ax = axes[1, 0]
-    for key, label in [("singleton", "one rollout"), ("flat", "no reward spread"), ("collapsed", "collapsed")]:
+    for key, label in [
+        ("singleton", "one rollout"),
+        ("flat", "no reward spread"),
+        ("collapsed", "collapsed"),
+    ]:
         ax.plot(x, [100 * getattr(s, key) / max(s.groups, 1) for s in steps], marker=".", label=label)
     ax.set_title("groups (% of the step's groups)", fontsize=10)
     ax.legend(fontsize=8)
@@ -182,8 +192,13 @@ def plot_run(report: RunReport, path: str | Path) -> Path:
     for i, name in enumerate(report.estimators):
         color = f"C{i}"
         ax.plot(x, [s.changes[name].rank for s in steps], color=color, label=f"{name}: rank agreement")
-        ax.plot(x, [s.changes[name].flips for s in steps], color=color, linestyle="--",
-                label=f"{name}: sign flips (share)")
+        ax.plot(
+            x,
+            [s.changes[name].flips for s in steps],
+            color=color,
+            linestyle="--",
+            label=f"{name}: sign flips (share)",
+        )
     ax.set_ylim(-0.05, 1.05)
     ax.set_title(f"against the run's {report.run_estimator}", fontsize=10)
     if report.estimators:

@@ -109,8 +109,8 @@ def find_run(path: Path, *, group_col: str | None, step_col: str, file_format: s
     logs = sorted((p for p in entries if p.suffix.lower() in suffixes), key=_natural)
     if not logs:
         raise CliError(
-            f"{path}: no verl rollout dumps (<step>.jsonl, from trainer.rollout_data_dir) and no "
-            "CSV/JSONL/Parquet logs in this folder"
+            f"{path}: is a folder with no verl rollout dumps (<step>.jsonl, from trainer.rollout_data_dir) "
+            "and no CSV/JSONL/Parquet logs"
         )
     return RunSource(path, "log", tuple(logs), group_col or "group", step_col)
 
@@ -222,7 +222,9 @@ def _choose_components(source: RunSource, first: Path, given: Sequence[str] | No
     if not names:
         if "score" in kinds:
             return ("score",)
-        raise CliError(f"{first}: no numeric reward columns (besides {sorted(skip)}); columns are {list(kinds)}")
+        raise CliError(
+            f"{first}: no numeric reward columns (besides {sorted(skip)}); columns are {list(kinds)}"
+        )
     return names
 
 
@@ -288,7 +290,9 @@ def _fit_weights(source: RunSource, names: Sequence[str], nan_policy: str) -> Ar
         return None
     try:
         cols = read_columns(
-            source.files[0], fmt="jsonl" if source.kind == "verl" else None, want=["score", *names],
+            source.files[0],
+            fmt="jsonl" if source.kind == "verl" else None,
+            want=["score", *names],
             skip_bad_lines=True,
         )
         if "score" not in cols.data or cols.num_rows <= len(names):
@@ -313,9 +317,7 @@ def _analyse_step(
 ) -> StepReport:
     ids, n_groups = batch.group_ids, batch.n_groups
     missing = int(np.sum(np.any(np.isnan(batch.scores), axis=1)))
-    use_score = (
-        score is not None and report.run_estimator in _TOTAL_ONLY and bool(np.all(np.isfinite(score)))
-    )
+    use_score = score is not None and report.run_estimator in _TOTAL_ONLY and bool(np.all(np.isfinite(score)))
     report.baseline_from_score = report.baseline_from_score or use_score
     with np.errstate(all="ignore"):
         table = group_table(batch.scores, ids, n_groups, weights=w, nan_policy=nan_policy)
@@ -338,7 +340,11 @@ def _analyse_step(
             raise CliError(f"{batch.source} (step {step}): the core rejected the batch: {err}") from None
         base = np.asarray(base, dtype=np.float64)
         overflow_check(
-            batch.source, batch.components, batch.scores, w, [base, *advs.values(), table.c_q, table.covariance_sum]
+            batch.source,
+            batch.components,
+            batch.scores,
+            w,
+            [base, *advs.values(), table.c_q, table.covariance_sum],
         )
     varies = table.total_varies & (table.sizes > 1)
     c_q = table.c_q[varies]
@@ -360,8 +366,10 @@ def _analyse_step(
         singleton=int(np.sum(table.sizes < 2)),
         flat=int(np.sum(~table.total_varies & (table.sizes > 1))),
         collapsed=int(np.sum(collapsed)),
-        share={n: float(np.mean(table.variance_share[varies, i])) if varies.any() else float("nan")
-               for i, n in enumerate(batch.components)},
+        share={
+            n: float(np.mean(table.variance_share[varies, i])) if varies.any() else float("nan")
+            for i, n in enumerate(batch.components)
+        },
         c_q=quant,  # type: ignore[arg-type]
         correlation_sum=float(np.mean(table.correlation_sum[varies])) if varies.any() else float("nan"),
         max_blowup=blowup,
@@ -454,7 +462,9 @@ def _verdict(r: RunReport) -> list[str]:
         )
     missing = sum(s.missing for s in steps)
     if missing:
-        lines.append(f"- {missing} rollout(s) miss a component; they are left out of that component's statistics.")
+        lines.append(
+            f"- {missing} rollout(s) miss a component; they are left out of that component's statistics."
+        )
     gaps = [s.score_gap for s in steps if s.score_gap is not None]
     weights = r.weights
     if r.fitted_weights is not None and np.array_equal(r.weights, r.fitted_weights):
@@ -485,7 +495,7 @@ def _verdict(r: RunReport) -> list[str]:
         + (f" +algorithm.reward_weights='{w_list}'" if not np.all(weights == 1) else "")
         + (f" +algorithm.estimator_kwargs='{{{floor[2:]}}}'" if floor else "")
         + " trainer.v1.trainer_mode=corrgrpo",
-        "TRL: CorrGRPOConfig(advantage_estimator=\"corrgrpo\""
+        'TRL: CorrGRPOConfig(advantage_estimator="corrgrpo"'
         + (f", reward_weights={w_list}" if not np.all(weights == 1) else "")
         + (f", advantage_min_correlation_sum={SUGGESTED_FLOOR:g}" if floor else "")
         + ")",
@@ -502,8 +512,10 @@ def render_run(r: RunReport, *, max_steps: int = 20) -> str:
     base = f"{r.run_estimator} on score" if r.baseline_from_score else f"{r.run_estimator} on the components"
     out = [
         f"Run: {r.source.path}: {r.source.describe()}; {len(steps)} step(s), {rows} rollouts, {groups} groups",
-        f"groups: rows of one step sharing {r.source.group_col!r}; components: {', '.join(names)}; "
-        f"weights: {', '.join(f'{n}={v:g}' for n, v in zip(names, r.weights, strict=False))}",
+        (
+            f"groups: rows of one step sharing {r.source.group_col!r}; components: {', '.join(names)}; "
+            f"weights: {', '.join(f'{n}={v:g}' for n, v in zip(names, r.weights, strict=False))}"
+        ),
         f"the run's own advantages: {base}; compared: {', '.join(r.estimators) or 'none'}",
     ]
     if r.skipped:
@@ -515,12 +527,29 @@ def render_run(r: RunReport, *, max_steps: int = 20) -> str:
         out += [f"({len(shown)} of {len(steps)} steps, evenly spaced; raise --max-steps to see more)", ""]
     out.append(
         markdown_table(
-            ["step", "rollouts", "groups", "one rollout", "no spread", "collapsed",
-             *(f"share {n}" for n in names), "c_q p10 / median / p90", "corr. sum"],
             [
-                [s.step, str(s.rows), str(s.groups), str(s.singleton), str(s.flat), str(s.collapsed),
-                 *(_pct(s.share[n]) for n in names),
-                 f"{_f(s.c_q[1])} / {_f(s.c_q[2])} / {_f(s.c_q[3])}", _f(s.correlation_sum)]
+                "step",
+                "rollouts",
+                "groups",
+                "one rollout",
+                "no spread",
+                "collapsed",
+                *(f"share {n}" for n in names),
+                "c_q p10 / median / p90",
+                "corr. sum",
+            ],
+            [
+                [
+                    s.step,
+                    str(s.rows),
+                    str(s.groups),
+                    str(s.singleton),
+                    str(s.flat),
+                    str(s.collapsed),
+                    *(_pct(s.share[n]) for n in names),
+                    f"{_f(s.c_q[1])} / {_f(s.c_q[2])} / {_f(s.c_q[3])}",
+                    _f(s.correlation_sum),
+                ]
                 for s in shown
             ],
         )
@@ -528,14 +557,22 @@ def render_run(r: RunReport, *, max_steps: int = 20) -> str:
     if r.estimators:
         out += [
             "",
-            f"advantages against the run's ({base}): rank agreement (Spearman over the step's rollouts), "
-            "sign flips (share of rollouts), scale (mean |A| ratio) and per-group scale (10th-90th percentile):",
+            (
+                f"advantages against the run's ({base}): rank agreement (Spearman over the step's rollouts), "
+                "sign flips (share of rollouts), scale (mean |A| ratio) and per-group scale (10th-90th percentile):"
+            ),
             "",
             markdown_table(
                 ["step", "estimator", "rank agreement", "sign flips", "scale", "group scale p10-p90"],
                 [
-                    [s.step, e, _f(c.rank), _pct(c.flips), _f(c.scale),
-                     f"{_f(c.group_scale_p10)}-{_f(c.group_scale_p90)}"]
+                    [
+                        s.step,
+                        e,
+                        _f(c.rank),
+                        _pct(c.flips),
+                        _f(c.scale),
+                        f"{_f(c.group_scale_p10)}-{_f(c.group_scale_p90)}",
+                    ]
                     for s in shown
                     for e, c in s.changes.items()
                 ],
@@ -550,9 +587,17 @@ def render_run(r: RunReport, *, max_steps: int = 20) -> str:
                 ["groups of one rollout", f"{sum(s.singleton for s in steps)} of {groups}"],
                 ["groups without reward spread", f"{sum(s.flat for s in steps)} of {groups}"],
                 [f"collapsed groups (corr. sum < {COLLAPSE})", str(sum(s.collapsed for s in steps))],
-                ["largest CorrGRPO / run advantage (no floor)", _f(float(np.nanmax([s.max_blowup for s in steps])), 2)],
-                *[[f"mean share of GRPO denominator^2: {n}", _pct(float(np.nanmean([s.share[n] for s in steps])))]
-                  for n in names],
+                [
+                    "largest CorrGRPO / run advantage (no floor)",
+                    _f(float(np.nanmax([s.max_blowup for s in steps])), 2),
+                ],
+                *[
+                    [
+                        f"mean share of GRPO denominator^2: {n}",
+                        _pct(float(np.nanmean([s.share[n] for s in steps]))),
+                    ]
+                    for n in names
+                ],
                 ["c_q median (of step medians)", _f(float(np.nanmedian([s.c_q[2] for s in steps])))],
             ],
         )

@@ -51,7 +51,9 @@ def _batch(rng: np.random.Generator, prompts: int, n: int = 4) -> tuple[Any, dic
     from verl.protocol import DataProto
 
     rows = prompts * n
-    prompt_ids = torch.repeat_interleave(torch.arange(1, prompts + 1), n)[:, None] * torch.ones(1, 3, dtype=torch.int64)
+    prompt_ids = torch.repeat_interleave(torch.arange(1, prompts + 1), n)[:, None] * torch.ones(
+        1, 3, dtype=torch.int64
+    )
     responses = torch.as_tensor(rng.integers(1, 50, (rows, 5)))
     acc = rng.random(rows) < 0.5
     fmt = rng.random(rows).round(3)
@@ -60,7 +62,9 @@ def _batch(rng: np.random.Generator, prompts: int, n: int = 4) -> tuple[Any, dic
     scores[:, -1] = torch.as_tensor(total)
     data = DataProto.from_dict(
         tensors={"prompts": prompt_ids, "responses": responses, "token_level_scores": scores},
-        non_tensors={"reward_model": np.array([{"ground_truth": str(i % 3)} for i in range(rows)], dtype=object)},
+        non_tensors={
+            "reward_model": np.array([{"ground_truth": str(i % 3)} for i in range(rows)], dtype=object)
+        },
     )
     # fit(): reward_extra_infos_dict holds every key of compute_score's dict, as numpy arrays
     return data, {"acc": acc, "fmt": fmt, "score": total}
@@ -76,7 +80,8 @@ def _dump_with_verl(folder: Path, step: int, data: Any, extra: dict[str, np.ndar
 def _replica() -> Any:
     path = Path(__file__).parents[2] / "cli" / "test_runs.py"
     spec = importlib.util.spec_from_file_location("_cli_test_runs", path)
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.write_verl_dump
@@ -124,7 +129,9 @@ def test_explain_reads_verls_dumps(tmp_path, capsys):
 
     from corrgrpo_core.cli.runs import analyse_run, find_run
 
-    report = analyse_run(find_run(folder, group_col=None, step_col="step", file_format=None), nan_policy="ignore")
+    report = analyse_run(
+        find_run(folder, group_col=None, step_col="step", file_format=None), nan_policy="ignore"
+    )
     assert [s.groups for s in report.steps] == [4, 4, 1]
     rows = [json.loads(line) for line in (folder / "1.jsonl").read_text().splitlines()]
     labels = list(dict.fromkeys(r["input"] for r in rows))
