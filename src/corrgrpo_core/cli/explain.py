@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -27,9 +28,12 @@ __all__ = [
     "example_batch",
     "explain",
     "group_matrices",
+    "group_slices",
     "group_table",
+    "is_group_local",
     "overflow_check",
     "render_explanation",
+    "sliced_advantages",
 ]
 
 Array = npt.NDArray[np.float64]
@@ -157,6 +161,55 @@ class GroupTable:
 SLICE_ROWS = 1 << 17
 
 
+def group_slices(
+    ids: npt.NDArray[np.int64], n_groups: int
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64], list[tuple[int, int]]]:
+    """Rows sorted by group (stable), group sizes and starts, and ranges [lo, hi) of whole groups
+    holding about :data:`SLICE_ROWS` rows each."""
+    order = np.argsort(ids, kind="stable")
+    sizes = np.bincount(ids, minlength=n_groups).astype(np.int64)
+    ends = np.cumsum(sizes)
+    starts = ends - sizes
+    total = int(ends[-1]) if n_groups else 0
+    cuts = np.unique(np.searchsorted(ends, np.arange(SLICE_ROWS, total, SLICE_ROWS)))
+    bounds = [0, *[int(c) + 1 for c in cuts if c + 1 < n_groups], n_groups]
+    return order, sizes, starts, [(lo, hi) for lo, hi in itertools.pairwise(bounds) if hi > lo]
+
+
+_LOCAL: dict[str, bool] = {}
+
+
+def is_group_local(name: str) -> bool:
+    """Whether an estimator's advantages for a group depend on that group alone (no batch-level
+    statistic such as GDPO's batch z-score), found by running it on three groups and on each alone."""
+    if name not in _LOCAL:
+        rng = np.random.default_rng(0)
+        scores = rng.normal(size=(12, 2)) * np.array([1.0, 5.0])
+        ids = np.repeat(np.arange(3), 4)
+        whole = np.asarray(cc.compute_advantages(scores, ids, estimator=name), dtype=np.float64)
+        alone = np.concatenate(
+            [np.asarray(cc.compute_advantages(scores[ids == g], estimator=name)) for g in range(3)]
+        )
+        _LOCAL[name] = bool(np.allclose(whole, alone, rtol=1e-9, atol=1e-12))
+    return _LOCAL[name]
+
+
+def sliced_advantages(
+    scores: Array, ids: npt.NDArray[np.int64], n_groups: int, name: str, **options: Any
+) -> Array:
+    """``cc.compute_advantages`` over slices of whole groups when the estimator is group-local
+    (same numbers, memory bounded by a slice), else over the whole batch."""
+    if ids.size <= SLICE_ROWS or not is_group_local(name):
+        return np.asarray(cc.compute_advantages(scores, ids, estimator=name, **options), dtype=np.float64)
+    order, sizes, starts, slices = group_slices(ids, n_groups)
+    ends = starts + sizes
+    out = np.empty(ids.size, dtype=np.float64)
+    for lo, hi in slices:
+        rows = order[starts[lo] : ends[hi - 1]]
+        out[rows] = np.asarray(cc.compute_advantages(scores[rows], ids[rows] - lo, estimator=name, **options))
+    return out
+
+
 def group_table(
     scores: Array,
     ids: npt.NDArray[np.int64],
@@ -172,10 +225,8 @@ def group_table(
     ``detail`` groups also keep their covariance and correlation matrices (for display).
     """
     k = scores.shape[1]
-    order = np.argsort(ids, kind="stable")
-    sizes = np.bincount(ids, minlength=n_groups).astype(np.int64)
-    ends = np.cumsum(sizes)
-    starts = ends - sizes
+    order, sizes, starts, slices = group_slices(ids, n_groups)
+    ends = starts + sizes
     cov_sum, corr_sum, c_q = (np.zeros(n_groups) for _ in range(3))
     share = np.zeros((n_groups, k))
     zero_var = np.zeros(n_groups, dtype=np.int64)
@@ -184,13 +235,7 @@ def group_table(
     corr_total = np.zeros((k, k))
     wanted = set(detail)
     matrices: dict[int, tuple[Array, Array]] = {}
-    cuts = np.unique(
-        np.searchsorted(ends, np.arange(SLICE_ROWS, int(ends[-1]) if n_groups else 0, SLICE_ROWS))
-    )
-    bounds = [0, *[int(c) + 1 for c in cuts if c + 1 < n_groups], n_groups]
-    for lo, hi in itertools.pairwise(bounds):
-        if hi <= lo:
-            continue
+    for lo, hi in slices:
         rows = order[starts[lo] : ends[hi - 1]]
         local = ids[rows] - lo
         sub = scores[rows]
@@ -276,12 +321,11 @@ def explain(
     with np.errstate(all="ignore"):
         for name in estimators:
             try:
-                adv = cc.compute_advantages(
-                    batch.scores, batch.group_ids, estimator=name, weights=w, nan_policy=nan_policy
+                advantages[name] = sliced_advantages(
+                    batch.scores, batch.group_ids, batch.n_groups, name, weights=w, nan_policy=nan_policy
                 )
             except (ValueError, TypeError, OverflowError) as err:
                 raise CliError(f"estimator {name!r} rejected the batch: {err}") from None
-            advantages[name] = np.asarray(adv, dtype=np.float64)
         table = group_table(
             batch.scores, batch.group_ids, batch.n_groups, weights=w, nan_policy=nan_policy, detail=shown
         )

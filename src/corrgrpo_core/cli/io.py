@@ -306,23 +306,33 @@ def _read_csv(pa: Any, path: Path, want: Sequence[str] | None) -> Columns:
     cols = [c for c in (want if want is not None else header) if c in header]
     block = _BLOCK
     size = path.stat().st_size
+    streaming = True  # batch by batch: a third less peak memory than one read_csv call
     while True:
+        options = {
+            "read_options": pcsv.ReadOptions(
+                block_size=block, column_names=header, skip_rows=1, use_threads=not streaming
+            ),
+            "parse_options": pcsv.ParseOptions(newlines_in_values=True),
+            "convert_options": pcsv.ConvertOptions(
+                include_columns=cols,
+                null_values=[""],
+                strings_can_be_null=True,
+                quoted_strings_can_be_null=False,
+            ),
+        }
         try:
-            table = pcsv.read_csv(
-                path,
-                read_options=pcsv.ReadOptions(block_size=block, column_names=header, skip_rows=1),
-                parse_options=pcsv.ParseOptions(newlines_in_values=True),
-                convert_options=pcsv.ConvertOptions(
-                    include_columns=cols,
-                    null_values=[""],
-                    strings_can_be_null=True,
-                    quoted_strings_can_be_null=False,
-                ),
-            )
+            if streaming:
+                with pcsv.open_csv(path, **options) as reader:
+                    table = pa.Table.from_batches(list(reader), schema=reader.schema)
+            else:
+                table = pcsv.read_csv(path, **options)
             break
         except pa.ArrowInvalid as err:
             if "straddling" in str(err) and block < size + 1:
                 block = min(block * 8, size + 1)  # a field longer than a block: read in bigger ones
+                continue
+            if streaming:  # types guessed from the first block changed later: infer from all
+                streaming = False
                 continue
             _diagnose_csv(path, header)
             raise CliError(f"{path}: unreadable CSV ({_arrow_problem(err)})") from None
@@ -549,7 +559,7 @@ def read_rewards(
     want = None if components is None else [group_col, *components]
     cols = read_columns(path, fmt=file_format, want=want)
     names = [c for c in cols.header if c != group_col] if components is None else list(components)
-    batch = batch_from_columns(cols, group_col=group_col, components=names, allow_nan=allow_nan)
+    batch = batch_from_columns(cols, group_col=group_col, components=names, allow_nan=allow_nan, consume=True)
     del cols
     release_arrow_memory()
     return batch
@@ -568,8 +578,12 @@ def batch_from_columns(
     allow_nan: bool,
     rows: npt.NDArray[np.int64] | None = None,
     source: str | None = None,
+    consume: bool = False,
 ) -> RewardBatch:
-    """The batch of ``rows`` (default: all) of ``cols``; every bad value is named by row and column."""
+    """The batch of ``rows`` (default: all) of ``cols``; every bad value is named by row and column.
+
+    ``consume`` drops each column from ``cols`` once converted (less peak memory for one big file).
+    """
     src = source or str(cols.source)
     if cols.num_rows == 0:
         raise CliError(f"{src}: no data rows")
@@ -591,7 +605,9 @@ def batch_from_columns(
     n = cols.num_rows if rows is None else rows.size
     scores = np.empty((n, len(names)), dtype=np.float64)
     for k, name in enumerate(names):
-        scores[:, k] = numeric_column(cols, name, allow_nan=allow_nan, rows=rows)
+        numeric_column(cols, name, allow_nan=allow_nan, rows=rows, out=scores[:, k])
+        if consume:
+            cols.data.pop(name, None)
     ids, labels = group_codes(cols, group_col, rows=rows)
     return RewardBatch(scores=scores, group_ids=ids, group_labels=labels, components=tuple(names), source=src)
 
@@ -603,28 +619,62 @@ def _take(pa: Any, column: Any, rows: npt.NDArray[np.int64] | None) -> Any:
 
 
 def numeric_column(
-    cols: Columns, name: str, *, allow_nan: bool, rows: npt.NDArray[np.int64] | None = None
+    cols: Columns,
+    name: str,
+    *,
+    allow_nan: bool,
+    rows: npt.NDArray[np.int64] | None = None,
+    out: npt.NDArray[np.float64] | None = None,
 ) -> npt.NDArray[np.float64]:
-    """Column ``name`` as float64 (bools as 0/1, "true"/"yes"/"false"/"no" in text too).
+    """Column ``name`` as float64 (bools as 0/1, "true"/"yes"/"false"/"no" in text too), written
+    into ``out`` when given (a strided column of the score matrix: no full-size temporaries).
 
     A missing value is NaN with ``allow_nan`` and an error without; infinities, values that are not
     numbers and numbers too large for float64 are errors naming the first such row.
     """
     pa = _pa()
-    pc = importlib.import_module("pyarrow.compute")
-    src = str(cols.source)
-    base = np.arange(cols.num_rows, dtype=np.int64) if rows is None else rows
+    n = cols.num_rows if rows is None else rows.size
+    result = np.empty(n, dtype=np.float64) if out is None else out
 
     def where(i: int) -> str:
-        return f"{src} {cols.where(int(base[i]))}: column {name!r}"
+        row = i if rows is None else int(rows[i])
+        return f"{cols.source} {cols.where(row)}: column {name!r}"
 
     if name not in cols.data:  # absent in every row read
         if not allow_nan:
             raise CliError(
                 f"{where(0)}: missing value (pass --nan-policy ignore to leave it out of the statistics)"
             )
-        return np.full(base.size, np.nan)
-    arr = _take(pa, cols.data[name], rows)
+        result[:] = np.nan
+        return result
+    column = cols.data[name]
+    if rows is not None:
+        chunks = [_take(pa, column, rows)]
+    else:
+        chunks = list(column.chunks) if isinstance(column, pa.ChunkedArray) else [column]
+    offset = 0
+    for chunk in chunks:
+        size = len(chunk)
+        result[offset : offset + size] = _floats(
+            pa, cols, name, chunk, lambda i, at=offset: where(at + i), rows, offset, allow_nan=allow_nan
+        )
+        offset += size
+    return result
+
+
+def _floats(
+    pa: Any,
+    cols: Columns,
+    name: str,
+    arr: Any,
+    where: Any,
+    rows: npt.NDArray[np.int64] | None,
+    offset: int,
+    *,
+    allow_nan: bool,
+) -> npt.NDArray[np.float64]:
+    """One pyarrow array as float64 (see :func:`numeric_column`); ``where(i)`` names local row i."""
+    pc = importlib.import_module("pyarrow.compute")
     if pa.types.is_dictionary(arr.type):
         arr = arr.dictionary_decode()
     text = None
@@ -676,14 +726,15 @@ def numeric_column(
     finite = np.isfinite(values)
     if not finite.all():
         bad = ~finite if null is None else ~finite & ~null
-        nan_rows = np.isnan(values) & bad
         inf_rows = np.isinf(values)
         if inf_rows.any():
             i = int(np.argmax(inf_rows))
-            raw = text[i].as_py() if text is not None else _csv_cell(cols, int(base[i]), name)
+            row = offset + i if rows is None else int(rows[offset + i])
+            raw = text[i].as_py() if text is not None else _csv_cell(cols, row, name)
             if raw is not None:
                 raise CliError(f"{where(i)}: {raw.strip()!r} is infinite")
             raise CliError(f"{where(i)}: a number too large for a 64-bit float (beyond 1.8e308)")
+        nan_rows = np.isnan(values) & bad
         if nan_rows.any() and not allow_nan:
             i = int(np.argmax(nan_rows))
             raise CliError(f"{where(i)}: NaN (pass --nan-policy ignore to leave it out of the statistics)")
@@ -693,33 +744,59 @@ def numeric_column(
 def group_codes(
     cols: Columns, group_col: str, *, rows: npt.NDArray[np.int64] | None = None
 ) -> tuple[npt.NDArray[np.int64], tuple[str, ...]]:
-    """Codes 0..G-1 in order of first appearance and the labels, vectorised (dictionary encoding)."""
+    """Codes 0..G-1 in order of first appearance and the labels, vectorised: the column is
+    dictionary-encoded chunk by chunk (one shared dictionary), and labels are trimmed and checked
+    on the dictionary, not on every row."""
     pa = _pa()
     pc = importlib.import_module("pyarrow.compute")
     src = str(cols.source)
-    base = np.arange(cols.num_rows, dtype=np.int64) if rows is None else rows
+
+    def where(i: int) -> str:
+        return cols.where(i if rows is None else int(rows[i]))
+
     if group_col not in cols.data:
-        raise CliError(f"{src} {cols.where(int(base[0]))}: empty group label in column {group_col!r}")
-    arr = _take(pa, cols.data[group_col], rows)
+        raise CliError(f"{src} {where(0)}: empty group label in column {group_col!r}")
+    column = cols.data[group_col]
+    arr = _take(pa, column, rows) if rows is not None else column
+    if isinstance(arr, pa.ChunkedArray) and arr.num_chunks == 0:
+        return np.zeros(0, dtype=np.int64), ()
+    kind = arr.type.value_type if pa.types.is_dictionary(arr.type) else arr.type
     if pa.types.is_dictionary(arr.type):
-        arr = arr.dictionary_decode()
-    if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
+        arr = (
+            arr.cast(kind)
+            if not isinstance(arr, pa.ChunkedArray)
+            else pa.chunked_array([c.dictionary_decode() for c in arr.chunks], type=kind)
+        )
+    if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
         try:
             arr = pc.cast(arr, pa.string())
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            raise CliError(f"{src}: group column {group_col!r} holds {arr.type} values, not labels") from None
-    arr = pc.utf8_trim_whitespace(arr)
-    empty = pc.or_kleene(pc.is_null(arr), pc.equal(arr, ""))
-    nested = pc.starts_with(arr, "\x00")
+            raise CliError(f"{src}: group column {group_col!r} holds {kind} values, not labels") from None
+    encoded = pc.dictionary_encode(arr)
+    chunks = encoded.chunks if isinstance(encoded, pa.ChunkedArray) else [encoded]
+    ids = np.empty(len(arr), dtype=np.int64)
+    offset = 0
+    for chunk in chunks:
+        part = chunk.indices
+        if part.null_count:
+            i = offset + int(np.argmax(np.asarray(part.is_null().to_numpy(zero_copy_only=False))))
+            raise CliError(f"{src} {where(i)}: empty group label in column {group_col!r}")
+        ids[offset : offset + len(part)] = part.to_numpy(zero_copy_only=False)
+        offset += len(part)
+    dictionary = chunks[0].dictionary if chunks else pa.array([], pa.string())
+    labels = pc.utf8_trim_whitespace(dictionary)
     bad = np.asarray(
-        pc.or_kleene(empty, pc.fill_null(nested, False)).to_numpy(zero_copy_only=False), dtype=bool
+        pc.or_(pc.equal(labels, ""), pc.starts_with(labels, "\x00")).to_numpy(zero_copy_only=False),
+        dtype=bool,
     )
     if bad.any():
-        i = int(np.argmax(bad))
-        raise CliError(f"{src} {cols.where(int(base[i]))}: empty group label in column {group_col!r}")
-    encoded = pc.dictionary_encode(arr)
-    ids = np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
-    return ids, tuple(encoded.dictionary.to_pylist())
+        i = int(np.argmax(np.isin(ids, np.flatnonzero(bad))))
+        raise CliError(f"{src} {where(i)}: empty group label in column {group_col!r}")
+    if not pc.all(pc.equal(labels, dictionary)).as_py():  # " a" and "a" are one group
+        merged = pc.dictionary_encode(labels)
+        ids = np.asarray(merged.indices.to_numpy(zero_copy_only=False), dtype=np.int64)[ids]
+        labels = merged.dictionary
+    return ids, tuple(labels.to_pylist())
 
 
 def _short(text: str, limit: int = 60) -> str:
