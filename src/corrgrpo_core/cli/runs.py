@@ -446,7 +446,7 @@ def _verdict(r: RunReport) -> list[str]:
         lines.append(
             f"- {collapsed} group(s) in {sum(s.collapsed > 0 for s in steps)} step(s) have anti-correlated "
             f"components whose correlation sum collapses below {COLLAPSE}: CorrGRPO without a floor "
-            f"amplifies them up to {worst:.0f}x the run's advantages. Set min_correlation_sum={SUGGESTED_FLOOR:g}."
+            f"amplifies them up to {worst:.1f}x the run's advantages. Set min_correlation_sum={SUGGESTED_FLOOR:g}."
         )
     flat = sum(s.flat for s in steps)
     single = sum(s.singleton for s in steps)
@@ -554,6 +554,12 @@ def render_run(r: RunReport, *, max_steps: int = 20) -> str:
             ],
         )
     )
+    out += [
+        "",
+        "(share: a component's variance over GRPO's denominator^2, the covariance sum; shares pass 100% "
+        "when components are negatively correlated. collapsed: the components vary but their correlation "
+        f"sum is below {COLLAPSE}. c_q and corr. sum: over groups with a reward spread.)",
+    ]
     if r.estimators:
         out += [
             "",
