@@ -50,10 +50,19 @@ def write_run(folder: str, *, steps: int = 8, prompts: int = 64, n: int = 8, see
         tokens = np.where(np.repeat(hard, n) & acc, tokens + 700, tokens)
         length = -np.clip((tokens - 400) / 800, 0.0, 1.0).round(3)
         score = acc + 0.2 * fmt + 0.5 * length
-        inputs = [f"Problem {p}: compute the sum of the digits of {1000 + 37 * p}." for p in range(prompts) for _ in range(n)]
+        inputs = [
+            f"Problem {p}: compute the sum of the digits of {1000 + 37 * p}."
+            for p in range(prompts)
+            for _ in range(n)
+        ]
         outputs = [f"... ({t} tokens) #### {int(a)}" for t, a in zip(tokens, acc, strict=True)]
         gts = [str(p % 10) for p in range(prompts) for _ in range(n)]
-        extra = {"score": score.tolist(), "acc": acc.tolist(), "format": fmt.tolist(), "length": length.tolist()}
+        extra = {
+            "score": score.tolist(),
+            "acc": acc.tolist(),
+            "format": fmt.tolist(),
+            "length": length.tolist(),
+        }
         _write(inputs, outputs, gts, score.tolist(), extra, folder, step)
 
 

@@ -257,3 +257,80 @@ def test_unknown_run_estimator(run_cli, verl_run):
     code, _, err = run_cli("explain", str(verl_run), "--run-estimator", "ppo")
     assert code == 2
     assert "unknown estimator(s) ['ppo']" in err
+
+
+def _log_rows(rng, steps=(1, 2, 3), groups=4, n=5):
+    return [
+        (step, f"g{g}", round(float(rng.random()), 4), int(rng.integers(0, 2)))
+        for step in steps
+        for g in range(groups)
+        for _ in range(n)
+    ]
+
+
+def _reports_equal(a, b):
+    assert [s.step for s in a.steps] == [s.step for s in b.steps]
+    for x, y in zip(a.steps, b.steps, strict=True):
+        assert (x.rows, x.groups, x.flat, x.collapsed) == (y.rows, y.groups, y.flat, y.collapsed)
+        np.testing.assert_allclose(x.c_q, y.c_q)
+        for e in x.changes:
+            np.testing.assert_allclose(x.changes[e].rank, y.changes[e].rank)
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet"])
+def test_log_in_step_order_is_streamed_one_step_at_a_time(tmp_path, monkeypatch, fmt):
+    from corrgrpo_core.cli import runs
+
+    rows = _log_rows(np.random.default_rng(3))
+    path = tmp_path / f"log.{fmt}"
+    if fmt == "csv":
+        path.write_text("step,group,r1,r2\n" + "".join(f"{s},{g},{a},{b}\n" for s, g, a, b in rows))
+    elif fmt == "jsonl":
+        path.write_text(
+            "".join(json.dumps({"step": s, "group": g, "r1": a, "r2": b}) + "\n" for s, g, a, b in rows)
+        )
+    else:
+        pa = pytest.importorskip("pyarrow")
+        import pyarrow.parquet as pq
+
+        columns = list(zip(*rows, strict=True))
+        pq.write_table(pa.table(dict(zip(["step", "group", "r1", "r2"], columns, strict=True))), path)
+    monkeypatch.setattr(cli_io, "_BLOCK", 256)  # several batches per step, steps across batches
+    monkeypatch.setattr(cli_io, "_STREAM_ROWS", 7)
+    seen = []
+    real = runs.batch_from_columns
+
+    def spy(cols, **kw):
+        seen.append(cols.num_rows)
+        return real(cols, **kw)
+
+    monkeypatch.setattr(runs, "batch_from_columns", spy)
+    monkeypatch.setattr(runs, "read_columns", lambda *a, **k: pytest.fail("read whole"))
+    source = find_run(path, group_col=None, step_col="step", file_format=None)
+    streamed = analyse_run(source)
+    assert seen == [20, 20, 20]  # each step alone, never the file
+    monkeypatch.undo()
+    monkeypatch.setattr(runs, "_contiguous_steps", lambda *a: False)
+    _reports_equal(streamed, analyse_run(source))
+
+
+def test_log_with_interleaved_steps_is_read_whole_with_the_same_numbers(write_csv):
+    rows = _log_rows(np.random.default_rng(4))
+    ordered = write_csv("step,group,r1,r2\n" + "".join(f"{s},{g},{a},{b}\n" for s, g, a, b in rows), "a.csv")
+    shuffled = [rows[i] for i in np.random.default_rng(0).permutation(len(rows))]
+    mixed = write_csv(
+        "step,group,r1,r2\n" + "".join(f"{s},{g},{a},{b}\n" for s, g, a, b in shuffled), "b.csv"
+    )
+    a = analyse_run(find_run(ordered, group_col=None, step_col="step", file_format=None))
+    b = analyse_run(find_run(mixed, group_col=None, step_col="step", file_format=None))
+    assert [s.rows for s in b.steps] == [20, 20, 20]
+    for x, y in zip(a.steps, b.steps, strict=True):
+        np.testing.assert_allclose(x.c_q, y.c_q)
+        assert x.groups == y.groups
+
+
+def test_one_verl_dump_file_groups_by_input(run_cli, verl_run):
+    code, out, err = run_cli("explain", str(verl_run / "1.jsonl"), "--components", "acc,fmt")
+    assert code == 0, err
+    assert "a log file with a step column; 1 step(s), 20 rollouts, 5 groups" in out
+    assert "sharing 'input'" in out

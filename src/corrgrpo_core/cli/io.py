@@ -15,7 +15,7 @@ import json
 import math
 import re
 import stat
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,7 @@ import numpy.typing as npt
 __all__ = [
     "CliError",
     "Columns",
+    "NoStream",
     "RewardBatch",
     "batch_from_columns",
     "check_file",
@@ -36,6 +37,7 @@ __all__ = [
     "read_columns",
     "read_rewards",
     "release_arrow_memory",
+    "stream_columns",
 ]
 
 _FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet", ".pq": "parquet"}
@@ -45,6 +47,7 @@ _FALSE = {"false", "no"}
 # levels; no reward file nests this deep, so deeper lines are refused before pyarrow sees them.
 MAX_JSON_DEPTH = 1000
 _BLOCK = 1 << 22  # bytes per pyarrow block (grown for longer lines)
+_STREAM_ROWS = 1 << 16  # rows per Parquet batch when streaming
 _JSON_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]')
 
 
@@ -207,9 +210,11 @@ class Columns:
     num_rows: int
     lines: npt.NDArray[np.int64] | None = None
     skipped: list[str] = field(default_factory=list)
+    offset: int = 0  # file row of this object's row 0 (a slice of a streamed file)
 
     def where(self, row: int) -> str:
         """``"row 3 (line 4)"`` for the 0-based data row ``row``."""
+        row += self.offset
         if self.fmt == "parquet":
             return f"row {row + 1}"
         line = int(self.lines[row]) if self.lines is not None else _line_of(self.source, self.fmt, row)
@@ -268,6 +273,82 @@ def read_columns(
         return _read_csv(pa, path, want)
     _check_json_depth(path)
     return _read_jsonl(pa, path, want, skip_bad_lines=skip_bad_lines)
+
+
+class NoStream(Exception):
+    """The file cannot be read batch by batch (types that change, malformed lines): read it whole."""
+
+
+def stream_columns(path: str | Path, *, fmt: str | None = None, want: Sequence[str]) -> Iterator[Columns]:
+    """The columns ``want`` of a file batch by batch, each batch a :class:`Columns` whose ``offset``
+    is its first row in the file; raises :class:`NoStream` where only the whole-file reader can
+    read (or explain) the file."""
+    path = Path(path)
+    fmt = file_format(path, fmt)
+    check_file(path)
+    pa = _pa()
+    want = list(dict.fromkeys(want))
+    if fmt == "parquet":
+        _check_parquet(path)
+        pq = importlib.import_module("pyarrow.parquet")
+        try:
+            handle = pq.ParquetFile(path)
+            header = list(handle.schema_arrow.names)
+            batches = handle.iter_batches(columns=[c for c in want if c in header], batch_size=_STREAM_ROWS)
+        except (pa.ArrowException, OSError, ValueError) as err:
+            raise CliError(f"{path}: unreadable Parquet file ({_arrow_problem(err)})") from None
+    elif fmt == "csv":
+        _check_text(path, fmt)
+        pcsv = importlib.import_module("pyarrow.csv")
+        header = _csv_header(path)
+        try:
+            batches = pcsv.open_csv(
+                path,
+                read_options=pcsv.ReadOptions(
+                    block_size=_BLOCK, column_names=header, skip_rows=1, use_threads=False
+                ),
+                parse_options=pcsv.ParseOptions(newlines_in_values=True),
+                convert_options=pcsv.ConvertOptions(
+                    include_columns=[c for c in want if c in header],
+                    null_values=[""],
+                    strings_can_be_null=True,
+                    quoted_strings_can_be_null=False,
+                ),
+            )
+        except (pa.ArrowException, OSError):
+            raise NoStream from None
+    else:
+        _check_text(path, fmt)
+        _check_json_depth(path)
+        pj = importlib.import_module("pyarrow.json")
+        sample = _json_sample(path)
+        header = list(dict.fromkeys(k for row in sample[:1] for k in row))
+        keys = list(dict.fromkeys(k for row in sample for k in row))
+        types = {c: _arrow_type(pa, [row.get(c) for row in sample]) for c in want if c in keys}
+        if not sample or any(t is None for t in types.values()):
+            raise NoStream
+        try:
+            batches = pj.open_json(
+                path,
+                read_options=pj.ReadOptions(block_size=_BLOCK),
+                parse_options=pj.ParseOptions(
+                    explicit_schema=pa.schema(list(types.items())), unexpected_field_behavior="ignore"
+                ),
+            )
+        except (pa.ArrowException, OSError):
+            raise NoStream from None
+    offset = 0
+    iterator = iter(batches)
+    while True:
+        try:
+            batch = next(iterator)
+        except StopIteration:
+            return
+        except (pa.ArrowException, OSError):
+            raise NoStream from None
+        data = {c: batch.column(c) for c in batch.schema.names}
+        yield Columns(path, fmt, header, data, batch.num_rows, offset=offset)
+        offset += batch.num_rows
 
 
 def _arrow_problem(err: BaseException) -> str:

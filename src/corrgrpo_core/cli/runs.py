@@ -13,6 +13,8 @@ advantage comes from the core (:func:`corrgrpo_core.compute_advantages`,
 
 from __future__ import annotations
 
+import importlib
+import itertools
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -28,6 +30,7 @@ from .io import (
     _FORMATS,
     CliError,
     Columns,
+    NoStream,
     RewardBatch,
     batch_from_columns,
     markdown_table,
@@ -35,6 +38,7 @@ from .io import (
     probe_columns,
     read_columns,
     release_arrow_memory,
+    stream_columns,
 )
 
 __all__ = [
@@ -96,7 +100,11 @@ def is_run(path: Path, *, step_col: str, file_format: str | None) -> bool:
 def find_run(path: Path, *, group_col: str | None, step_col: str, file_format: str | None) -> RunSource:
     """Recognise the layout: verl dumps (``<step>.jsonl``) or logs (CSV/JSONL/Parquet)."""
     if not path.is_dir():
-        return RunSource(path, "log", (path,), group_col or "group", step_col)
+        if group_col is None:  # one verl dump (or a concatenation of them) groups by input
+            columns = probe_columns(path, file_format)
+            verl_like = "group" not in columns and {"input", "output", "score"} <= set(columns)
+            group_col = "input" if verl_like else "group"
+        return RunSource(path, "log", (path,), group_col, step_col)
     try:
         entries = sorted(p for p in path.iterdir() if p.is_file())
     except OSError as err:
@@ -206,6 +214,98 @@ def _steps_of_file(
         yield (f"{value:g}", rows.astype(np.int64))
 
 
+def _file_steps(
+    source: RunSource, path: Path, want: Sequence[str], skipped: list[str]
+) -> Iterator[tuple[str, Columns, npt.NDArray[np.int64] | None]]:
+    """(step, columns, rows) for each step of one file, holding one step at a time where the file
+    allows: a verl dump is one step; a log whose steps are contiguous is streamed batch by batch;
+    any other log is read whole (only the needed columns)."""
+    match = _VERL_FILE.match(path.name) if source.kind == "verl" else None
+    if match is not None:
+        cols = read_columns(path, fmt="jsonl", want=want, skip_bad_lines=True)
+        skipped += [f"{path.name} {s}" for s in cols.skipped]
+        if cols.num_rows:
+            yield match.group(1), cols, None
+        return
+    done: set[str] = set()
+    if _contiguous_steps(path, source.step_col):
+        try:
+            for step, cols in _streamed_steps(path, want, source.step_col):
+                yield step, cols, None
+                done.add(step)
+            return
+        except NoStream:
+            pass  # read whole below; steps already reported were complete (contiguous)
+    cols = read_columns(path, want=want, skip_bad_lines=True)
+    skipped += [f"{path.name} {s}" for s in cols.skipped]
+    if not cols.num_rows:
+        return
+    for step, rows in _steps_of_file(cols, source.step_col, None):
+        if step not in done:
+            yield step, cols, rows
+
+
+def _step_values(cols: Columns, step_col: str) -> Array:
+    return numeric_column(cols, step_col, allow_nan=False)
+
+
+def _contiguous_steps(path: Path, step_col: str) -> bool:
+    """Whether each step's rows are one run of lines (logs written step after step)."""
+    seen: set[float] = set()
+    last: float | None = None
+    try:
+        for part in stream_columns(path, want=[step_col]):
+            if step_col not in part.data:
+                return False
+            values = _step_values(part, step_col)
+            starts = np.flatnonzero(np.diff(values, prepend=np.nan if last is None else last) != 0)
+            for v in values[starts]:
+                if float(v) in seen:
+                    return False
+                seen.add(float(v))
+            if values.size:
+                last = float(values[-1])
+    except (NoStream, CliError):
+        return False
+    return True
+
+
+def _streamed_steps(path: Path, want: Sequence[str], step_col: str) -> Iterator[tuple[str, Columns]]:
+    pa = importlib.import_module("pyarrow")
+    pending: list[Columns] = []
+    current: float | None = None
+
+    def flush() -> tuple[str, Columns]:
+        first = pending[0]
+        names = {n for part in pending for n in part.data}
+        data = {}
+        for name in names:
+            arrays = [part.data[name] for part in pending if name in part.data]
+            merged = pa.chunked_array(arrays) if len(arrays) == len(pending) else None
+            if merged is not None and merged.null_count < len(merged):
+                data[name] = merged
+        rows = sum(part.num_rows for part in pending)
+        return f"{current:g}", Columns(first.source, first.fmt, first.header, data, rows, offset=first.offset)
+
+    for part in stream_columns(path, want=want):
+        values = _step_values(part, step_col)
+        cuts = [0, *np.flatnonzero(np.diff(values) != 0) + 1, values.size]
+        for a, b in itertools.pairwise(cuts):
+            if a == b:
+                continue
+            value = float(values[a])
+            if current is not None and value != current:
+                yield flush()
+                pending.clear()
+            current = value
+            piece = {n: arr.slice(int(a), int(b - a)) for n, arr in part.data.items()}
+            pending.append(
+                Columns(part.source, part.fmt, part.header, piece, int(b - a), offset=part.offset + int(a))
+            )
+    if pending:
+        yield flush()
+
+
 def _choose_components(source: RunSource, first: Path, given: Sequence[str] | None) -> tuple[str, ...]:
     if given:
         return tuple(given)
@@ -256,14 +356,7 @@ def analyse_run(
     report = RunReport(source, names, w, run_estimator, False, compare, fitted_weights=fitted)
     want = [source.group_col, source.step_col, "score", *names]
     for path in source.files:
-        match = _VERL_FILE.match(path.name) if source.kind == "verl" else None
-        cols = read_columns(
-            path, fmt="jsonl" if source.kind == "verl" else None, want=want, skip_bad_lines=True
-        )
-        report.skipped += [f"{path.name} {s}" for s in cols.skipped]
-        if cols.num_rows == 0:
-            continue
-        for step, rows in _steps_of_file(cols, source.step_col, int(match.group(1)) if match else None):
+        for step, cols, rows in _file_steps(source, path, want, report.skipped):
             batch = batch_from_columns(
                 cols,
                 group_col=source.group_col,
@@ -276,7 +369,7 @@ def analyse_run(
             if "score" in cols.data and "score" not in names:
                 score = numeric_column(cols, "score", allow_nan=True, rows=rows)
             report.steps.append(_analyse_step(step, batch, w, report, score, nan_policy))
-        del cols
+            del cols, batch
         release_arrow_memory()
     if not report.steps:
         raise CliError(f"{source.path}: no data rows in the run")
@@ -288,13 +381,15 @@ def _fit_weights(source: RunSource, names: Sequence[str], nan_policy: str) -> Ar
     (to 1e-6 relative, rounded to 4 significant digits); None when score is something else."""
     if "score" in names:
         return None
+    want = ["score", *names]
     try:
-        cols = read_columns(
-            source.files[0],
-            fmt="jsonl" if source.kind == "verl" else None,
-            want=["score", *names],
-            skip_bad_lines=True,
-        )
+        if source.kind == "verl":  # one step
+            cols = read_columns(source.files[0], fmt="jsonl", want=want, skip_bad_lines=True)
+        else:  # the first batch of a log, not the whole file
+            try:
+                cols = next(stream_columns(source.files[0], want=want))
+            except (NoStream, StopIteration):
+                return None
         if "score" not in cols.data or cols.num_rows <= len(names):
             return None
         y = numeric_column(cols, "score", allow_nan=True)
@@ -556,9 +651,11 @@ def render_run(r: RunReport, *, max_steps: int = 20) -> str:
     )
     out += [
         "",
-        "(share: a component's variance over GRPO's denominator^2, the covariance sum; shares pass 100% "
-        "when components are negatively correlated. collapsed: the components vary but their correlation "
-        f"sum is below {COLLAPSE}. c_q and corr. sum: over groups with a reward spread.)",
+        (
+            "(share: a component's variance over GRPO's denominator^2, the covariance sum; shares pass 100% "
+            "when components are negatively correlated. collapsed: the components vary but their correlation "
+            f"sum is below {COLLAPSE}. c_q and corr. sum: over groups with a reward spread.)"
+        ),
     ]
     if r.estimators:
         out += [
