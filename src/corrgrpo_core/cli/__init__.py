@@ -45,7 +45,9 @@ def _parser() -> argparse.ArgumentParser:
         description="Read a reward batch (one row per rollout: a group column and one column "
         "per reward component) and print, per group and for the batch, each "
         "component's share of GRPO's denominator, the correlation matrix, c_q, "
-        "degenerate groups and the advantages under each estimator.",
+        "degenerate groups and the advantages under each estimator. Given a run (a folder of "
+        "verl rollout dumps or logs, or a file with a step column), print the same per step, how "
+        "much each estimator would change the run's advantages, and whether switching matters.",
     )
     ex.add_argument(
         "file",
@@ -73,7 +75,8 @@ def _parser() -> argparse.ArgumentParser:
         "--components",
         type=_names,
         default=None,
-        help="comma-separated reward columns [every column but the group column]",
+        help="comma-separated reward columns [every column but the group column; for a run, every "
+        "numeric column but score and the step and group columns]",
     )
     ex.add_argument(
         "--weights",
@@ -84,7 +87,7 @@ def _parser() -> argparse.ArgumentParser:
         "--estimators",
         type=_names,
         default=None,
-        help="comma-separated estimators to compare [grpo,corrgrpo,gdpo]",
+        help="comma-separated estimators to compare [grpo,corrgrpo,gdpo; corrgrpo,gdpo for a run]",
     )
     ex.add_argument(
         "--format",
@@ -100,7 +103,12 @@ def _parser() -> argparse.ArgumentParser:
         help="missing values: an error, or left out of their component's statistics [raise]",
     )
     ex.add_argument("--max-groups", type=int, default=10, help="groups printed in detail [10]")
-    ex.add_argument("--plot", default=None, metavar="PNG", help="draw the Figure 2 view of one group to PNG")
+    ex.add_argument(
+        "--plot",
+        default=None,
+        metavar="PNG",
+        help="draw the Figure 2 view of one group (a run: its trends over steps) to a .png/.pdf/.svg file",
+    )
     ex.add_argument("--plot-group", default=None, metavar="LABEL", help="group to plot [the first]")
 
     sim = sub.add_parser(
