@@ -334,3 +334,21 @@ def test_one_verl_dump_file_groups_by_input(run_cli, verl_run):
     assert code == 0, err
     assert "a log file with a step column; 1 step(s), 20 rollouts, 5 groups" in out
     assert "sharing 'input'" in out
+
+
+def test_the_docs_example_run(run_cli, tmp_path):
+    # docs/cli.md prints this example's report; keep it running and saying what the docs say
+    import importlib.util
+
+    path = Path(__file__).parents[2] / "examples" / "verl_rollout_dumps.py"
+    spec = importlib.util.spec_from_file_location("verl_rollout_dumps", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.write_run(str(tmp_path / "rollouts"), steps=3, prompts=24)
+    code, out, err = run_cli("explain", str(tmp_path / "rollouts"))
+    assert code == 0, err
+    assert "weights: acc=1, format=0.2, length=0.5" in out
+    assert "Switching matters for this run: acc is" in out
+    assert "Set min_correlation_sum=1" in out
