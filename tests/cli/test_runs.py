@@ -352,3 +352,32 @@ def test_the_docs_example_run(run_cli, tmp_path):
     assert "weights: acc=1, format=0.2, length=0.5" in out
     assert "Switching matters for this run: acc is" in out
     assert "Set min_correlation_sum=1" in out
+
+
+def test_group_column_is_found_and_weights_are_taken(run_cli, write_csv):
+    text = "step,prompt_id,a,b\n" + "".join(
+        f"{s},p{g},{(s + g + i) % 3},{i % 2}\n" for s in (1, 2) for g in range(3) for i in range(4)
+    )
+    path = write_csv(text, "log.csv")
+    code, out, err = run_cli("explain", str(path), "--weights", "b=0.5")
+    assert code == 0, err
+    assert "sharing 'prompt_id'" in out
+    assert "weights: a=1, b=0.5" in out
+    assert "+algorithm.reward_weights='[1, 0.5]'" in out
+
+
+def test_overflowing_values_in_a_run_are_a_clear_error(run_cli, tmp_path):
+    folder = tmp_path / "dumps"
+    write_verl_dump(
+        folder,
+        1,
+        ["p"] * 3,
+        ["o"] * 3,
+        [None] * 3,
+        [1.0, 0.0, 1.0],
+        {"a": [1e308, -1e308, 0.0], "b": [1, 0, 1]},
+    )
+    code, _out, err = run_cli("explain", str(folder))
+    assert code == 2
+    assert "1.jsonl: values as large as 1e+308 (component 'a', row 1) overflow" in err
+    assert len(err.strip().splitlines()) == 1

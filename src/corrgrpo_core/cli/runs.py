@@ -100,11 +100,7 @@ def is_run(path: Path, *, step_col: str, file_format: str | None) -> bool:
 def find_run(path: Path, *, group_col: str | None, step_col: str, file_format: str | None) -> RunSource:
     """Recognise the layout: verl dumps (``<step>.jsonl``) or logs (CSV/JSONL/Parquet)."""
     if not path.is_dir():
-        if group_col is None:  # one verl dump (or a concatenation of them) groups by input
-            columns = probe_columns(path, file_format)
-            verl_like = "group" not in columns and {"input", "output", "score"} <= set(columns)
-            group_col = "input" if verl_like else "group"
-        return RunSource(path, "log", (path,), group_col, step_col)
+        return RunSource(path, "log", (path,), group_col or _group_column(path, file_format), step_col)
     try:
         entries = sorted(p for p in path.iterdir() if p.is_file())
     except OSError as err:
@@ -120,7 +116,19 @@ def find_run(path: Path, *, group_col: str | None, step_col: str, file_format: s
             f"{path}: is a folder with no verl rollout dumps (<step>.jsonl, from trainer.rollout_data_dir) "
             "and no CSV/JSONL/Parquet logs"
         )
-    return RunSource(path, "log", tuple(logs), group_col or "group", step_col)
+    return RunSource(path, "log", tuple(logs), group_col or _group_column(logs[0], file_format), step_col)
+
+
+#: Group columns tried in order when --group-col is not given (``input``: verl's dumps).
+GROUP_COLUMNS = ("group", "group_id", "prompt_id", "uid", "prompt", "input")
+
+
+def _group_column(path: Path, file_format: str | None) -> str:
+    try:
+        columns = probe_columns(path, file_format)
+    except CliError:
+        return "group"  # the reader reports the problem with the file
+    return next((c for c in GROUP_COLUMNS if c in columns), "group")
 
 
 @dataclass(frozen=True)
