@@ -351,3 +351,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CliError as err:
         print(f"corrgrpo {args.command}: error: {err}", file=sys.stderr)
         return 2
+    except MemoryError:
+        print(
+            f"corrgrpo {args.command}: error: out of memory; read fewer columns (--components)",
+            file=sys.stderr,
+        )
+        return 2

@@ -486,6 +486,27 @@ def _analyse_step(
 # Text
 
 
+def _finite(values: Sequence[float] | Array) -> Array:
+    arr = np.asarray(values, dtype=np.float64)
+    return arr[np.isfinite(arr)]
+
+
+def _nanmean(values: Sequence[float] | Array) -> float:
+    """Mean of the finite values; NaN (quietly) when there are none."""
+    arr = _finite(values)
+    return float(np.mean(arr)) if arr.size else float("nan")
+
+
+def _nanmedian(values: Sequence[float] | Array) -> float:
+    arr = _finite(values)
+    return float(np.median(arr)) if arr.size else float("nan")
+
+
+def _nanmax(values: Sequence[float] | Array) -> float:
+    arr = _finite(values)
+    return float(np.max(arr)) if arr.size else float("nan")
+
+
 def _f(x: float, digits: int = 3) -> str:
     return "-" if x is None or not np.isfinite(x) else f"{x:.{digits}f}"
 
@@ -508,7 +529,7 @@ def _verdict(r: RunReport) -> list[str]:
     groups = sum(s.groups for s in steps)
     varying = groups - sum(s.flat + s.singleton for s in steps)
     lines: list[str] = []
-    share = {n: float(np.nanmean([s.share[n] for s in steps])) for n in names}
+    share = {n: float(_nanmean([s.share[n] for s in steps])) for n in names}
     top = max(share, key=lambda n: share[n] if np.isfinite(share[n]) else -1)
     reasons: list[str] = []
     if len(names) == 1:
@@ -532,19 +553,19 @@ def _verdict(r: RunReport) -> list[str]:
     if "corrgrpo" in r.estimators:
         ranks = np.array([s.changes["corrgrpo"].rank for s in steps])
         flips = np.array([s.changes["corrgrpo"].flips for s in steps])
-        p10 = np.nanmedian([s.changes["corrgrpo"].group_scale_p10 for s in steps])
-        p90 = np.nanmedian([s.changes["corrgrpo"].group_scale_p90 for s in steps])
+        p10 = _nanmedian([s.changes["corrgrpo"].group_scale_p10 for s in steps])
+        p90 = _nanmedian([s.changes["corrgrpo"].group_scale_p90 for s in steps])
         spread = p90 / p10 if p10 > 0 else float("inf")
         lines.append(
-            f"- CorrGRPO against the run's {r.run_estimator}: rank agreement {np.nanmedian(ranks):.3f} "
+            f"- CorrGRPO against the run's {r.run_estimator}: rank agreement {_nanmedian(ranks):.3f} "
             f"(median over steps; 1 = same order of rollouts across the batch), sign flips "
             f"{100 * np.mean(flips):.2f}% of rollouts, groups rescaled by {p10:.2f}x to {p90:.2f}x "
             "(10th-90th percentile)."
         )
-        if np.nanmedian(ranks) < 0.95 or spread > 1.5 or np.mean(flips) > 0.01:
+        if _nanmedian(ranks) < 0.95 or spread > 1.5 or np.mean(flips) > 0.01:
             reasons.append("CorrGRPO reorders or reweights the rollouts")
     collapsed = sum(s.collapsed for s in steps)
-    worst = np.nanmax([s.max_blowup for s in steps])
+    worst = _nanmax([s.max_blowup for s in steps])
     if collapsed:
         lines.append(
             f"- {collapsed} group(s) in {sum(s.collapsed > 0 for s in steps)} step(s) have anti-correlated "
@@ -700,16 +721,16 @@ def render_run(r: RunReport, *, max_steps: int = 20) -> str:
                 [f"collapsed groups (corr. sum < {COLLAPSE})", str(sum(s.collapsed for s in steps))],
                 [
                     "largest CorrGRPO / run advantage (no floor)",
-                    _f(float(np.nanmax([s.max_blowup for s in steps])), 2),
+                    _f(float(_nanmax([s.max_blowup for s in steps])), 2),
                 ],
                 *[
                     [
                         f"mean share of GRPO denominator^2: {n}",
-                        _pct(float(np.nanmean([s.share[n] for s in steps]))),
+                        _pct(float(_nanmean([s.share[n] for s in steps]))),
                     ]
                     for n in names
                 ],
-                ["c_q median (of step medians)", _f(float(np.nanmedian([s.c_q[2] for s in steps])))],
+                ["c_q median (of step medians)", _f(float(_nanmedian([s.c_q[2] for s in steps])))],
             ],
         )
     )
