@@ -61,6 +61,8 @@ _TOTAL_ONLY = {"grpo", "dr_grpo", "rloo"}
 COLLAPSE = 0.25
 #: The floor to suggest: the correlation sum of one uncorrelated component (docs/method.md).
 SUGGESTED_FLOOR = 1.0
+#: Suggest the floor when CorrGRPO weighs a collapsed group more than this many typical groups.
+FLOOR_WEIGHT = 3.0
 
 
 @dataclass(frozen=True)
@@ -154,6 +156,7 @@ class StepReport:
     c_q: tuple[float, float, float, float, float]  # min, p10, median, p90, max over groups that vary
     correlation_sum: float  # mean over groups that vary
     max_blowup: float  # largest |A_corrgrpo| / |A_run| over groups, without a floor
+    collapsed_weight: float  # largest such ratio of a collapsed group over the median group's
     changes: dict[str, Change]
     score_gap: float | None  # max |score - weighted sum of components|
     missing: int  # rows with a missing component
@@ -456,7 +459,12 @@ def _analyse_step(
     rms_c = np.sqrt(np.bincount(ids, advs["corrgrpo"] ** 2, minlength=n_groups))
     rms_b = np.sqrt(np.bincount(ids, base**2, minlength=n_groups))
     live = rms_b > 0
-    blowup = float(np.max(rms_c[live] / rms_b[live])) if live.any() else float("nan")
+    ratio = rms_c[live] / rms_b[live]
+    blowup = float(np.max(ratio)) if ratio.size else float("nan")
+    hit = collapsed[live]
+    calm = ratio[~hit] if (~hit).any() else ratio  # a typical group: one that did not collapse
+    typical = float(np.median(calm)) if calm.size else float("nan")
+    weight = float(np.max(ratio[hit]) / typical) if hit.any() and typical > 0 else float("nan")
     gap = None
     if score is not None:
         total = np.sum(batch.scores * w, axis=1)
@@ -476,6 +484,7 @@ def _analyse_step(
         c_q=quant,  # type: ignore[arg-type]
         correlation_sum=float(np.mean(table.correlation_sum[varies])) if varies.any() else float("nan"),
         max_blowup=blowup,
+        collapsed_weight=weight,
         changes={e: _change(advs[e], base, ids, n_groups) for e in report.estimators},
         score_gap=gap,
         missing=missing,
@@ -565,12 +574,19 @@ def _verdict(r: RunReport) -> list[str]:
         if _nanmedian(ranks) < 0.95 or spread > 1.5 or np.mean(flips) > 0.01:
             reasons.append("CorrGRPO reorders or reweights the rollouts")
     collapsed = sum(s.collapsed for s in steps)
-    worst = _nanmax([s.max_blowup for s in steps])
+    worst = _nanmax([s.collapsed_weight for s in steps])
+    needs_floor = bool(collapsed) and worst > FLOOR_WEIGHT
     if collapsed:
+        where = f"{collapsed} group(s) in {sum(s.collapsed > 0 for s in steps)} step(s)"
         lines.append(
-            f"- {collapsed} group(s) in {sum(s.collapsed > 0 for s in steps)} step(s) have anti-correlated "
-            f"components whose correlation sum collapses below {COLLAPSE}: CorrGRPO without a floor "
-            f"amplifies them up to {worst:.1f}x the run's advantages. Set min_correlation_sum={SUGGESTED_FLOOR:g}."
+            f"- {where} have anti-correlated components whose correlation sum collapses below {COLLAPSE}: "
+            f"CorrGRPO without a floor weighs them up to {worst:.1f}x a typical group of their step "
+            "(against the run's advantages). "
+            + (
+                f"Set min_correlation_sum={SUGGESTED_FLOOR:g}."
+                if needs_floor
+                else f"That is within {FLOOR_WEIGHT:g}x; a floor (min_correlation_sum={SUGGESTED_FLOOR:g}) is optional."
+            )
         )
     flat = sum(s.flat for s in steps)
     single = sum(s.singleton for s in steps)
@@ -612,7 +628,7 @@ def _verdict(r: RunReport) -> list[str]:
         verdict = "No group in this run has a reward spread: no estimator would learn from it."
     keys = "[" + ",".join(names) + "]"
     w_list = "[" + ", ".join(f"{v:.4g}" for v in weights) + "]"
-    floor = f", min_correlation_sum: {SUGGESTED_FLOOR:g}" if collapsed else ""
+    floor = f", min_correlation_sum: {SUGGESTED_FLOOR:g}" if needs_floor else ""
     options = [
         "To switch (verl, with this project's plugin):",
         f"  algorithm.adv_estimator=corrgrpo +algorithm.reward_keys='{keys}'"
@@ -720,8 +736,12 @@ def render_run(r: RunReport, *, max_steps: int = 20) -> str:
                 ["groups without reward spread", f"{sum(s.flat for s in steps)} of {groups}"],
                 [f"collapsed groups (corr. sum < {COLLAPSE})", str(sum(s.collapsed for s in steps))],
                 [
-                    "largest CorrGRPO / run advantage (no floor)",
+                    "largest CorrGRPO / run advantage, per group (no floor)",
                     _f(float(_nanmax([s.max_blowup for s in steps])), 2),
+                ],
+                [
+                    "heaviest collapsed group (x a typical group)",
+                    _f(float(_nanmax([s.collapsed_weight for s in steps])), 2),
                 ],
                 *[
                     [
