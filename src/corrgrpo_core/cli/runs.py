@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib
 import itertools
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -347,7 +347,7 @@ def analyse_run(
     estimators: Sequence[str] = ("corrgrpo", "gdpo"),
     run_estimator: str = "grpo",
     nan_policy: str = "raise",
-    parse_weights: object = None,
+    parse_weights: Callable[[Sequence[str]], Array | None] | None = None,
 ) -> RunReport:
     """Read the run step by step and compare each estimator with the run's own."""
     known = cc.estimator_names()
@@ -355,7 +355,7 @@ def analyse_run(
     if bad:
         raise CliError(f"unknown estimator(s) {bad}; known: {', '.join(known)}")
     names = _choose_components(source, source.files[0], components)
-    if callable(parse_weights):
+    if parse_weights is not None:  # --weights can name components only once they are known
         weights = parse_weights(names)
     fitted = _fit_weights(source, names, nan_policy)
     w = np.ones(len(names)) if weights is None else np.asarray(weights, dtype=np.float64)
