@@ -63,6 +63,12 @@ COLLAPSE = 0.25
 SUGGESTED_FLOOR = 1.0
 #: Suggest the floor when CorrGRPO weighs a collapsed group more than this many typical groups.
 FLOOR_WEIGHT = 3.0
+#: Switching matters when one component is more than this share of GRPO's denominator^2 (median group),
+DOMINANT = 0.75
+#: or CorrGRPO's rank agreement with the run falls below this, or its per-group scale spreads wider
+#: (90th over 10th percentile) than this, or it flips more than 1% of the signs.
+RANK_CHANGE = 0.9
+SCALE_SPREAD = 2.0
 
 
 @dataclass(frozen=True)
@@ -152,7 +158,7 @@ class StepReport:
     singleton: int
     flat: int  # groups whose total reward does not vary: no signal under any estimator
     collapsed: int  # components vary but the correlation sum is below COLLAPSE
-    share: dict[str, float]  # mean share of GRPO's denominator^2 per component
+    share: dict[str, float]  # median share of GRPO's denominator^2 per component (groups with spread)
     c_q: tuple[float, float, float, float, float]  # min, p10, median, p90, max over groups that vary
     correlation_sum: float  # mean over groups that vary
     max_blowup: float  # largest |A_corrgrpo| / |A_run| over groups, without a floor
@@ -478,7 +484,7 @@ def _analyse_step(
         flat=int(np.sum(~table.total_varies & (table.sizes > 1))),
         collapsed=int(np.sum(collapsed)),
         share={
-            n: float(np.mean(table.variance_share[varies, i])) if varies.any() else float("nan")
+            n: float(np.median(table.variance_share[varies, i])) if varies.any() else float("nan")
             for i, n in enumerate(batch.components)
         },
         c_q=quant,  # type: ignore[arg-type]
@@ -538,7 +544,7 @@ def _verdict(r: RunReport) -> list[str]:
     groups = sum(s.groups for s in steps)
     varying = groups - sum(s.flat + s.singleton for s in steps)
     lines: list[str] = []
-    share = {n: float(_nanmean([s.share[n] for s in steps])) for n in names}
+    share = {n: _nanmedian([s.share[n] for s in steps]) for n in names}
     top = max(share, key=lambda n: share[n] if np.isfinite(share[n]) else -1)
     reasons: list[str] = []
     if len(names) == 1:
@@ -547,16 +553,16 @@ def _verdict(r: RunReport) -> list[str]:
             "here (no division by the group's spread). It reweights groups, not components; log the reward "
             "components (verl: trainer.use_v1=False dumps the reward function's extra keys) to compare more."
         )
-    elif share[top] > 0.6:
+    elif share[top] > DOMINANT:
         reasons.append(f"{top} is {100 * share[top]:.0f}% of GRPO's denominator")
         lines.append(
-            f"- {top} takes {100 * share[top]:.0f}% of GRPO's denominator^2 on average: GRPO divides every "
+            f"- {top} takes {100 * share[top]:.0f}% of GRPO's denominator^2 in the median group: GRPO divides every "
             f"component by {top}'s spread, so the other components ({', '.join(n for n in names if n != top)}) "
             "barely move the update. CorrGRPO's correlation sum counts each component once."
         )
     else:
         lines.append(
-            "- No component dominates GRPO's denominator (largest mean share "
+            "- No component dominates GRPO's denominator (largest median share "
             f"{100 * share[top]:.0f}%, {top})."
         )
     if "corrgrpo" in r.estimators:
@@ -571,7 +577,7 @@ def _verdict(r: RunReport) -> list[str]:
             f"{100 * np.mean(flips):.2f}% of rollouts, groups rescaled by {p10:.2f}x to {p90:.2f}x "
             "(10th-90th percentile)."
         )
-        if _nanmedian(ranks) < 0.95 or spread > 1.5 or np.mean(flips) > 0.01:
+        if _nanmedian(ranks) < RANK_CHANGE or spread > SCALE_SPREAD or np.mean(flips) > 0.01:
             reasons.append("CorrGRPO reorders or reweights the rollouts")
     collapsed = sum(s.collapsed for s in steps)
     worst = _nanmax([s.collapsed_weight for s in steps])
@@ -697,7 +703,7 @@ def render_run(r: RunReport, *, max_steps: int = 20) -> str:
     out += [
         "",
         (
-            "(share: a component's variance over GRPO's denominator^2, the covariance sum; shares pass 100% "
+            "(share: a component's variance over GRPO's denominator^2, the covariance sum, in the median group; shares pass 100% "
             "when components are negatively correlated. collapsed: the components vary but their correlation "
             f"sum is below {COLLAPSE}. c_q and corr. sum: over groups with a reward spread.)"
         ),
@@ -745,8 +751,8 @@ def render_run(r: RunReport, *, max_steps: int = 20) -> str:
                 ],
                 *[
                     [
-                        f"mean share of GRPO denominator^2: {n}",
-                        _pct(float(_nanmean([s.share[n] for s in steps]))),
+                        f"median share of GRPO denominator^2: {n}",
+                        _pct(_nanmedian([s.share[n] for s in steps])),
                     ]
                     for n in names
                 ],
