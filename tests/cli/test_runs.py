@@ -381,3 +381,18 @@ def test_overflowing_values_in_a_run_are_a_clear_error(run_cli, tmp_path):
     assert code == 2
     assert "1.jsonl: values as large as 1e+308 (component 'a', row 1) overflow" in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_two_alike_rewards_are_no_reason_to_switch(run_cli, tmp_path):
+    # two independent rewards on one scale: neither dominates, CorrGRPO barely reorders
+    rng = np.random.default_rng(0)
+    folder = tmp_path / "calm"
+    for step in (1, 2, 3):
+        a, b = rng.normal(size=(2, 512)).tolist()
+        inputs = [f"p{i // 8}" for i in range(512)]
+        total = [x + y for x, y in zip(a, b, strict=True)]
+        write_verl_dump(folder, step, inputs, ["o"] * 512, ["1"] * 512, total, {"a": a, "b": b})
+    code, out, err = run_cli("explain", str(folder))
+    assert code == 0, err
+    assert "Switching would change little in this run" in out
+    assert "No component dominates GRPO's denominator" in out
