@@ -161,11 +161,12 @@ def plot_run(report: RunReport, path: str | Path) -> Path:
     steps = report.steps
     x = np.arange(len(steps))
     labels = [s.step for s in steps]
+    marker = "." if len(steps) <= 50 else None
     fig, axes = plt.subplots(2, 2, figsize=(12, 7), sharex=True)
     ax = axes[0, 0]
     for name in report.components:
-        ax.plot(x, [100 * s.share[name] for s in steps], marker=".", label=name)
-    ax.set_title("share of GRPO's denominator^2 (%, mean over groups)", fontsize=10)
+        ax.plot(x, [100 * s.share[name] for s in steps], marker=marker, label=name)
+    ax.set_title("share of GRPO's denominator^2 (%, median group)", fontsize=10)
     ax.legend(fontsize=8)
     ax = axes[0, 1]
     ax.plot(x, [s.c_q[2] for s in steps], color="C0", label="median")
@@ -185,7 +186,7 @@ def plot_run(report: RunReport, path: str | Path) -> Path:
         ("flat", "no reward spread"),
         ("collapsed", "collapsed"),
     ]:
-        ax.plot(x, [100 * getattr(s, key) / max(s.groups, 1) for s in steps], marker=".", label=label)
+        ax.plot(x, [100 * getattr(s, key) / max(s.groups, 1) for s in steps], marker=marker, label=label)
     ax.set_title("groups (% of the step's groups)", fontsize=10)
     ax.legend(fontsize=8)
     ax = axes[1, 1]
