@@ -197,7 +197,8 @@ def _check_json_depth(path: Path) -> None:
 
 @dataclass
 class Columns:
-    """The columns read from one file: ``data[name]`` a pyarrow array (or None: absent in every row).
+    """The columns read from one file: ``data[name]`` a pyarrow array; a column absent (or empty) in every
+    row read is left out of ``data``.
 
     ``lines`` maps data rows to file lines when the line-by-line reader produced them (else computed
     on demand for error messages); ``skipped`` lists malformed lines left out (``skip_bad_lines``).
