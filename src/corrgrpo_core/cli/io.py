@@ -197,7 +197,7 @@ def _check_json_depth(path: Path) -> None:
 
 @dataclass
 class Columns:
-    """The columns read from one file: ``data[name]`` a pyarrow array; a column absent (or empty) in every
+    """The columns read from one file: ``data[name]`` a pyarrow array; a JSONL key absent from every
     row read is left out of ``data``.
 
     ``lines`` maps data rows to file lines when the line-by-line reader produced them (else computed
