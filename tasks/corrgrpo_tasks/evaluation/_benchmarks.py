@@ -121,8 +121,12 @@ def _score_rows(ctx: RunContext, rows: Sequence[Mapping[str, Any]]) -> list[dict
     ctx.set_total(len(rows))
     outputs = ctx.model.generate([list(r["prompt"]) for r in rows])
     records = []
+    # The reward reads the model name, as the reference does, to accept a thinking model's completion that
+    # starts inside <think> (its chat template opens the thought).
+    model_name = ctx.model.path.name
     for row, out in zip(rows, outputs, strict=True):
-        score = compute_score(row.get("data_source") or "rlla", out, row["ground_truth"], row.get("extra_info"))
+        info = {**(row.get("extra_info") or {}), "model_name": model_name}
+        score = compute_score(row.get("data_source") or "rlla", out, row["ground_truth"], info)
         records.append({"index": (row.get("extra_info") or {}).get("index"), "completion": out,
                         "has_tool_call": "<tool_call>" in row["ground_truth"], **score})
     return records

@@ -252,3 +252,20 @@ def test_vllm_backend_gets_the_rendered_prompts_and_greedy_params(tmp_path: Path
     assert seen["params"] == {"temperature": 0.0, "max_tokens": 7}
     assert seen["prompts"] == [chat.render(c) for c in conversations]
     assert seen["prompts"][0].endswith("<|im_start|>user\nq0<|im_end|>\n<|im_start|>assistant\n")
+
+
+def test_a_thinking_model_may_start_inside_its_thought(tmp_path: Path) -> None:
+    """The reward accepts a completion without the opening <think> when the model's name says "think"
+    (its template opens the thought), as the reference reads it from extra_info."""
+    import datasets
+
+    from corrgrpo_tasks.tool_calling import read_records, to_rows
+
+    rows = to_rows(read_records(TOOLS / "rlla_tiny.json"), split="test")[:1]
+    datasets.Dataset.from_list(rows).to_parquet(str(tmp_path / "test.parquet"))
+    piece = rows[0]["ground_truth"].removeprefix("<think>")
+    plain = run(tmp_path / "a", "rlla-test", piece, tmp_path / "test.parquet")["metrics"]
+    model, options = tiny(tmp_path / "Qwen3-4B-Thinking-tiny", piece)
+    thinking = evaluate("rlla-test", model=model, data=str(tmp_path / "test.parquet"), model_options=options)
+    assert (plain["format"], thinking["metrics"]["format"]) == (0.0, 100.0)
+    assert thinking["metrics"]["all_exact"] == 100.0
