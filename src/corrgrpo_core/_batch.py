@@ -115,7 +115,7 @@ class Batch:
         adv = xp.reshape(adv, self.lead_shape)
         if not is_lazy_array(adv) and math.prod(adv.shape):
             largest = float(xp.finfo(self.out_dtype).max)
-            top = _max_abs(adv, xp)
+            top = max_abs(adv, xp)
             if not top <= largest:  # NaN included
                 raise ValueError(
                     f"the advantages overflow {self.out_dtype}: the largest is {top:.4g}, beyond its largest "
@@ -204,11 +204,11 @@ def prepare(
         row_valid = xp.any(valid, axis=-1, keepdims=True)
     scale = weight_scale = 1.0
     if not in_range:
-        scale = power_of_two_scale(_max_abs(x, xp), lo, hi)
+        scale = power_of_two_scale(max_abs(x, xp), lo, hi, smallest_normal_exponent(xp, dtype))
         if scale != 1.0:
             x = x * scale  # exact: a power of two (see power_of_two_scale)
     if weights is not None and not lazy and not is_lazy_array(w):
-        weight_scale = power_of_two_scale(_max_abs(w, xp), lo, hi)
+        weight_scale = power_of_two_scale(max_abs(w, xp), lo, hi, smallest_normal_exponent(xp, dtype))
         if weight_scale != 1.0:
             w = w * weight_scale
 
@@ -253,7 +253,12 @@ def safe_range(xp: Namespace, dtype: Any) -> tuple[float, float]:
     return math.ldexp(1.0, min_exp // 8), math.ldexp(1.0, max_exp // 8)
 
 
-def power_of_two_scale(top: float, lo: float, hi: float) -> float:
+def smallest_normal_exponent(xp: Namespace, dtype: Any) -> int:
+    """e with 2**e the smallest normal number of ``dtype`` (-1022 in float64)."""
+    return math.frexp(float(xp.finfo(dtype).smallest_normal))[1] - 1
+
+
+def power_of_two_scale(top: float, lo: float, hi: float, normal_exponent: int = -1022) -> float:
     """1, or the power of two that brings a largest magnitude ``top`` outside [lo, hi] to about 1.
 
     Every estimator is covariant under a common rescaling (its eps rescaled with it), and a power of
@@ -263,12 +268,15 @@ def power_of_two_scale(top: float, lo: float, hi: float) -> float:
     if top == 0.0 or lo <= top <= hi:
         return 1.0
     exponent = math.frexp(top)[1]  # top = m * 2**exponent, 0.5 <= m < 1
-    # Down to about 1; up only to about lo, so that an eps scaled with the data stays finite.
+    # Down to about 1; up only to about lo, so that an eps scaled with the data stays finite. The
+    # factor itself stays a normal number (jax and GPUs flush subnormals to zero): at least 2**-1022
+    # in float64, which leaves 1e308 at about 2.
     target = 0 if top > hi else math.frexp(lo)[1]
-    return math.ldexp(1.0, target - exponent)
+    return math.ldexp(1.0, max(target - exponent, normal_exponent))
 
 
-def _max_abs(x: Array, xp: Namespace) -> float:
+def max_abs(x: Array, xp: Namespace) -> float:
+    """The largest magnitude in a concrete array (0 for an empty one), as a Python float."""
     if math.prod(x.shape) == 0:
         return 0.0
     return max(abs(_to_float(xp.max(x))), abs(_to_float(xp.min(x))))
@@ -356,9 +364,18 @@ def _check_finite(
     if n == 0:
         return False, True
     lo, hi = bounds
-    ss = _to_float(_sum_squares(x, xp))
-    if math.isfinite(ss):
-        return False, n * lo * lo <= ss <= hi * hi  # 0: all zero, or squares that underflow
+    if is_numpy_namespace(xp):
+        import numpy as np
+
+        flat = np.reshape(x, (-1,))
+        ss = float(np.vdot(flat, flat))  # BLAS: one pass, no temporary, no floating-point warnings
+        if math.isfinite(ss):
+            return False, n * lo * lo <= ss <= hi * hi  # 0: all zero, or squares that underflow
+    else:  # max and min: no overflow (and no warning) on any backend
+        top, bottom = _to_float(xp.max(x)), _to_float(xp.min(x))
+        if math.isfinite(top) and math.isfinite(bottom):
+            largest = max(abs(top), abs(bottom))
+            return False, largest == 0.0 or lo <= largest <= hi
     infinite = xp.any(xp.isinf(x), axis=-1)
     if bool(xp.any(infinite)):
         raise ValueError(f"scores contain inf in rows {_rows(infinite, xp, dense)}")
@@ -370,15 +387,6 @@ def _check_finite(
             "(pass nan_policy='ignore' to leave missing rewards out of the statistics)"
         )
     return has_nan, False  # a finite sum of squares that overflowed, or NaN: measure exactly
-
-
-def _sum_squares(x: Array, xp: Namespace) -> Array:
-    flat = xp.reshape(x, (-1,))
-    if is_numpy_namespace(xp):
-        import numpy as np
-
-        return np.vdot(flat, flat)  # BLAS: one pass, no temporary
-    return xp.vecdot(flat, flat)
 
 
 def _check_no_singletons(groups: Groups, x: Array, dense: bool, xp: Namespace) -> None:

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ._batch import Batch
+from ._batch import Batch, max_abs
 from ._lib._compat import Array, Namespace, array_namespace, is_lazy_array
 from ._stats import Moments, _sum_k, batch_moments, group_moments
 
@@ -42,13 +42,15 @@ def unscaled(x: Array, unit: float, what: str = "the advantages") -> Array:
         return x
     xp = array_namespace(x)
     if unit < 1.0 and not is_lazy_array(x) and math.prod(x.shape):
-        top = max(abs(float(xp.max(x))), abs(float(xp.min(x))))
+        top = max_abs(x, xp)
         largest = float(xp.finfo(x.dtype).max)
         if top > largest * unit:
             raise ValueError(
                 f"{what} overflow {x.dtype}: their magnitude, {top:.4g} * 2**{-math.frexp(unit)[1] + 1}, "
                 f"exceeds its largest value {largest:.4g}; rescale the rewards"
             )
+        if unit == 0.0:  # the two rescalings' product underflowed, and x passed the check: all zero
+            return x
     return x / unit
 
 
