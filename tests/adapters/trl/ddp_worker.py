@@ -12,7 +12,6 @@ import torch
 import trl_fixtures
 from trl import GRPOConfig
 
-
 RUNS = {  # label -> config: our estimators, and TRL's own GRPOConfig with a batch-wide std
     "corrgrpo": {"advantage_estimator": "corrgrpo"},
     "gdpo": {"advantage_estimator": "gdpo"},
