@@ -77,7 +77,8 @@ def register_estimator(
     """
     if name in _REGISTRY:
         raise ValueError(f"an estimator named {name!r} is already registered")
-    spec = EstimatorSpec(name, fn, summary, tuple(diagnostic_options))
+    taken = EstimatorSpec(name, fn, summary).options  # only options fn takes can be shared
+    spec = EstimatorSpec(name, fn, summary, tuple(o for o in diagnostic_options if o in taken))
     _REGISTRY[name] = spec
     return spec
 

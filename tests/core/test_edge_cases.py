@@ -197,3 +197,50 @@ def test_without_missing_entries_pairwise_equals_the_identity() -> None:
     x_nan[0, 0, 0] = np.nan
     partial = cc.advantage_stats(x_nan, nan_policy="ignore")
     np.testing.assert_allclose(partial.correlation_sum[1:], complete.correlation_sum[1:], rtol=1e-12)
+
+
+def _batch_std_loop(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
+    """TRL's scale_rewards="batch", written out: nan-summed weighted total (NaN for all-missing rows),
+    centred by its group's nan-mean, over one nan-std (ddof 1) of the whole batch plus eps; NaN -> 0."""
+    b, n, _ = x.shape
+    r = np.nansum(x * w, axis=-1)
+    r[np.isnan(x).all(axis=-1)] = np.nan
+    out = np.zeros((b, n))
+    present = r[~np.isnan(r)]
+    std = present.std(ddof=1) if present.size > 1 else np.nan
+    for g in range(b):
+        for i in range(n):
+            if not np.isnan(r[g, i]):
+                out[g, i] = (r[g, i] - np.nanmean(r[g])) / (std + eps)
+    return np.nan_to_num(out, nan=0.0)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_grpo_batch_std_scope_equals_a_loop(seed: int, backend) -> None:
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(5, 4, 3)) * np.array([1.0, 10.0, 0.1])
+    x[rng.random(x.shape) < 0.2] = np.nan
+    x[1, 2, :] = np.nan  # nothing scored
+    w = np.array([1.0, 0.5, -2.0])
+    got = cc.grpo_advantage(backend.asarray(x), weights=backend.asarray(w), eps=1e-4, std_scope="batch",
+                            nan_policy="ignore", zero_variance_rtol=0.0)
+    np.testing.assert_allclose(backend.to_numpy(got), _batch_std_loop(x, w, 1e-4), rtol=1e-10, atol=1e-12)
+    # ragged ids in any order give the same
+    ids = np.repeat(np.arange(5), 4)
+    perm = rng.permutation(20)
+    ragged = cc.grpo_advantage(x.reshape(20, 3)[perm], ids[perm], weights=w, eps=1e-4, std_scope="batch",
+                               nan_policy="ignore", zero_variance_rtol=0.0)
+    np.testing.assert_allclose(ragged, _batch_std_loop(x, w, 1e-4).reshape(20)[perm], rtol=1e-10, atol=1e-12)
+    with pytest.raises(ValueError, match="unknown std_scope 'global'"):
+        cc.grpo_advantage(x, std_scope="global", nan_policy="ignore")
+
+
+def test_diagnostic_options_are_options_of_both_sides() -> None:
+    import inspect
+
+    stats_options = set(inspect.signature(cc.advantage_stats).parameters)
+    for name in ALL:
+        spec = cc.get_estimator(name)
+        assert set(spec.diagnostic_options) <= set(spec.options) & stats_options, name
+    assert set(cc.get_estimator("corrgrpo").diagnostic_options) == {
+        "ddof", "eps", "eps_placement", "min_correlation_sum", "nan_policy", "zero_variance_rtol"}
