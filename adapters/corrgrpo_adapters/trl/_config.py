@@ -156,13 +156,13 @@ class CorrGRPOConfig(GRPOConfig):
             raise ValueError(f"scale_rewards={scale!r} is not one of TRL's {', '.join(map(repr, _SCALE_REWARDS))}")
         estimator, extra = name, {}
         trl_names: tuple[str | None, str | None] = (None, None)
-        if aggregation == "normalize_then_sum":
+        if aggregation == "normalize_then_sum" or name == "gdpo":  # TRL's GDPO, which ignores scale_rewards
             if name != "gdpo":
                 raise ValueError(
                     f"multi_objective_aggregation='normalize_then_sum' is TRL's GDPO, which conflicts with "
                     f"advantage_estimator={name!r}; set advantage_estimator='gdpo' (TRL's normalize_then_sum; "
                     "'gdpo_corr' is its correlation-normalised form) and leave multi_objective_aggregation alone")
-            trl_names = (scale, aggregation)
+            trl_names = (scale, "normalize_then_sum")
         elif scale == "none":
             if name in ("grpo", "corrgrpo"):  # their form without the std / correlation norm
                 estimator, trl_names = "dr_grpo", ("none", aggregation)
@@ -179,9 +179,8 @@ class CorrGRPOConfig(GRPOConfig):
                     f"scale_rewards='batch' (one standard deviation over the whole batch) conflicts with "
                     f"advantage_estimator={name!r}; for TRL's batch scaling set advantage_estimator='grpo'")
             extra, trl_names = {"std_scope": "batch"}, ("batch", aggregation)
-        elif name in ("grpo", "gdpo", "dr_grpo"):
-            trl_names = {"grpo": ("group", aggregation), "dr_grpo": ("none", aggregation),
-                         "gdpo": (scale, "normalize_then_sum")}[name]
+        elif name in ("grpo", "dr_grpo"):
+            trl_names = ("group" if name == "grpo" else "none", aggregation)
         try:
             options = {**self.advantage_options(estimator), **extra}
         except ValueError as exc:

@@ -79,6 +79,7 @@ MAPPED = [
     ("gdpo", "group", "normalize_then_sum", "gdpo", {}, ("group", "normalize_then_sum")),
     ("gdpo", "none", "normalize_then_sum", "gdpo", {}, ("none", "normalize_then_sum")),  # TRL ignores it too
     ("gdpo", "group", "sum_then_normalize", "gdpo", {}, ("group", "normalize_then_sum")),
+    ("gdpo", "batch", "sum_then_normalize", "gdpo", {}, ("batch", "normalize_then_sum")),  # TRL's GDPO ignores it
     ("corrgrpo", "group", "sum_then_normalize", "corrgrpo", {}, (None, None)),
     ("mo_grpo", "group", "sum_then_normalize", "mo_grpo", {}, (None, None)),
 ]
