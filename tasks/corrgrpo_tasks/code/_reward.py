@@ -11,13 +11,14 @@ import json
 import math
 import os
 import re
-import secrets
+import socket
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..sandbox import Limits, Sandbox, SandboxUnavailableError
-from ._harness import _ast_tokens
+from ..sandbox import Limits, Running, Sandbox, SandboxUnavailableError
+from ._judge import _ast_tokens
 
 __all__ = ["COMPONENTS", "DEFAULT_WEIGHTS", "CodeRewardConfig", "compute_score", "compute_score_batch",
            "extract_code", "score_batch"]
@@ -27,11 +28,14 @@ COMPONENTS: tuple[str, ...] = ("format_reward", "syntax_reward", "compile_reward
 #: Weights of the paper's code launcher, aligned with ``COMPONENTS``.
 DEFAULT_WEIGHTS: tuple[float, ...] = (0.05, 0.05, 0.05, 0.25, 0.60, 0.30, 0.20)
 METADATA: tuple[str, ...] = ("timeout", "sandbox_error", "ast_reference_available", "efficiency_applied",
-                             "generated_runtime_seconds", "reference_runtime_seconds")
+                             "generated_runtime_seconds", "reference_runtime_seconds", "memory_cgroup")
 # Keyword names the reference reward accepts for its weights (verl reward_kwargs), in COMPONENTS order.
 _REFERENCE_WEIGHT_NAMES = ("format_weight", "syntax_weight", "compile_weight", "runtime_weight",
                            "correctness_weight", "ast_similarity_weight", "efficiency_weight")
-_HARNESS = Path(__file__).with_name("_harness.py").read_text()
+_HERE = Path(__file__).parent
+_JUDGE = (_HERE / "_judge.py").read_text()
+_SERVER = (_HERE / "_server.py").read_text()
+_WIRE = (_HERE / "_wire.py").read_text()
 _FENCE = re.compile(r"```[^\S\n]*(?:python3?|py)?[^\S\n]*\n(.*?)```", re.IGNORECASE | re.DOTALL)
 
 
@@ -186,15 +190,13 @@ def _sandbox(allow_unsafe: bool, python_paths: tuple[str, ...] = ()) -> Sandbox:
     return Sandbox(allow_unsafe=allow_unsafe, python_paths=python_paths)
 
 
-def _records(channel: bytes, nonce: str) -> dict[str, dict[str, Any]]:
-    prefix = nonce.encode() + b" "
+def _records(channel: bytes) -> dict[str, dict[str, Any]]:
+    """The judge's records, first of each stage; anything malformed is skipped (and never raises)."""
     found: dict[str, dict[str, Any]] = {}
     for line in channel.split(b"\n"):
-        if not line.startswith(prefix):
-            continue
         try:
-            record = json.loads(line[len(prefix):])
-        except ValueError:
+            record = json.loads(line)
+        except (ValueError, RecursionError, MemoryError):
             continue
         if isinstance(record, dict) and isinstance(record.get("stage"), str):
             found.setdefault(record["stage"], record)
@@ -215,12 +217,67 @@ def _result(config: CodeRewardConfig, values: Mapping[str, float]) -> dict[str, 
     return {"score": score, **out, **{name: float(values.get(name, 0.0)) for name in METADATA}}
 
 
+class _Servers:
+    """The candidate's and the reference's server sandboxes of one sample, started when the judge asks."""
+
+    def __init__(self, sandbox: Sandbox, limits: Limits, programs: dict[str, str], prompt: str) -> None:
+        self.sandbox, self.limits, self.programs, self.prompt = sandbox, limits, programs, prompt
+        self.judge_fds: dict[str, int] = {}
+        self.server_fds: dict[str, int] = {}
+        self.running: dict[str, Running] = {}
+        self.lock = threading.Lock()
+        self.pending = b""
+        self.closed = False
+        for who in programs:
+            mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            self.judge_fds[who], self.server_fds[who] = mine.detach(), theirs.detach()
+
+    def start(self, who: str) -> None:
+        with self.lock:
+            fd = self.server_fds.pop(who, None)
+            if fd is None or self.closed:
+                return
+            self.running[who] = self.sandbox.start(
+                _SERVER, limits=self.limits, files={"_wire.py": _WIRE, "prompt.py": self.prompt,
+                                                    "program.py": self.programs[who]},
+                pass_fds={"SERVER_FD": fd}, as_init=True, background=True)
+
+    def on_channel(self, chunk: bytes) -> None:
+        self.pending = (self.pending + chunk)[-4096:]
+        lines = self.pending.split(b"\n")
+        self.pending = lines.pop()
+        for line in lines:
+            if line.startswith(b'{"stage": "compile", "ok": true'):
+                self.start("candidate")
+            elif line.startswith(b'{"stage": "reference"') and "reference" in self.programs:
+                self.start("reference")
+
+    def close(self) -> None:
+        with self.lock:
+            self.closed = True
+            for fd in self.server_fds.values():
+                _close_quietly(fd)
+            self.server_fds.clear()
+        for running in self.running.values():
+            running.kill()
+        for running in self.running.values():
+            running.wait()
+
+
+def _close_quietly(fd: int) -> None:
+    try:
+        os.close(fd)
+    except OSError:
+        pass
+
+
 def _score_one(solution_str: str, verifier: dict[str, Any], config: CodeRewardConfig,
                sandbox: Sandbox) -> dict[str, float]:
     name = entry_name(verifier) if verifier["kind"] == "check" else None
     code, fenced = extract_code(solution_str or "", entry_name=name)
     values: dict[str, float] = {}
     values["format_reward"] = float(fenced and (name is None or _defines(code, name)) and bool(code.strip()))
+    values["memory_cgroup"] = float(sandbox.memory_mode == "cgroup")
     reference = verifier.get("reference_solution") or None
     ref_tokens = _reference_tokens(reference, config.ast_token_cap) if isinstance(reference, str) else None
     values["ast_reference_available"] = float(ref_tokens is not None)
@@ -230,41 +287,49 @@ def _score_one(solution_str: str, verifier: dict[str, Any], config: CodeRewardCo
     if isinstance(reference, str):
         ref_code = extract_code(reference, entry_name=name)[0] if "```" in reference else reference
     stored_ref_time = _finite_positive(verifier.get("reference_runtime_seconds"))
-    nonce = secrets.token_hex(16)
-    job = {"nonce": nonce, "kind": verifier["kind"], "code": code, "prompt": verifier.get("prompt") or "",
-           "test": verifier.get("test"), "entry_point": verifier.get("entry_point"),
-           "tests": verifier.get("tests"), "reference": ref_code,
-           "ast_token_cap": config.ast_token_cap if ref_tokens is not None else 0,
-           "timing": None}
+    prompt = verifier.get("prompt") or ""
+    job = {"kind": verifier["kind"], "code": code, "prompt": prompt, "test": verifier.get("test"),
+           "entry_point": verifier.get("entry_point"), "entry_top": name, "tests": verifier.get("tests"),
+           "reference": ref_code is not None, "seconds": config.timeout_seconds,
+           "ast_token_cap": config.ast_token_cap if ref_tokens is not None else 0, "timing": None}
     if ref_code is not None or stored_ref_time is not None:
         job["timing"] = {"rounds": config.timing_rounds, "min_rounds": config.timing_min_rounds,
-                         "budget": config.timing_budget_seconds,
-                         "deadline": max(0.0, config.timeout_seconds - 0.5)}
-    limits = Limits(wall_seconds=config.timeout_seconds, memory_mb=config.memory_mb)
-    run = sandbox.run(_HARNESS, stdin=json.dumps(job), limits=limits, channel=True)
-    records = _records(run.channel, nonce)
-    values["sandbox_error"] = float(run.status == "sandbox_error")
+                         "budget": config.timing_budget_seconds}
+    programs = {"candidate": code, **({"reference": ref_code} if ref_code is not None else {})}
+    server_limits = Limits(wall_seconds=config.timeout_seconds + 1.0, memory_mb=config.memory_mb)
+    judge_limits = Limits(wall_seconds=config.timeout_seconds + 1.0, memory_mb=config.memory_mb)
+    servers = _Servers(sandbox, server_limits, programs, prompt)
+    try:
+        fds = {f"JUDGE_{who.upper()}_FD": fd for who, fd in servers.judge_fds.items()}
+        run = sandbox.start(_JUDGE, stdin=json.dumps(job), limits=judge_limits, files={"_wire.py": _WIRE},
+                            channel=True, pass_fds=fds, on_channel=servers.on_channel).wait()
+    finally:
+        servers.close()
+    records = _records(run.channel)
+    values["sandbox_error"] = float(run.status == "sandbox_error" or any(
+        r.wait().status == "sandbox_error" for r in servers.running.values()))
     syntax = records.get("syntax", {})
     if not syntax.get("ok"):
         return _result(config, values)
     values["syntax_reward"] = 1.0
     if ref_tokens is not None:
-        tokens = syntax.get("tokens") or []
+        tokens = syntax.get("tokens")
+        tokens = [t for t in tokens if isinstance(t, str)] if isinstance(tokens, list) else []
         values["ast_similarity_reward"] = difflib.SequenceMatcher(None, tokens, ref_tokens, autojunk=False).ratio()
-    if not records.get("compile", {}).get("ok"):
+    if records.get("compile", {}).get("ok") is not True:
         return _result(config, values)
     values["compile_reward"] = 1.0
     outcome = records.get("run")
-    if outcome is None:
-        values["timeout"] = float(run.status == "timeout")
+    if outcome is None or outcome.get("status") == "timeout":
+        values["timeout"] = float(run.status == "timeout" or outcome is not None)
         return _result(config, values)
     values["runtime_reward"] = float(outcome.get("status") in ("passed", "wrong_answer"))
     values["accuracy_reward"] = float(outcome.get("status") == "passed")
     if not values["accuracy_reward"]:
         return _result(config, values)
     timing = records.get("timing", {})
-    candidate = [t for t in timing.get("candidate") or [] if _finite_positive(t)]
-    references = [t for t in timing.get("reference") or [] if _finite_positive(t)]
+    candidate = _times(timing.get("candidate"))
+    references = _times(timing.get("reference"))
     ref_time = min(references) if references else stored_ref_time
     if candidate and ref_time is not None:
         generated = min(candidate)
@@ -276,6 +341,12 @@ def _score_one(solution_str: str, verifier: dict[str, Any], config: CodeRewardCo
     if config.keep_timing and candidate and references:
         result["_timing"] = (candidate, references)
     return result
+
+
+def _times(values: Any) -> list[float]:
+    if not isinstance(values, list):
+        return []
+    return [t for t in (_finite_positive(v) for v in values[:1000]) if t is not None]
 
 
 def compute_score(data_source: str | None, solution_str: str, ground_truth: str | bytes | Mapping[str, Any],

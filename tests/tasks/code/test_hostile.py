@@ -95,7 +95,7 @@ hostile("sys_modules_tampering", wrap("import json, builtins\nsys.modules['json'
                                       "sys.modules['os'] = None\nbuiltins.AssertionError = type('A', (), {})\n"
                                       "return 'wrong'"), crashes=False)
 hostile("always_equal_object", wrap("class E(str):\n    def __eq__(self, other):\n        return True\n"
-                                    "return E('x')"))
+                                    "return E('x')"), crashes=False)  # a plain 'x' reaches the judge: wrong answer
 hostile("redefine_check", wrap("return 'wrong'", top="def check(candidate):\n    pass\n"), crashes=False)
 hostile("setuid_and_raise_limits", wrap("import resource\nos.setuid(0)\n"
                                         "resource.setrlimit(resource.RLIMIT_AS, (-1, -1))"))

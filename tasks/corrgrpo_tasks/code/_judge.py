@@ -1,0 +1,500 @@
+"""Judge: runs as ``/sandbox/main.py`` in a sandbox of its own; the candidate never shares its process.
+
+It reads one job (JSON) from stdin: the candidate's source text, the prompt, the tests (``check`` code and
+entry point, or stdin/expected-output cases), the reference solution's presence and the timing plan. It
+reports on the sandbox's side channel (``SANDBOX_CHANNEL_FD``), which only this process holds, one JSON
+record per line:
+
+* ``syntax`` (``ast.parse``; AST node-type tokens for the similarity score) and ``compile`` (prompt,
+  program, tests, entry point). The scorer starts the candidate's sandbox only after ``compile`` succeeds.
+* ``run``: ``passed``, ``wrong_answer`` (an ``AssertionError`` raised by the test code, or an output
+  mismatch), ``runtime_error`` or ``timeout``. The test code runs *here*, with the program's top-level
+  functions and classes bound to proxies that call into the candidate's sandbox (``_server.py``);
+  what comes back is plain data decoded by ``_wire`` into builtin values (and this process's own dataset
+  classes), so every comparison is made by builtin code on builtin values. An exception the program
+  raised comes back as a builtin exception of the same name (``AssertionError`` excepted: the program's
+  own assertion is its error, not a failed test); a program that dies, hangs, exits, or sends anything
+  malformed poisons the run (``runtime_error``), whatever the test code does with it.
+* ``reference``: asks the scorer for the reference's sandbox (only after ``passed``, when timing).
+* ``timing``: per-round seconds of the test suite for the candidate and the reference, each round in a
+  fresh process of its own sandbox (forked from a pristine server), alternating (ABBA). Before each round
+  the other sandbox's session is ended: every process of it killed and its ``/tmp`` wiped.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import io
+import json
+import os
+import secrets
+import select
+import socket
+import struct
+import sys
+import time
+from collections.abc import Callable
+from types import CodeType
+from typing import Any
+
+if __name__ == "__main__":  # in the sandbox, next to /sandbox/_wire.py
+    sys.path.insert(0, "/sandbox")
+    import _wire
+
+    sys.path.pop(0)
+else:  # imported by the scorer (for _ast_tokens) and the tests
+    from . import _wire  # type: ignore[no-redef]
+
+_HEADER = struct.Struct(">I")
+_MODULE = "__judge__"
+# Exceptions the program raised come back as the builtin of that name, so that test code expecting one
+# (``try: candidate(x) except ValueError``) works; any other name becomes CandidateError.
+_BUILTIN_ERRORS = {name: value for name, value in vars(builtins).items()
+                   if isinstance(value, type) and issubclass(value, Exception) and value is not AssertionError
+                   and not issubclass(value, Warning)}
+
+
+class CandidateError(Exception):
+    """An exception raised in the candidate's process that is not a builtin one (or is an assertion)."""
+
+
+class _Poison(BaseException):
+    """The candidate process misbehaved (died, hung, exited, sent garbage): the run fails whatever the test
+    code catches (a BaseException, so ``except Exception`` in test code does not swallow it)."""
+
+
+class _Timeout(_Poison):
+    pass
+
+
+class _WrongAnswer(Exception):
+    pass
+
+
+def _ast_tokens(tree: ast.AST, cap: int) -> list[str]:
+    """Pre-order node types with closing markers, identifiers and literals left out."""
+    tokens: list[str] = []
+    stack: list[tuple[ast.AST, bool]] = [(tree, False)]
+    while stack and len(tokens) < cap:
+        node, closing = stack.pop()
+        name = type(node).__name__
+        if closing:
+            tokens.append("/" + name)
+            continue
+        tokens.append(name)
+        stack.append((node, True))
+        children = [child for child in ast.iter_child_nodes(node) if not isinstance(child, ast.expr_context)]
+        stack.extend((child, False) for child in reversed(children))
+    return tokens
+
+
+def _same_output(got: str, expected: str) -> bool:
+    got_lines = [line.rstrip() for line in got.rstrip().splitlines()]
+    expected_lines = [line.rstrip() for line in expected.rstrip().splitlines()]
+    if got_lines == expected_lines:
+        return True
+    if len(got_lines) != len(expected_lines):
+        return False
+    for mine, theirs in zip(got_lines, expected_lines, strict=False):
+        a, b = mine.split(), theirs.split()
+        if len(a) != len(b):
+            return False
+        for x, y in zip(a, b, strict=False):
+            if x == y:
+                continue
+            try:
+                fx, fy = float(x), float(y)
+            except ValueError:
+                return False
+            if abs(fx - fy) > 1e-6 * max(1.0, abs(fy)):
+                return False
+    return True
+
+
+class _Server:
+    """The judge's end of one server sandbox (candidate or reference)."""
+
+    def __init__(self, fd: int, deadline: float) -> None:
+        self.ctl = socket.socket(fileno=fd)
+        self.deadline = deadline
+        self.exited = False
+
+    def _wait(self, fds: list[int]) -> list[int]:
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0:
+            raise _Timeout("time limit")
+        ready, _, _ = select.select(fds, [], [], remaining)
+        if not ready:
+            raise _Timeout("time limit")
+        return ready
+
+    def _event(self) -> dict[str, Any]:
+        message = self.ctl.recv(4096)
+        if not message:
+            raise _Poison("the server ended")
+        try:
+            event = json.loads(message)
+        except ValueError:
+            raise _Poison("malformed control message") from None
+        if not isinstance(event, dict):
+            raise _Poison("malformed control message")
+        if event.get("event") == "exit":
+            self.exited = True
+        return event
+
+    def session(self, mode: str) -> _Session:
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.exited = False
+        try:
+            socket.send_fds(self.ctl, [json.dumps({"op": "start", "mode": mode}).encode()], [theirs.fileno()])
+        except OSError:
+            mine.close()
+            raise _Poison("the server is gone") from None
+        finally:
+            theirs.close()
+        return _Session(self, mine)
+
+    def end(self, session: _Session) -> None:
+        """End ``session``: returns once every process of that sandbox but its server is gone."""
+        session.sock.close()
+        nonce = secrets.token_hex(8)
+        try:
+            self.ctl.send(json.dumps({"op": "end", "nonce": nonce}).encode())
+        except OSError:
+            raise _Poison("the server is gone") from None
+        while True:
+            self._wait([self.ctl.fileno()])
+            event = self._event()
+            if event.get("event") == "clean" and event.get("nonce") == nonce:
+                return
+
+
+class _Session:
+    def __init__(self, server: _Server, sock: socket.socket) -> None:
+        self.server = server
+        self.sock = sock
+        self.classes: dict[str, type] = {}
+        self.kinds: dict[type, str] = {}
+        self.failure: str | None = None
+
+    def _recv(self, size: int) -> bytes:
+        data = bytearray()
+        while len(data) < size:
+            ready = self.server._wait([self.sock.fileno(), self.server.ctl.fileno()])
+            if self.sock.fileno() in ready:
+                chunk = self.sock.recv(min(size - len(data), 1 << 20))
+                if not chunk:
+                    self.poison("the candidate's process ended")
+                data += chunk
+            elif self.server.ctl.fileno() in ready:
+                self.server._event()
+                if self.server.exited:
+                    # Whatever the process wrote before it ended is still readable; take it first.
+                    self.sock.setblocking(False)
+                    try:
+                        while len(data) < size:
+                            chunk = self.sock.recv(min(size - len(data), 1 << 20))
+                            if not chunk:
+                                break
+                            data += chunk
+                    except BlockingIOError:
+                        pass
+                    if len(data) < size:
+                        self.poison("the candidate's process ended")
+                    self.sock.setblocking(True)
+        return bytes(data)
+
+    def poison(self, reason: str) -> None:
+        self.failure = self.failure or reason
+        raise _Poison(reason)
+
+    def exchange(self, message: tuple[Any, ...] | None) -> Any:
+        if self.failure is not None:
+            raise _Poison(self.failure)
+        if message is not None:
+            try:
+                payload = _wire.encode(message, self.kinds)
+            except _wire.NotPlain as exc:
+                raise TypeError(f"argument is not plain data: {exc}") from None
+            try:
+                self.sock.sendall(_HEADER.pack(len(payload)) + payload)
+            except OSError:
+                self.poison("the candidate's process ended")
+        (size,) = _HEADER.unpack(self._recv(4))
+        if size > _wire.MAX_BYTES:
+            self.poison("oversized reply")
+        try:
+            reply = _wire.decode(self._recv(size), self.classes)
+        except _wire.WireError as exc:
+            self.poison(f"malformed reply: {exc}")
+        if type(reply) is not tuple or not reply or type(reply[0]) is not str:
+            self.poison("malformed reply")
+        return reply
+
+    def request(self, message: tuple[Any, ...]) -> Any:
+        reply = self.exchange(message)
+        tag = reply[0]
+        if tag == "v" and len(reply) == 2:
+            return reply[1]
+        if tag == "h" and len(reply) == 2 and type(reply[1]) is int:
+            return _Remote(self, reply[1])
+        if tag == "e" and len(reply) == 3 and type(reply[1]) is str and type(reply[2]) is str:
+            if reply[1] == "NotPlain":
+                self.poison(reply[2])
+            error = _BUILTIN_ERRORS.get(reply[1], CandidateError)
+            try:
+                exc = error(reply[2])
+            except Exception:  # noqa: BLE001 - builtins with other signatures (UnicodeDecodeError, ...)
+                exc = CandidateError(f"{reply[1]}: {reply[2]}")
+            exc._from_candidate = True  # type: ignore[attr-defined]
+            raise exc
+        if tag == "x":
+            self.poison("the candidate called exit()")
+        self.poison("malformed reply")
+        raise AssertionError("unreachable")
+
+    def load(self, judge_classes: dict[str, type]) -> dict[str, int]:
+        self.classes = judge_classes
+        self.kinds = {cls: name for name, cls in judge_classes.items()}
+        reply = self.exchange(None)
+        if reply[0] == "ready" and len(reply) == 2 and type(reply[1]) is dict and all(
+                type(k) is str and type(v) is int for k, v in reply[1].items()):
+            return reply[1]
+        if reply[0] == "load_error" and len(reply) == 4 and reply[1] == "x":
+            self.poison("the program called exit() while loading")
+        if reply[0] == "load_error":
+            self.poison(f"the program failed to load: {str(reply[2:])[:300]}")
+        self.poison("malformed ready message")
+        raise AssertionError("unreachable")
+
+
+class _Remote:
+    """A function, class or object that lives in the candidate's process; every use is a request."""
+
+    __slots__ = ("_handle", "_session")
+
+    def __init__(self, session: _Session, handle: int) -> None:
+        object.__setattr__(self, "_session", session)
+        object.__setattr__(self, "_handle", handle)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._session.request(("call", self._handle, args, kwargs))
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return self._session.request(("getattr", self._handle, name))
+
+    def __iter__(self) -> Any:
+        items = self._session.request(("iter", self._handle))
+        if type(items) is not list:
+            raise TypeError("not iterable")
+        return iter(items)
+
+    def __len__(self) -> int:
+        size = self._session.request(("len", self._handle))
+        if type(size) is not int or size < 0:
+            raise TypeError("bad length")
+        return size
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._session.request(("getitem", self._handle, key))
+
+    def __contains__(self, item: Any) -> bool:
+        answer = self._session.request(("contains", self._handle, item))
+        if type(answer) is not bool:
+            raise TypeError("bad membership answer")
+        return answer
+
+    def __bool__(self) -> bool:
+        raise TypeError("the truth value of an object of the candidate's is not decided by the judge")
+
+    def __repr__(self) -> str:
+        return "<candidate object>"
+
+
+class _Job:
+    def __init__(self, job: dict[str, Any], deadline: float) -> None:
+        self.job = job
+        self.kind = job.get("kind", "check")
+        self.deadline = deadline
+        self.entry_top = str(job.get("entry_top") or "")
+
+    def compile_all(self, code: str) -> None:
+        job = self.job
+        self.prompt = compile(job.get("prompt") or "", "<prompt>", "exec", dont_inherit=True, optimize=0)
+        compile(code, "<solution>", "exec", dont_inherit=True, optimize=0)
+        if self.kind == "check":
+            self.test = compile(job["test"], "<test>", "exec", dont_inherit=True, optimize=0)
+            self.entry = compile(job["entry_point"], "<test>", "eval", dont_inherit=True, optimize=0)
+        else:
+            self.cases = [(str(case["input"]), str(case["output"])) for case in job["tests"]]
+
+    def suite(self, server: _Server) -> tuple[_Session | None, Callable[[], None]]:
+        """Prepare one round: a fresh session and namespace; returns the session and the timed part."""
+        if self.kind != "check":
+            return None, lambda: self.run_cases(server)
+        session = server.session("module")
+        namespace: dict[str, Any] = {"__name__": _MODULE, "__builtins__": builtins}
+        exec(self.prompt, namespace)
+        names = session.load(_wire.prompt_classes(namespace, _MODULE))
+        for name, handle in names.items():
+            # The prompt's helpers (is_same_list, tree_node, ...) stay the judge's; only the entry point
+            # may replace a prompt definition (HumanEval's prompt holds the function's stub).
+            if name in namespace and name != self.entry_top:
+                continue
+            namespace[name] = _Remote(session, handle)
+        exec(self.test, namespace)
+        candidate = eval(self.entry, namespace)
+        check: Any = namespace["check"]
+        return session, lambda: check(candidate)
+
+    def run_cases(self, server: _Server) -> None:
+        for given, expected in self.cases:
+            session = server.session("stdio")
+            try:
+                data = given.encode()
+                try:
+                    session.sock.sendall(_HEADER.pack(len(data)) + data)
+                except OSError:
+                    session.poison("the candidate's process ended")
+                reply = session.exchange(None)
+                if reply[0] != "out" or len(reply) != 4 or type(reply[1]) is not bytes or type(reply[3]) is not tuple:
+                    session.poison("malformed output message")
+                status = reply[3]
+                if status[:1] == ("e",):
+                    raise CandidateError(f"{str(status[1:])[:300]}")
+                if status[:1] == ("x",) and status[1:] not in ((0,), (None,)):
+                    raise CandidateError(f"program exited with {status[1:]!r}")
+                if reply[2] or not _same_output(reply[1].decode("utf-8", "replace"), expected):
+                    raise _WrongAnswer(f"wrong output for input {given[:80]!r}")
+            finally:
+                server.end(session)
+
+
+def _classify(exc: BaseException) -> tuple[str, str]:
+    text = f"{type(exc).__name__}: {exc}"[:500]
+    if isinstance(exc, _Timeout):
+        return "timeout", text
+    if isinstance(exc, _WrongAnswer):
+        return "wrong_answer", text
+    if isinstance(exc, AssertionError) and not getattr(exc, "_from_candidate", False):
+        return "wrong_answer", text
+    return "runtime_error", text
+
+
+def _main() -> None:
+    started = time.monotonic()
+    raw = sys.stdin.buffer.read()
+    job = json.loads(raw)
+    del raw
+    channel = int(os.environ["SANDBOX_CHANNEL_FD"])
+
+    def emit(record: dict[str, Any]) -> None:
+        try:  # noqa: SIM105
+            os.write(channel, json.dumps(record).encode() + b"\n")
+        except Exception:  # noqa: BLE001, S110 - a closed channel just means no report
+            pass
+
+    deadline = started + float(job.get("seconds", 5.0))
+    code = job["code"]
+    try:
+        if not code.strip():
+            raise SyntaxError("empty program")
+        tree = ast.parse(code)
+        tokens = _ast_tokens(tree, int(job.get("ast_token_cap", 0)))
+        del tree
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+        emit({"stage": "syntax", "ok": False, "error": f"{type(exc).__name__}: {exc}"[:500]})
+        return
+    emit({"stage": "syntax", "ok": True, "tokens": tokens})
+    del tokens
+    runner = _Job(job, deadline)
+    try:
+        runner.compile_all(code)
+    except BaseException as exc:  # noqa: BLE001 - any failure here is a compile failure
+        emit({"stage": "compile", "ok": False, "error": f"{type(exc).__name__}: {exc}"[:500]})
+        return
+    emit({"stage": "compile", "ok": True})
+
+    saved_out, saved_err = sys.stdout, sys.stderr
+    sink = io.StringIO()
+    sys.stdout = sys.stderr = sink
+    candidate = _Server(int(os.environ["JUDGE_CANDIDATE_FD"]), deadline)
+    status, error, seconds = "passed", "", 0.0
+    session = None
+    try:
+        session, suite = runner.suite(candidate)
+        start = time.perf_counter()
+        suite()
+        seconds = time.perf_counter() - start
+        if session is not None and session.failure is not None:
+            raise _Poison(session.failure)
+    except BaseException as exc:  # noqa: BLE001 - SystemExit and KeyboardInterrupt of test code included
+        if session is not None and session.failure is not None and not isinstance(exc, _Timeout):
+            exc = _Poison(session.failure)
+        status, error = _classify(exc)
+    sys.stdout, sys.stderr = saved_out, saved_err
+    emit({"stage": "run", "status": status, "error": error, "seconds": seconds})
+    timing = job.get("timing")
+    if status != "passed" or not timing:
+        return
+    sys.stdout = sys.stderr = sink
+    try:
+        times = _time(runner, candidate, session, job, timing)
+    except BaseException as exc:  # noqa: BLE001 - a candidate that fails on a rerun gets no efficiency
+        sys.stdout, sys.stderr = saved_out, saved_err
+        emit({"stage": "timing", "error": f"{type(exc).__name__}: {exc}"[:500]})
+        return
+    sys.stdout, sys.stderr = saved_out, saved_err
+    emit({"stage": "timing", **times})
+
+
+def _time(runner: _Job, candidate: _Server, session: _Session | None, job: dict[str, Any],
+          timing: dict[str, Any]) -> dict[str, list[float] | None]:
+    if session is not None:
+        candidate.end(session)
+    servers: dict[str, _Server | None] = {"candidate": candidate, "reference": None}
+    if job.get("reference"):
+        os.write(int(os.environ["SANDBOX_CHANNEL_FD"]), b'{"stage": "reference"}\n')
+        reference = _Server(int(os.environ["JUDGE_REFERENCE_FD"]), runner.deadline)
+        try:  # the reference must pass its own tests (this also warms it up)
+            ref_session, ref_suite = runner.suite(reference)
+            ref_suite()
+            if ref_session is not None:
+                if ref_session.failure is not None:
+                    raise _Poison(ref_session.failure)
+                reference.end(ref_session)
+            servers["reference"] = reference
+        except BaseException:  # noqa: BLE001 - without a working reference, the stored runtime is used
+            servers["reference"] = None
+    rounds, min_rounds, budget = int(timing["rounds"]), int(timing["min_rounds"]), float(timing["budget"])
+    times: dict[str, list[float] | None] = {"candidate": [],
+                                            "reference": [] if servers["reference"] is not None else None}
+    began = time.perf_counter()
+    for index in range(rounds):
+        last = sum(t[-1] for t in times.values() if t) if times["candidate"] else 0.0
+        if time.monotonic() + 2 * last + 0.05 > runner.deadline:
+            break
+        order = ("candidate", "reference") if index % 2 == 0 else ("reference", "candidate")
+        for who in order:
+            server, bucket = servers[who], times[who]
+            if server is None or bucket is None:
+                continue
+            round_session, suite = runner.suite(server)
+            start = time.perf_counter()
+            suite()
+            elapsed = time.perf_counter() - start
+            if round_session is not None:
+                if round_session.failure is not None:
+                    raise _Poison(round_session.failure)
+                server.end(round_session)
+            bucket.append(elapsed)
+        if index + 1 >= min_rounds and time.perf_counter() - began > budget:
+            break
+    return times
+
+
+if __name__ == "__main__":
+    _main()

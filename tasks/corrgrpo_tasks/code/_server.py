@@ -1,0 +1,342 @@
+"""Candidate (or reference) server: runs as ``/sandbox/main.py`` in a sandbox of its own, PID 1 of it.
+
+Only the program's own files are in this sandbox (``prompt.py``, ``program.py``, ``_wire.py``): no test,
+no expected output, no reference, no verdict channel. The judge (another sandbox) talks to it over two
+Unix sockets the scorer created:
+
+* a control socket (``SERVER_FD``, ``SOCK_SEQPACKET``, JSON messages) held by this process only. The
+  judge sends ``{"op": "start", "mode": "module" | "stdio"}`` with a fresh stream socket attached, and
+  ``{"op": "end", "nonce": ...}``; this process answers ``{"event": "exit", "code": ...}`` when a session's
+  process ends by itself and ``{"event": "clean", "nonce": ...}`` once a session is wiped.
+* per session, that fresh stream socket, carrying length-prefixed ``_wire`` frames between the judge and a
+  session process forked from here.
+
+A session process is forked from this pristine process (nothing of the program has ever run here), runs
+the prompt and the program in a fresh namespace and serves the judge's requests: calls on handles (the
+program's top-level functions and classes, instances its classes return), with plain data in and out.
+``end`` kills every other process in the namespace (``kill(-1)``: only PID 1 survives), reaps them, empties
+``/tmp`` and ``/dev/shm`` and only then reports ``clean``, so that nothing a session left behind can run
+while the reference is timed or carry a cache into the next session. This process makes itself
+non-dumpable, so a session cannot read its memory or take its descriptors; as PID 1 of the namespace it
+cannot be killed from inside.
+"""
+
+# Running the candidate is this file's purpose; the sandbox around it is the security boundary.
+# ruff: noqa: S102
+
+from __future__ import annotations
+
+import builtins
+import io
+import json
+import os
+import select
+import signal
+import socket
+import struct
+import sys
+import types
+from typing import Any
+
+sys.path.insert(0, "/sandbox")
+import _wire  # noqa: E402
+
+sys.path.pop(0)
+
+_MODULE = "__solution__"
+_STDOUT_CAP = 4 << 20
+_HEADER = struct.Struct(">I")
+
+
+def _frame(sock: socket.socket, payload: bytes) -> None:
+    sock.sendall(_HEADER.pack(len(payload)) + payload)
+
+
+def _recv_exact(sock: socket.socket, size: int) -> bytes:
+    chunks = bytearray()
+    while len(chunks) < size:
+        chunk = sock.recv(min(size - len(chunks), 1 << 20))
+        if not chunk:
+            raise EOFError
+        chunks += chunk
+    return bytes(chunks)
+
+
+def _read_frame(sock: socket.socket) -> bytes:
+    (size,) = _HEADER.unpack(_recv_exact(sock, 4))
+    if size > _wire.MAX_BYTES:
+        raise EOFError
+    return _recv_exact(sock, size)
+
+
+class _Sink(io.RawIOBase):
+    def writable(self) -> bool:
+        return True
+
+    def write(self, chunk: Any) -> int:
+        return len(chunk)
+
+
+def _quiet() -> None:
+    sys.stdout = sys.stderr = io.TextIOWrapper(io.BufferedWriter(_Sink()), encoding="utf-8", errors="replace",
+                                               write_through=True)
+
+
+def _error(exc: BaseException) -> tuple[Any, ...]:
+    if isinstance(exc, SystemExit):
+        code = exc.code
+        return ("x", code if type(code) is int else (0 if code is None else 1))
+    try:
+        message = str(exc)[:500]
+    except BaseException:  # noqa: BLE001 - the program's exception may refuse str()
+        message = ""
+    return ("e", type(exc).__name__[:100], message)
+
+
+class _Session:
+    def __init__(self, sock: socket.socket, prompt: types.CodeType, program: types.CodeType) -> None:
+        self.sock = sock
+        self.handles: list[Any] = []
+        self.namespace: dict[str, Any] = {"__name__": _MODULE, "__builtins__": builtins}
+        self.prompt, self.program = prompt, program
+        self.kinds: dict[type, str] = {}
+        self.classes: dict[str, type] = {}
+
+    def send(self, message: tuple[Any, ...]) -> None:
+        try:
+            payload = _wire.encode(message, self.kinds)
+        except _wire.NotPlain as exc:
+            payload = _wire.encode(("e", "NotPlain", str(exc)[:200]))
+        _frame(self.sock, payload)
+
+    def handle(self, value: Any) -> tuple[Any, ...]:
+        self.handles.append(value)
+        return ("h", len(self.handles) - 1)
+
+    def load(self) -> None:
+        namespace = self.namespace
+        exec(self.prompt, namespace)
+        prompt_classes = _wire.prompt_classes(namespace, _MODULE)
+        before = dict(namespace)
+        exec(self.program, namespace)
+        # Dataset classes (ListNode, TreeNode) travel by value: the prompt's class and the program's own
+        # class of that name (solutions often define them again) both encode under the name.
+        for name, cls in prompt_classes.items():
+            self.kinds[cls] = name
+            current = namespace.get(name)
+            if isinstance(current, type):
+                self.kinds[current] = name
+                self.classes[name] = current
+            else:
+                self.classes[name] = cls
+        names = {}
+        for name, value in list(namespace.items()):
+            if name.startswith("__") or isinstance(value, types.ModuleType) or not callable(value):
+                continue
+            if name in before and before[name] is value:
+                continue
+            names[name] = self.handle(value)[1]
+        self.send(("ready", names))
+
+    def serve(self) -> None:
+        while True:
+            try:
+                request = _wire.decode(_read_frame(self.sock), self.classes)
+            except EOFError:
+                return
+            self.send(self.answer(request))
+
+    def answer(self, request: Any) -> tuple[Any, ...]:
+        op, index = request[0], request[1]
+        target = self.handles[index]
+        try:
+            if op == "call":
+                result = target(*request[2], **request[3])
+                if isinstance(target, type):
+                    return self.handle(result)
+            elif op == "getattr":
+                result = getattr(target, request[2])
+                if callable(result):
+                    return self.handle(result)
+            elif op == "iter":
+                result = list(target)
+            elif op == "len":
+                result = len(target)
+            elif op == "getitem":
+                result = target[request[2]]
+            elif op == "contains":
+                result = request[2] in target
+            else:
+                return ("e", "ProtocolError", "unknown request")
+        except BaseException as exc:  # noqa: BLE001 - the program's failures are reported, not fatal
+            return _error(exc)
+        try:
+            _wire.encode(result, self.kinds)
+        except _wire.NotPlain as exc:
+            return ("e", "NotPlain", f"returned {type(result).__name__}, which is not plain data: {exc}"[:300])
+        return ("v", result)
+
+    def run_stdio(self) -> None:
+        data = _read_frame(self.sock)
+        # Input and output go through files in /tmp (capped by its size and RLIMIT_FSIZE), opened then
+        # unlinked: raw descriptor reads and writes work too, and nothing else can open them.
+        stdin_fd = os.open("/tmp/.stdin", os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.unlink("/tmp/.stdin")
+        view = memoryview(data)
+        while view:
+            view = view[os.write(stdin_fd, view):]
+        os.lseek(stdin_fd, 0, os.SEEK_SET)
+        out_fd = os.open("/tmp/.stdout", os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.unlink("/tmp/.stdout")
+        os.dup2(stdin_fd, 0)
+        os.dup2(out_fd, 1)
+        os.close(stdin_fd)
+        sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8", errors="replace")
+        sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="replace")
+        status: tuple[Any, ...] = ("ok",)
+        namespace = {"__name__": "__main__", "__builtins__": builtins}
+        try:
+            exec(self.prompt, namespace)
+            exec(self.program, namespace)
+        except BaseException as exc:  # noqa: BLE001
+            status = _error(exc)
+        try:
+            sys.stdout.flush()
+        except BaseException:  # noqa: BLE001, S110 - a closed stdout is the program's doing
+            pass
+        size = os.lseek(out_fd, 0, os.SEEK_END)
+        os.lseek(out_fd, 0, os.SEEK_SET)
+        output = os.read(out_fd, min(size, _STDOUT_CAP))
+        _frame(self.sock, _wire.encode(("out", output, size > _STDOUT_CAP, status)))
+
+
+def _session(sock_fd: int, mode: str, prompt: types.CodeType, program: types.CodeType) -> None:
+    sock = socket.socket(fileno=sock_fd)
+    session = _Session(sock, prompt, program)
+    if mode == "stdio":
+        session.run_stdio()
+        return
+    _quiet()
+    try:
+        session.load()
+    except BaseException as exc:  # noqa: BLE001
+        session.send(("load_error", *_error(exc)))
+        return
+    session.serve()
+
+
+def _wipe(top: str) -> None:
+    stack = [top]
+    dirs = []
+    budget = 200_000
+    while stack and budget > 0:
+        path = stack.pop()
+        dirs.append(path)
+        try:
+            os.chmod(path, 0o700)
+            entries = list(os.scandir(path))
+        except OSError:
+            continue
+        for entry in entries:
+            budget -= 1
+            if entry.is_dir(follow_symlinks=False):
+                stack.append(entry.path)
+            else:
+                try:
+                    os.unlink(entry.path)
+                except OSError:
+                    pass
+    for path in reversed(dirs[1:]):
+        try:
+            os.rmdir(path)
+        except OSError:
+            pass
+
+
+def _clean(child: int) -> None:
+    if os.getpid() == 1:
+        try:
+            os.kill(-1, signal.SIGKILL)  # every process of the namespace except this one
+        except ProcessLookupError:
+            pass  # none left
+        while True:
+            try:
+                os.waitpid(-1, 0)
+            except ChildProcessError:
+                break
+            except InterruptedError:
+                continue
+    else:  # unsafe mode: no namespace; the session's process group is all that can be reached
+        try:
+            os.killpg(child, signal.SIGKILL)
+        except OSError:
+            pass
+        try:
+            os.waitpid(child, 0)
+        except ChildProcessError:
+            pass
+    for top in ("/tmp", "/dev/shm"):
+        _wipe(top)
+
+
+def _nodump() -> None:
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
+    except Exception:  # noqa: BLE001, S110 - best effort; PID 1 and the namespace still protect it
+        pass
+
+
+def _main() -> None:
+    ctl = socket.socket(fileno=int(os.environ["SERVER_FD"]))
+    with open("/sandbox/prompt.py", "rb") as handle:
+        prompt_text = handle.read()
+    with open("/sandbox/program.py", "rb") as handle:
+        program_text = handle.read()
+    prompt = compile(prompt_text, "<prompt>", "exec", dont_inherit=True, optimize=0)
+    program = compile(program_text, "<solution>", "exec", dont_inherit=True, optimize=0)
+    _nodump()
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    child = 0
+    pidfd = -1
+    while True:
+        waiting = [ctl.fileno()] + ([pidfd] if pidfd >= 0 else [])
+        ready, _, _ = select.select(waiting, [], [])
+        if pidfd >= 0 and pidfd in ready:
+            _, status = os.waitpid(child, 0)
+            os.close(pidfd)
+            pidfd = -1
+            ctl.send(json.dumps({"event": "exit", "code": os.waitstatus_to_exitcode(status)}).encode())
+            continue
+        message, fds, _, _ = socket.recv_fds(ctl, 4096, 1)
+        if not message:
+            return
+        request = json.loads(message)
+        if request.get("op") == "start" and fds:
+            child = os.fork()
+            if child == 0:
+                ctl.close()
+                try:
+                    if os.getpid() != 1:
+                        os.setpgid(0, 0)
+                    _session(fds[0], str(request.get("mode")), prompt, program)
+                finally:
+                    os._exit(0)
+            for fd in fds:
+                os.close(fd)
+            pidfd = os.pidfd_open(child)
+        elif request.get("op") == "end":
+            for fd in fds:
+                os.close(fd)
+            if pidfd >= 0:
+                os.close(pidfd)
+                pidfd = -1
+            _clean(child)
+            ctl.send(json.dumps({"event": "clean", "nonce": request.get("nonce")}).encode())
+
+
+if __name__ == "__main__":
+    _main()
