@@ -28,7 +28,6 @@ import builtins
 import io
 import json
 import os
-import secrets
 import select
 import socket
 import struct
@@ -158,7 +157,7 @@ class _Server:
     def end(self, session: _Session) -> None:
         """End ``session``: returns once every process of that sandbox but its server is gone."""
         session.sock.close()
-        nonce = secrets.token_hex(8)
+        nonce = os.urandom(8).hex()
         try:
             self.ctl.send(json.dumps({"op": "end", "nonce": nonce}).encode())
         except OSError:
@@ -331,24 +330,33 @@ class _Job:
         else:
             self.cases = [(str(case["input"]), str(case["output"])) for case in job["tests"]]
 
-    def suite(self, server: _Server) -> tuple[_Session | None, Callable[[], None]]:
-        """Prepare one round: a fresh session and namespace; returns the session and the timed part."""
+    def suite(self, server: _Server) -> tuple[list[_Session], Callable[[], None]]:
+        """One round: a callable that opens a fresh session, loads the program and runs the tests, and the
+        list that will hold the session. Loading is inside the round, so work moved to import time is
+        timed too (both for the candidate and the reference)."""
+        sessions: list[_Session] = []
         if self.kind != "check":
-            return None, lambda: self.run_cases(server)
-        session = server.session("module")
-        namespace: dict[str, Any] = {"__name__": _MODULE, "__builtins__": builtins}
-        exec(self.prompt, namespace)
-        names = session.load(_wire.prompt_classes(namespace, _MODULE))
-        for name, handle in names.items():
-            # The prompt's helpers (is_same_list, tree_node, ...) stay the judge's; only the entry point
-            # may replace a prompt definition (HumanEval's prompt holds the function's stub).
-            if name in namespace and name != self.entry_top:
-                continue
-            namespace[name] = _Remote(session, handle)
-        exec(self.test, namespace)
-        candidate = eval(self.entry, namespace)
-        check: Any = namespace["check"]
-        return session, lambda: check(candidate)
+            return sessions, lambda: self.run_cases(server)
+
+        def run() -> None:
+            session = server.session("module")
+            sessions.append(session)
+            namespace: dict[str, Any] = {"__name__": _MODULE, "__builtins__": builtins}
+            exec(self.prompt, namespace)
+            names = session.load(_wire.prompt_classes(namespace, _MODULE))
+            for name, handle in names.items():
+                # The prompt's helpers (is_same_list, tree_node, ...) stay the judge's; only the entry point
+                # may replace a prompt definition (HumanEval's prompt holds the function's stub).
+                if name in namespace and name != self.entry_top:
+                    continue
+                namespace[name] = _Remote(session, handle)
+            exec(self.test, namespace)
+            candidate = eval(self.entry, namespace)
+            namespace["check"](candidate)
+            if session.failure is not None:
+                raise _Poison(session.failure)
+
+        return sessions, run
 
     def run_cases(self, server: _Server) -> None:
         for given, expected in self.cases:
@@ -423,17 +431,15 @@ def _main() -> None:
     sys.stdout = sys.stderr = sink
     candidate = _Server(int(os.environ["JUDGE_CANDIDATE_FD"]), deadline)
     status, error, seconds = "passed", "", 0.0
-    session = None
+    sessions, suite = runner.suite(candidate)
     try:
-        session, suite = runner.suite(candidate)
         start = time.perf_counter()
         suite()
         seconds = time.perf_counter() - start
-        if session is not None and session.failure is not None:
-            raise _Poison(session.failure)
     except BaseException as exc:  # noqa: BLE001 - SystemExit and KeyboardInterrupt of test code included
-        if session is not None and session.failure is not None and not isinstance(exc, _Timeout):
-            exc = _Poison(session.failure)
+        failure = next((s.failure for s in sessions if s.failure is not None), None)
+        if failure is not None and not isinstance(exc, _Timeout):
+            exc = _Poison(failure)
         status, error = _classify(exc)
     sys.stdout, sys.stderr = saved_out, saved_err
     emit({"stage": "run", "status": status, "error": error, "seconds": seconds})
@@ -442,7 +448,7 @@ def _main() -> None:
         return
     sys.stdout = sys.stderr = sink
     try:
-        times = _time(runner, candidate, session, job, timing)
+        times = _time(runner, candidate, sessions, job, timing)
     except BaseException as exc:  # noqa: BLE001 - a candidate that fails on a rerun gets no efficiency
         sys.stdout, sys.stderr = saved_out, saved_err
         emit({"stage": "timing", "error": f"{type(exc).__name__}: {exc}"[:500]})
@@ -451,21 +457,19 @@ def _main() -> None:
     emit({"stage": "timing", **times})
 
 
-def _time(runner: _Job, candidate: _Server, session: _Session | None, job: dict[str, Any],
+def _time(runner: _Job, candidate: _Server, sessions: list[_Session], job: dict[str, Any],
           timing: dict[str, Any]) -> dict[str, list[float] | None]:
-    if session is not None:
+    for session in sessions:
         candidate.end(session)
     servers: dict[str, _Server | None] = {"candidate": candidate, "reference": None}
     if job.get("reference"):
         os.write(int(os.environ["SANDBOX_CHANNEL_FD"]), b'{"stage": "reference"}\n')
         reference = _Server(int(os.environ["JUDGE_REFERENCE_FD"]), runner.deadline)
+        ref_sessions, ref_suite = runner.suite(reference)
         try:  # the reference must pass its own tests (this also warms it up)
-            ref_session, ref_suite = runner.suite(reference)
             ref_suite()
-            if ref_session is not None:
-                if ref_session.failure is not None:
-                    raise _Poison(ref_session.failure)
-                reference.end(ref_session)
+            for session in ref_sessions:
+                reference.end(session)
             servers["reference"] = reference
         except BaseException:  # noqa: BLE001 - without a working reference, the stored runtime is used
             servers["reference"] = None
@@ -482,14 +486,12 @@ def _time(runner: _Job, candidate: _Server, session: _Session | None, job: dict[
             server, bucket = servers[who], times[who]
             if server is None or bucket is None:
                 continue
-            round_session, suite = runner.suite(server)
+            round_sessions, suite = runner.suite(server)
             start = time.perf_counter()
             suite()
             elapsed = time.perf_counter() - start
-            if round_session is not None:
-                if round_session.failure is not None:
-                    raise _Poison(round_session.failure)
-                server.end(round_session)
+            for session in round_sessions:
+                server.end(session)
             bucket.append(elapsed)
         if index + 1 >= min_rounds and time.perf_counter() - began > budget:
             break

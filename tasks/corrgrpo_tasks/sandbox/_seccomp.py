@@ -4,9 +4,10 @@ It refuses, with ``EPERM``:
 
 * every system call made through another ABI than the machine's own (32-bit ``int 0x80`` calls on x86-64,
   x32 calls), which would otherwise reach the same kernel under other numbers;
-* ``memfd_create`` and ``shmget``: memory that no process has mapped is resident nowhere, so a watchdog
-  that sums the sandbox's resident memory would not see it (cgroups would; the tmpfs mounts are capped by
-  size instead);
+* ``memfd_create`` and the System V ``shmget``, ``msgget``, ``semget``: memory that no process has
+  mapped is resident nowhere, so a watchdog that sums the sandbox's resident memory would not see it
+  (cgroups would; the tmpfs mounts are capped by size instead), and System V objects outlive processes,
+  so a program could carry a cache from one timing round into the next through them;
 * ``unshare``/``clone`` with ``CLONE_NEWUSER``: the equivalent of ``bwrap --disable-userns`` for a
   bubblewrap too old to have it (a nested user namespace could mount its own, uncapped tmpfs);
 * ``clone3`` with ``ENOSYS``, because its flags sit in memory where a filter cannot read them; the C
@@ -21,9 +22,9 @@ import struct
 
 __all__ = ["filter_program"]
 
-_ARCHES = {  # machine: (AUDIT_ARCH, memfd_create, shmget, unshare, clone, clone3)
-    "x86_64": (0xC000003E, 319, 29, 272, 56, 435),
-    "aarch64": (0xC00000B7, 279, 194, 97, 220, 435),
+_ARCHES = {  # machine: (AUDIT_ARCH, memfd_create, shmget, msgget, semget, unshare, clone, clone3)
+    "x86_64": (0xC000003E, 319, 29, 68, 64, 272, 56, 435),
+    "aarch64": (0xC00000B7, 279, 194, 186, 190, 97, 220, 435),
 }
 _CLONE_NEWUSER = 0x10000000
 _X32_BIT = 0x40000000
@@ -38,7 +39,7 @@ def filter_program(machine: str | None = None) -> bytes | None:
     arch = _ARCHES.get(machine or platform.machine())
     if arch is None:
         return None
-    audit, memfd, shmget, unshare, clone, clone3 = arch
+    audit, memfd, shmget, msgget, semget, unshare, clone, clone3 = arch
     # (code, jump-if-true label, jump-if-false label, k); labels name instructions below.
     program: list[tuple[int, str | int, str | int, int]] = [
         (_LD_ABS, 0, 0, 4),                # A = seccomp_data.arch
@@ -55,6 +56,8 @@ def filter_program(machine: str | None = None) -> bytes | None:
         (_JGE, "deny", 0, _X32_BIT) if audit == 0xC000003E else (_JEQ, 0, 0, 0xFFFFFFFF),
         (_JEQ, "deny", 0, memfd),
         (_JEQ, "deny", 0, shmget),
+        (_JEQ, "deny", 0, msgget),
+        (_JEQ, "deny", 0, semget),
         (_JEQ, "enosys", 0, clone3),
         (_JEQ, "flags", 0, unshare),
         (_JEQ, "flags", "allow", clone),

@@ -1,7 +1,7 @@
 """Per-sandbox memory cap by a watchdog, and reaping of orphans when the scorer is PID 1.
 
-One daemon thread serves every running sandbox: every ``INTERVAL`` seconds it reads ``/proc/*/stat`` once,
-builds the process tree, sums the resident memory of each registered sandbox's processes (the outer
+One daemon thread serves every running sandbox: every ``INTERVAL`` seconds it lists ``/proc`` (reading the
+parent of each new process once), builds the process tree, sums the resident memory of each registered sandbox's processes (the outer
 ``bwrap`` process and all its descendants: inside a PID namespace, orphans are re-parented to the
 namespace's init, which is itself a descendant, so none can leave the tree) and kills a sandbox whose sum
 passes its cap. Resident set sizes count pages shared between processes (copy-on-write after ``fork``)
@@ -69,49 +69,78 @@ class Watch:
             _watches.pop(self.pid, None)
 
 
-def _scan() -> tuple[dict[int, list[int]], dict[int, int], list[int]]:
-    children: dict[int, list[int]] = {}
-    rss: dict[int, int] = {}
-    zombies: list[int] = []
-    me = os.getpid()
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as handle:
-                text = handle.read()
-        except OSError:
-            continue
-        fields = text[text.rfind(b")") + 2:].split()
-        if len(fields) < 22:
-            continue
-        pid, ppid = int(name), int(fields[1])
-        children.setdefault(ppid, []).append(pid)
-        rss[pid] = int(fields[21]) * _PAGE
-        if fields[0] == b"Z" and ppid == me:
-            zombies.append(pid)
-    return children, rss, zombies
+def _stat(pid: int) -> list[bytes] | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            text = handle.read()
+    except OSError:
+        return None
+    fields = text[text.rfind(b")") + 2:].split()
+    return fields if len(fields) >= 22 else None
+
+
+class _Tree:
+    """Parent of every process, read incrementally: a process's parent is read once, when it first
+    appears; it changes only by re-parenting to an ancestor (the namespace's init, or PID 1 outside),
+    which keeps a sandbox's processes inside its tree and everyone else's outside."""
+
+    def __init__(self) -> None:
+        self.parent: dict[int, int] = {}
+
+    def scan(self) -> tuple[dict[int, list[int]], list[int]]:
+        current = {int(name) for name in os.listdir("/proc") if name.isdigit()}
+        for pid in self.parent.keys() - current:
+            del self.parent[pid]
+        me = os.getpid()
+        zombies = []
+        # New processes, and orphans (their recorded parent is gone: they were re-parented).
+        stale = [pid for pid, ppid in self.parent.items() if ppid not in self.parent and ppid > 1]
+        for pid in (current - self.parent.keys()).union(stale):
+            fields = _stat(pid)
+            if fields is not None:
+                self.parent[pid] = int(fields[1])
+        if me == 1:  # zombies only matter when we are everyone's reaper
+            zombies = [pid for pid, ppid in self.parent.items() if ppid == me and _is_zombie(pid)]
+        children: dict[int, list[int]] = {}
+        for pid, ppid in self.parent.items():
+            children.setdefault(ppid, []).append(pid)
+        return children, zombies
+
+
+def _is_zombie(pid: int) -> bool:
+    fields = _stat(pid)
+    return fields is not None and fields[0] == b"Z"
+
+
+def _resident(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as handle:
+            return int(handle.read().split()[1]) * _PAGE
+    except (OSError, IndexError, ValueError):
+        return 0
 
 
 def _loop() -> None:
     reaping = os.getpid() == 1
+    tree = _Tree()
     while True:
         with _lock:
             watches = list(_watches.values())
         if not watches and not reaping:
+            tree = _Tree()
             _wake.wait(1.0)
             _wake.clear()
             continue
         try:
-            children, rss, zombies = _scan()
+            children, zombies = tree.scan()
         except OSError:
-            children, rss, zombies = {}, {}, []
+            children, zombies = {}, []
         for watch in watches:
             total, pending, seen = 0, [watch.pid], 0
             while pending and seen < 100_000:
                 pid = pending.pop()
                 seen += 1
-                total += rss.get(pid, 0)
+                total += _resident(pid)
                 pending.extend(children.get(pid, ()))
             watch.peak_bytes = max(watch.peak_bytes, total)
             if total > watch.cap_bytes and not watch.killed:
