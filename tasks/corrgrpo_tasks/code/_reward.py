@@ -7,6 +7,7 @@ import concurrent.futures
 import dataclasses
 import difflib
 import functools
+import itertools
 import json
 import math
 import os
@@ -36,7 +37,11 @@ _HERE = Path(__file__).parent
 _JUDGE = (_HERE / "_judge.py").read_text()
 _SERVER = (_HERE / "_server.py").read_text()
 _WIRE = (_HERE / "_wire.py").read_text()
-_FENCE = re.compile(r"```[^\S\n]*(?:python3?|py)?[^\S\n]*\n(.*?)```", re.IGNORECASE | re.DOTALL)
+# The optional language and its trailing space are one group, so a long run of spaces is matched once
+# (``[^\S\n]*(?:python3?|py)?[^\S\n]*`` splits it two ways at every length: quadratic).
+_FENCE = re.compile(r"```[^\S\n]*(?:(?:python3?|py)[^\S\n]*)?\n(.*?)```", re.IGNORECASE | re.DOTALL)
+# A real completion has a handful of code blocks; beyond this many the rest are not looked at.
+_MAX_BLOCKS = 256
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -123,22 +128,47 @@ def extract_code(text: str, *, entry_name: str | None = "Solution") -> tuple[str
 
     Among fenced blocks (```` ``` ````, ```` ```python ````, ```` ```py ````) the one that defines
     ``entry_name`` wins, then the longest. Without fences: the text after the last ``</think>``, from
-    the first definition of ``entry_name`` when there is one.
+    the first definition of ``entry_name`` when there is one. Linear in the text's length (no
+    backtracking pattern: a megabyte of unclosed fences or blank lines costs milliseconds).
     """
-    blocks = _FENCE.findall(text)
+    blocks = _fenced_blocks(text)
     if blocks:
-        return max(blocks, key=lambda b: (_defines(b, entry_name), len(b))), True
+        by_length = sorted(blocks, key=len, reverse=True)  # stable: the first of equally long blocks wins
+        return next((b for b in by_length if _defines(b, entry_name)), by_length[0]), True
     tail = text.rsplit("</think>", 1)[-1]
     if entry_name:
-        match = re.search(rf"^\s*(?:class|def)\s+{re.escape(entry_name)}\b", tail, re.MULTILINE)
-        if match:
-            tail = tail[match.start():].lstrip("\n")
+        start = _definition(tail, entry_name)
+        if start >= 0:
+            tail = tail[start:].lstrip("\n")
     return tail.strip("\n"), False
 
 
+def _fenced_blocks(text: str) -> list[str]:
+    """Bodies of the closed Python fences, left to right, at most ``_MAX_BLOCKS``.
+
+    One pass of a pattern without nested quantifiers: a fence that finds no closing backticks has no
+    fence after it either (every fence opening contains backticks), so no body is scanned twice.
+    """
+    return [match.group(1) for match in itertools.islice(_FENCE.finditer(text), _MAX_BLOCKS)]
+
+
+@functools.lru_cache(maxsize=256)
+def _definition_pattern(name: str) -> re.Pattern[str]:
+    # Horizontal space only (``\s`` would run across lines and make the search quadratic on blank lines).
+    return re.compile(rf"^[ \t\f\v\r]*(?:class|def)[ \t]+{re.escape(name)}(?!\w)", re.MULTILINE)
+
+
+def _definition(code: str, name: str) -> int:
+    """Offset of the first line that defines ``name`` (``class name`` / ``def name``, indented or not),
+    else -1."""
+    if name not in code:
+        return -1
+    match = _definition_pattern(name).search(code)
+    return -1 if match is None else match.start()
+
+
 def _defines(code: str, name: str | None) -> bool:
-    return bool(name) and re.search(rf"^\s*(?:class|def)\s+{re.escape(str(name))}\b", code, re.MULTILINE) \
-        is not None
+    return bool(name) and str(name) in code and _definition(code, str(name)) >= 0
 
 
 def entry_name(verifier: Mapping[str, Any]) -> str | None:
