@@ -154,8 +154,9 @@ class _Server:
             theirs.close()
         return _Session(self, mine)
 
-    def end(self, session: _Session) -> None:
-        """End ``session``: returns once every process of that sandbox but its server is gone."""
+    def end(self, session: _Session) -> float:
+        """End ``session``: returns once every process of that sandbox but its server is gone, with the
+        processor time all of the session's processes used (measured by the server)."""
         session.sock.close()
         nonce = os.urandom(8).hex()
         try:
@@ -166,7 +167,10 @@ class _Server:
             self._wait([self.ctl.fileno()])
             event = self._event()
             if event.get("event") == "clean" and event.get("nonce") == nonce:
-                return
+                cpu = event.get("cpu")
+                if type(cpu) not in (int, float) or not 0 <= cpu < 1e6:
+                    raise _Poison("malformed clean message")
+                return float(cpu)
 
 
 class _Session:
@@ -330,7 +334,7 @@ class _Job:
         else:
             self.cases = [(str(case["input"]), str(case["output"])) for case in job["tests"]]
 
-    def suite(self, server: _Server) -> tuple[list[_Session], Callable[[], None]]:
+    def suite(self, server: _Server) -> tuple[list[_Session], Callable[[], float | None]]:
         """One round: a callable that opens a fresh session, loads the program and runs the tests, and the
         list that will hold the session. Loading is inside the round, so work moved to import time is
         timed too (both for the candidate and the reference)."""
@@ -338,7 +342,7 @@ class _Job:
         if self.kind != "check":
             return sessions, lambda: self.run_cases(server)
 
-        def run() -> None:
+        def run() -> float | None:
             session = server.session("module")
             sessions.append(session)
             namespace: dict[str, Any] = {"__name__": _MODULE, "__builtins__": builtins}
@@ -355,10 +359,12 @@ class _Job:
             namespace["check"](candidate)
             if session.failure is not None:
                 raise _Poison(session.failure)
+            return None  # the session is still open: its processor time comes with end()
 
         return sessions, run
 
-    def run_cases(self, server: _Server) -> None:
+    def run_cases(self, server: _Server) -> float:
+        cpu = 0.0
         for given, expected in self.cases:
             session = server.session("stdio")
             try:
@@ -378,7 +384,8 @@ class _Job:
                 if reply[2] or not _same_output(reply[1].decode("utf-8", "replace"), expected):
                     raise _WrongAnswer(f"wrong output for input {given[:80]!r}")
             finally:
-                server.end(session)
+                cpu += server.end(session)
+        return cpu
 
 
 def _classify(exc: BaseException) -> tuple[str, str]:
@@ -473,26 +480,28 @@ def _time(runner: _Job, candidate: _Server, sessions: list[_Session], job: dict[
             servers["reference"] = reference
         except BaseException:  # noqa: BLE001 - without a working reference, the stored runtime is used
             servers["reference"] = None
+    # Processor time of the session's processes, measured by each sandbox's server: socket round trips,
+    # the judge's own work and other load on the machine stay out of it, which wall time would not.
     rounds, min_rounds, budget = int(timing["rounds"]), int(timing["min_rounds"]), float(timing["budget"])
     times: dict[str, list[float] | None] = {"candidate": [],
                                             "reference": [] if servers["reference"] is not None else None}
     began = time.perf_counter()
+    last_round = 0.0
     for index in range(rounds):
-        last = sum(t[-1] for t in times.values() if t) if times["candidate"] else 0.0
-        if time.monotonic() + 2 * last + 0.05 > runner.deadline:
+        if time.monotonic() + 2 * last_round + 0.05 > runner.deadline:
             break
+        round_start = time.monotonic()
         order = ("candidate", "reference") if index % 2 == 0 else ("reference", "candidate")
         for who in order:
             server, bucket = servers[who], times[who]
             if server is None or bucket is None:
                 continue
             round_sessions, suite = runner.suite(server)
-            start = time.perf_counter()
-            suite()
-            elapsed = time.perf_counter() - start
+            cpu = suite() or 0.0
             for session in round_sessions:
-                server.end(session)
-            bucket.append(elapsed)
+                cpu += server.end(session)
+            bucket.append(cpu)
+        last_round = time.monotonic() - round_start
         if index + 1 >= min_rounds and time.perf_counter() - began > budget:
             break
     return times

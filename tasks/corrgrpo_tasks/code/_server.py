@@ -7,7 +7,11 @@ Unix sockets the scorer created:
 * a control socket (``SERVER_FD``, ``SOCK_SEQPACKET``, JSON messages) held by this process only. The
   judge sends ``{"op": "start", "mode": "module" | "stdio"}`` with a fresh stream socket attached, and
   ``{"op": "end", "nonce": ...}``; this process answers ``{"event": "exit", "code": ...}`` when a session's
-  process ends by itself and ``{"event": "clean", "nonce": ...}`` once a session is wiped.
+  process ends by itself and ``{"event": "clean", "nonce": ..., "cpu": seconds}`` once a session is wiped:
+  ``cpu`` is the processor time (user + system) that every process of the session used, from the fork to
+  the last one reaped -- this process reaps them all, being the namespace's init, and measures it with
+  ``getrusage(RUSAGE_CHILDREN)``, which the program cannot reach, less the time of a session that runs
+  nothing (measured at start-up). This is what efficiency compares.
 * per session, that fresh stream socket, carrying length-prefixed ``_wire`` frames between the judge and a
   session process forked from here.
 
@@ -30,6 +34,7 @@ import builtins
 import io
 import json
 import os
+import resource
 import select
 import signal
 import socket
@@ -170,11 +175,7 @@ class _Session:
                 return ("e", "ProtocolError", "unknown request")
         except BaseException as exc:  # noqa: BLE001 - the program's failures are reported, not fatal
             return _error(exc)
-        try:
-            _wire.encode(result, self.kinds)
-        except _wire.NotPlain as exc:
-            return ("e", "NotPlain", f"returned {type(result).__name__}, which is not plain data: {exc}"[:300])
-        return ("v", result)
+        return ("v", result)  # send() answers NotPlain if the result is not plain data
 
     def run_stdio(self) -> None:
         data = _read_frame(self.sock)
@@ -279,6 +280,25 @@ def _clean(child: int) -> None:
         _wipe(top)
 
 
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _null_session() -> float:
+    """Processor time of a session that runs nothing (fork, exit, reap): subtracted from every session's,
+    so that efficiency compares the programs rather than this server's own start-up of a session."""
+    costs = []
+    for _ in range(3):
+        before = _cpu()
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        os.waitpid(pid, 0)
+        costs.append(_cpu() - before)
+    return min(costs)
+
+
 def _nodump() -> None:
     try:
         import ctypes
@@ -297,6 +317,15 @@ def _main() -> None:
     prompt = compile(prompt_text, "<prompt>", "exec", dont_inherit=True, optimize=0)
     program = compile(program_text, "<solution>", "exec", dont_inherit=True, optimize=0)
     _nodump()
+    try:  # the prompt is the dataset's (trusted): run once here, its imports are warm in every session
+        _quiet()
+        exec(prompt, {"__name__": "__warm__", "__builtins__": builtins})
+    except BaseException:  # noqa: BLE001, S110 - a session will report the failure
+        pass
+    finally:
+        sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
+    used = 0.0
+    baseline = _null_session()
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
@@ -316,6 +345,7 @@ def _main() -> None:
             return
         request = json.loads(message)
         if request.get("op") == "start" and fds:
+            used = _cpu()
             child = os.fork()
             if child == 0:
                 ctl.close()
@@ -335,7 +365,7 @@ def _main() -> None:
                 os.close(pidfd)
                 pidfd = -1
             _clean(child)
-            ctl.send(json.dumps({"event": "clean", "nonce": request.get("nonce")}).encode())
+            ctl.send(json.dumps({"event": "clean", "nonce": request.get("nonce"), "cpu": max(0.0, _cpu() - used - baseline)}).encode())
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ Format: ``json.dumps`` of a flat list (no nesting, so the C parser never recurse
 
     "n" | "T" | "F" | "i", int | "I", hex | "f", float | "s", str | "b", latin-1 str
     "l"|"t"|"S"|"Z", count, items...        (list, tuple, set, frozenset)
+    "Li"|"Lf"|"Ls", count, raw values...    (a list of ints below 2**53, of floats, of strs)
     "d", count, (key, value) * count
     "o", class name, count, (attribute name, value) * count
     "r", index                              (the index-th list/dict/object opened so far: shared or cyclic)
@@ -35,6 +36,10 @@ _MAX_HEX = 1 << 16
 _SMALL = 1 << 53
 _SCALAR_TAGS = {"n": None, "T": True, "F": False}
 _CONTAINER_TAGS = frozenset("ltSZd")
+# Lists of one scalar type (arrays, strings, matrices' rows: most test data) travel as a count and the
+# raw values, checked and copied in one pass by the decoder.
+_FLAT = {int: "Li", float: "Lf", str: "Ls"}
+_FLAT_TYPES = {"Li": int, "Lf": float, "Ls": str}
 
 
 class WireError(ValueError):
@@ -91,6 +96,12 @@ def encode(value: Any, classes: dict[type, str] | None = None) -> bytes:
             opened[id(item)] = len(opened)
             keep.append(item)
             items = list.copy(item)
+            flat = _FLAT.get(next(iter(kinds)), "") if items and len(
+                kinds := set(map(type, items))) == 1 else ""
+            if flat and (flat != "Li" or -_SMALL < min(items) and max(items) < _SMALL):
+                out += (flat, len(items))
+                out += items
+                continue
             out += ("l", len(items))
             stack.extend(reversed(items))
         elif isinstance(item, tuple):
@@ -170,9 +181,8 @@ def _decode(data: bytes, classes: dict[str, type], max_depth: int) -> Any:
     tokens = json.loads(data)
     if type(tokens) is not list or len(tokens) > MAX_TOKENS:
         raise WireError("payload is not a token list within the limit")
-    for token in tokens:
-        if type(token) not in (str, int, float):
-            raise WireError("nested JSON in the token list")
+    if not set(map(type, tokens)) <= {str, int, float}:
+        raise WireError("nested JSON in the token list")
     opened: list[Any] = []
     stack: list[_Frame] = []
     depth = 0
@@ -236,6 +246,20 @@ def _decode(data: bytes, classes: dict[str, type], max_depth: int) -> Any:
             if type(index) is not int or not 0 <= index < len(opened):
                 raise WireError("bad reference")
             value = opened[index]
+        elif tag in _FLAT_TYPES:
+            size = count()
+            values = tokens[position:position + size]
+            position += size
+            kind = _FLAT_TYPES[tag]
+            kinds = set(map(type, values))
+            if kind is float and int in kinds:  # JSON writes 1.0 as 1.0, but accept a bare 1 as well
+                values = [float(v) for v in values]
+                kinds.discard(int)
+            if kinds - {kind} or (kind is int and values and not (
+                    -_SMALL < min(values) and max(values) < _SMALL)):
+                raise WireError("bad flat list")
+            value = values
+            opened.append(value)
         elif tag in _CONTAINER_TAGS:
             size = count()
             depth += 1

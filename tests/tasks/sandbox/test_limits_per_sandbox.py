@@ -25,7 +25,10 @@ ATTEMPTS = textwrap.dedent("""\
     print("shmget", libc.shmget(0, 1 << 20, 0o1600))
     print("msgget", libc.msgget(0, 0o1600))
     print("semget", libc.semget(0, 1, 0o1600))
-    print("fork_ok", os.fork() and 1)
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    print("fork_ok", int(os.waitpid(pid, 0)[0] == pid))
 """)
 
 
@@ -65,7 +68,7 @@ def test_memory_of_orphans_still_counts(box: Sandbox) -> None:
 def test_honest_program_below_the_cap_is_untouched(box: Sandbox) -> None:
     result = box.run("block = bytearray(100 << 20)\nprint(len(block) >> 20)", limits=Limits(memory_mb=512))
     assert (result.status, result.stdout) == ("ok", "100\n")
-    assert 100 << 20 <= result.peak_memory_bytes < 512 << 20 or result.peak_memory_bytes == 0
+    assert result.peak_memory_bytes < 512 << 20
 
 
 @pytest.mark.parametrize("userns_filter", [False, True], ids=["disable-userns", "seccomp-equivalent"])
