@@ -5,7 +5,7 @@ entry point, or stdin/expected-output cases), the reference solution's presence 
 reports on the sandbox's side channel (``SANDBOX_CHANNEL_FD``), which only this process holds, one JSON
 record per line:
 
-* ``syntax`` (``ast.parse``; AST node-type tokens for the similarity score) and ``compile`` (prompt,
+* ``syntax`` (``ast.parse``, through ``_ast``; AST node-type tokens for the similarity score) and ``compile`` (prompt,
   program, tests, entry point). The scorer starts the candidate's sandbox only after ``compile`` succeeds.
 * ``run``: ``passed``, ``wrong_answer`` (an ``AssertionError`` raised by the test code, or an output
   mismatch), ``runtime_error`` or ``timeout``. The test code runs *here*, with the program's top-level
@@ -23,19 +23,21 @@ record per line:
 
 from __future__ import annotations
 
-import ast
+import _ast
+import _socket
+import array
 import builtins
 import io
-import json
 import os
 import select
-import socket
 import struct
 import sys
 import time
-from collections.abc import Callable
-from types import CodeType
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing, collections, json, socket, ast: start-up cost in every judge; C modules only
+    from collections.abc import Callable
+    from typing import Any
 
 if __name__ == "__main__":  # in the sandbox, next to /sandbox/_wire.py
     sys.path.insert(0, "/sandbox")
@@ -71,10 +73,22 @@ class _WrongAnswer(Exception):
     pass
 
 
-def _ast_tokens(tree: ast.AST, cap: int) -> list[str]:
+def _children(node: _ast.AST) -> list[_ast.AST]:
+    """``ast.iter_child_nodes`` without ``ast`` (and its imports), expression contexts left out."""
+    found = []
+    for name in node._fields:
+        value = getattr(node, name, None)
+        if isinstance(value, _ast.AST):
+            found.append(value)
+        elif isinstance(value, list):
+            found.extend(item for item in value if isinstance(item, _ast.AST))
+    return [child for child in found if not isinstance(child, _ast.expr_context)]
+
+
+def _ast_tokens(tree: _ast.AST, cap: int) -> list[str]:
     """Pre-order node types with closing markers, identifiers and literals left out."""
     tokens: list[str] = []
-    stack: list[tuple[ast.AST, bool]] = [(tree, False)]
+    stack: list[tuple[_ast.AST, bool]] = [(tree, False)]
     while stack and len(tokens) < cap:
         node, closing = stack.pop()
         name = type(node).__name__
@@ -83,7 +97,7 @@ def _ast_tokens(tree: ast.AST, cap: int) -> list[str]:
             continue
         tokens.append(name)
         stack.append((node, True))
-        children = [child for child in ast.iter_child_nodes(node) if not isinstance(child, ast.expr_context)]
+        children = _children(node)
         stack.extend((child, False) for child in reversed(children))
     return tokens
 
@@ -115,7 +129,7 @@ class _Server:
     """The judge's end of one server sandbox (candidate or reference)."""
 
     def __init__(self, fd: int, deadline: float) -> None:
-        self.ctl = socket.socket(fileno=fd)
+        self.ctl = _socket.socket(fileno=fd)
         self.deadline = deadline
         self.exited = False
 
@@ -133,7 +147,7 @@ class _Server:
         if not message:
             raise _Poison("the server ended")
         try:
-            event = json.loads(message)
+            event = _wire.loads(message)
         except ValueError:
             raise _Poison("malformed control message") from None
         if not isinstance(event, dict):
@@ -143,10 +157,11 @@ class _Server:
         return event
 
     def session(self, mode: str) -> _Session:
-        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        mine, theirs = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)
         self.exited = False
         try:
-            socket.send_fds(self.ctl, [json.dumps({"op": "start", "mode": mode}).encode()], [theirs.fileno()])
+            self.ctl.sendmsg([_wire.dumps({"op": "start", "mode": mode}).encode()],
+                             [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, array.array("i", [theirs.fileno()]))])
         except OSError:
             mine.close()
             raise _Poison("the server is gone") from None
@@ -160,7 +175,7 @@ class _Server:
         session.sock.close()
         nonce = os.urandom(8).hex()
         try:
-            self.ctl.send(json.dumps({"op": "end", "nonce": nonce}).encode())
+            self.ctl.send(_wire.dumps({"op": "end", "nonce": nonce}).encode())
         except OSError:
             raise _Poison("the server is gone") from None
         while True:
@@ -174,7 +189,7 @@ class _Server:
 
 
 class _Session:
-    def __init__(self, server: _Server, sock: socket.socket) -> None:
+    def __init__(self, server: _Server, sock: _socket.socket) -> None:
         self.server = server
         self.sock = sock
         self.classes: dict[str, type] = {}
@@ -402,13 +417,13 @@ def _classify(exc: BaseException) -> tuple[str, str]:
 def _main() -> None:
     started = time.monotonic()
     raw = sys.stdin.buffer.read()
-    job = json.loads(raw)
+    job = _wire.loads(raw)
     del raw
     channel = int(os.environ["SANDBOX_CHANNEL_FD"])
 
     def emit(record: dict[str, Any]) -> None:
         try:  # noqa: SIM105
-            os.write(channel, json.dumps(record).encode() + b"\n")
+            os.write(channel, _wire.dumps(record).encode() + b"\n")
         except Exception:  # noqa: BLE001, S110 - a closed channel just means no report
             pass
 
@@ -417,7 +432,7 @@ def _main() -> None:
     try:
         if not code.strip():
             raise SyntaxError("empty program")
-        tree = ast.parse(code)
+        tree = compile(code, "<unknown>", "exec", _ast.PyCF_ONLY_AST, dont_inherit=True)
         tokens = _ast_tokens(tree, int(job.get("ast_token_cap", 0)))
         del tree
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:

@@ -273,13 +273,14 @@ class _Servers:
                 pass_fds={"SERVER_FD": fd}, as_init=True, background=True)
 
     def on_channel(self, chunk: bytes) -> None:
-        self.pending = (self.pending + chunk)[-4096:]
-        lines = self.pending.split(b"\n")
-        self.pending = lines.pop()
+        # Only the short records matter here (the syntax record with its tokens can be long: skipped).
+        lines = (self.pending + chunk).split(b"\n")
+        self.pending = lines.pop()[-256:]
         for line in lines:
-            if line.startswith(b'{"stage": "compile", "ok": true'):
+            record = _records(line) if len(line) < 256 else {}
+            if record.get("compile", {}).get("ok") is True:
                 self.start("candidate")
-            elif line.startswith(b'{"stage": "reference"') and "reference" in self.programs:
+            elif "reference" in record and "reference" in self.programs:
                 self.start("reference")
 
     def close(self) -> None:

@@ -30,18 +30,21 @@ cannot be killed from inside.
 
 from __future__ import annotations
 
+import _socket
+import array
 import builtins
 import io
-import json
 import os
 import resource
 import select
 import signal
-import socket
 import struct
 import sys
 import types
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing, json and socket cost every server start-up more than the rest
+    from typing import Any
 
 sys.path.insert(0, "/sandbox")
 import _wire  # noqa: E402
@@ -53,11 +56,11 @@ _STDOUT_CAP = 4 << 20
 _HEADER = struct.Struct(">I")
 
 
-def _frame(sock: socket.socket, payload: bytes) -> None:
+def _frame(sock: _socket.socket, payload: bytes) -> None:
     sock.sendall(_HEADER.pack(len(payload)) + payload)
 
 
-def _recv_exact(sock: socket.socket, size: int) -> bytes:
+def _recv_exact(sock: _socket.socket, size: int) -> bytes:
     chunks = bytearray()
     while len(chunks) < size:
         chunk = sock.recv(min(size - len(chunks), 1 << 20))
@@ -67,7 +70,7 @@ def _recv_exact(sock: socket.socket, size: int) -> bytes:
     return bytes(chunks)
 
 
-def _read_frame(sock: socket.socket) -> bytes:
+def _read_frame(sock: _socket.socket) -> bytes:
     (size,) = _HEADER.unpack(_recv_exact(sock, 4))
     if size > _wire.MAX_BYTES:
         raise EOFError
@@ -99,7 +102,7 @@ def _error(exc: BaseException) -> tuple[Any, ...]:
 
 
 class _Session:
-    def __init__(self, sock: socket.socket, prompt: types.CodeType, program: types.CodeType) -> None:
+    def __init__(self, sock: _socket.socket, prompt: types.CodeType, program: types.CodeType) -> None:
         self.sock = sock
         self.handles: list[Any] = []
         self.namespace: dict[str, Any] = {"__name__": _MODULE, "__builtins__": builtins}
@@ -212,7 +215,7 @@ class _Session:
 
 
 def _session(sock_fd: int, mode: str, prompt: types.CodeType, program: types.CodeType) -> None:
-    sock = socket.socket(fileno=sock_fd)
+    sock = _socket.socket(fileno=sock_fd)
     session = _Session(sock, prompt, program)
     if mode == "stdio":
         session.run_stdio()
@@ -280,6 +283,16 @@ def _clean(child: int) -> None:
         _wipe(top)
 
 
+def _recv_fds(sock: _socket.socket) -> tuple[bytes, list[int]]:
+    """One control message and the descriptors passed with it (``socket.recv_fds`` without ``socket``)."""
+    message, ancillary, _, _ = sock.recvmsg(4096, _socket.CMSG_SPACE(4 * 4))
+    fds = array.array("i")
+    for level, kind, data in ancillary:
+        if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
+            fds.frombytes(data[:len(data) - len(data) % fds.itemsize])
+    return message, list(fds)
+
+
 def _cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
@@ -309,7 +322,7 @@ def _nodump() -> None:
 
 
 def _main() -> None:
-    ctl = socket.socket(fileno=int(os.environ["SERVER_FD"]))
+    ctl = _socket.socket(fileno=int(os.environ["SERVER_FD"]))
     with open("/sandbox/prompt.py", "rb") as handle:
         prompt_text = handle.read()
     with open("/sandbox/program.py", "rb") as handle:
@@ -338,12 +351,12 @@ def _main() -> None:
             _, status = os.waitpid(child, 0)
             os.close(pidfd)
             pidfd = -1
-            ctl.send(json.dumps({"event": "exit", "code": os.waitstatus_to_exitcode(status)}).encode())
+            ctl.send(_wire.dumps({"event": "exit", "code": os.waitstatus_to_exitcode(status)}).encode())
             continue
-        message, fds, _, _ = socket.recv_fds(ctl, 4096, 1)
+        message, fds = _recv_fds(ctl)
         if not message:
             return
-        request = json.loads(message)
+        request = _wire.loads(message)
         if request.get("op") == "start" and fds:
             used = _cpu()
             child = os.fork()
@@ -365,7 +378,8 @@ def _main() -> None:
                 os.close(pidfd)
                 pidfd = -1
             _clean(child)
-            ctl.send(json.dumps({"event": "clean", "nonce": request.get("nonce"), "cpu": max(0.0, _cpu() - used - baseline)}).encode())
+            cpu = max(0.0, _cpu() - used - baseline)
+            ctl.send(_wire.dumps({"event": "clean", "nonce": request.get("nonce"), "cpu": cpu}).encode())
 
 
 if __name__ == "__main__":

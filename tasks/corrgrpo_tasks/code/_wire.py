@@ -7,7 +7,7 @@ nan included), ``str``, ``bytes``, ``list``, ``tuple``, ``dict``, ``set``, ``fro
 *judge's own* dataset classes (``ListNode``, ``TreeNode``: classes the trusted prompt defines), so no object
 of the candidate's ever reaches the judge and none of its methods can run there.
 
-Format: ``json.dumps`` of a flat list (no nesting, so the C parser never recurses) in prefix order::
+Format: JSON text of a flat list (no nesting, so the C parser never recurses) in prefix order::
 
     "n" | "T" | "F" | "i", int | "I", hex | "f", float | "s", str | "b", latin-1 str
     "l"|"t"|"S"|"Z", count, items...        (list, tuple, set, frozenset)
@@ -22,10 +22,20 @@ payload size, the number of tokens, the nesting depth of plain containers and th
 
 from __future__ import annotations
 
-import json
-from typing import Any
+import math
 
-__all__ = ["MAX_BYTES", "MAX_DEPTH", "NotPlain", "WireError", "decode", "encode", "prompt_classes"]
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing costs every sandbox start-up more than the rest of this file
+    from typing import Any
+
+# The C halves of the json module, without ``json`` itself: it imports ``re``, ``enum`` and more, which
+# every sandbox would pay for at start-up.
+from _json import encode_basestring_ascii as _quote  # type: ignore[import-not-found]
+from _json import make_encoder as _make_encoder  # type: ignore[import-not-found]
+from _json import make_scanner as _make_scanner  # type: ignore[import-not-found]
+
+__all__ = ["MAX_BYTES", "MAX_DEPTH", "NotPlain", "WireError", "decode", "dumps", "encode", "loads",
+           "prompt_classes"]
 
 MAX_BYTES = 16 << 20
 MAX_TOKENS = 1 << 22
@@ -40,6 +50,42 @@ _CONTAINER_TAGS = frozenset("ltSZd")
 # raw values, checked and copied in one pass by the decoder.
 _FLAT = {int: "Li", float: "Lf", str: "Ls"}
 _FLAT_TYPES = {"Li": int, "Lf": float, "Ls": str}
+
+
+class _Context:
+    """What the C scanner reads from a ``JSONDecoder``."""
+
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+    parse_constant = {"-Infinity": -math.inf, "Infinity": math.inf, "NaN": math.nan}.__getitem__
+    memo: dict[str, str] = {}
+
+
+_SCAN = _make_scanner(_Context())
+_ENCODE = _make_encoder(None, None, _quote, None, ":", ",", False, False, True)
+_SPACE = " \t\n\r"
+
+
+def dumps(value: Any) -> str:
+    """JSON text of ``value`` (dicts, lists, str, int, float with inf/nan, bool, None), ASCII only."""
+    return "".join(_ENCODE(value, 0))
+
+
+def loads(text: str | bytes) -> Any:
+    """The JSON value in ``text``; raises ``ValueError`` (or ``RecursionError`` on deep nesting)."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8")
+    start = len(text) - len(text.lstrip(_SPACE))
+    try:
+        value, end = _SCAN(text, start)
+    except StopIteration:
+        raise ValueError("not JSON") from None
+    if text[end:].strip(_SPACE):
+        raise ValueError("trailing data after JSON")
+    return value
 
 
 class WireError(ValueError):
@@ -132,7 +178,7 @@ def encode(value: Any, classes: dict[type, str] | None = None) -> bytes:
         else:
             raise NotPlain(f"{kind.__name__!s} is not plain data")
     try:
-        return json.dumps(out, ensure_ascii=True, allow_nan=True, separators=(",", ":")).encode()
+        return dumps(out).encode()
     except (ValueError, TypeError, RecursionError) as exc:
         raise NotPlain(str(exc)) from None
 
@@ -178,7 +224,7 @@ def decode(data: bytes, classes: dict[str, type] | None = None, *, max_depth: in
 def _decode(data: bytes, classes: dict[str, type], max_depth: int) -> Any:
     if type(data) is not bytes or len(data) > MAX_BYTES:
         raise WireError("payload is not bytes within the size limit")
-    tokens = json.loads(data)
+    tokens = loads(data)
     if type(tokens) is not list or len(tokens) > MAX_TOKENS:
         raise WireError("payload is not a token list within the limit")
     if not set(map(type, tokens)) <= {str, int, float}:
