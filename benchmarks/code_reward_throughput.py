@@ -20,17 +20,22 @@ import sys
 import time
 from typing import Any
 
-GT = json.dumps({"prompt": "", "entry_point": "Solution().solve",
-                 "test": "def check(candidate):\n    for n in range(50):\n        assert candidate(n) == n * n\n",
-                 "reference_solution": "class Solution:\n    def solve(self, n):\n        return n * n\n"})
-KINDS = {  # the mix of tests/tasks/code/test_load.py
-    "correct": "```python\nclass Solution:\n    def solve(self, n):\n        return n * n\n```",
-    "wrong": "```python\nclass Solution:\n    def solve(self, n):\n        return n + n\n```",
-    "syntax": "```python\nclass Solution:\n    def solve(self, n)\n        return n\n```",
-    "crash": "```python\nclass Solution:\n    def solve(self, n):\n        raise ValueError(n)\n```",
-    "memory": "```python\nclass Solution:\n    def solve(self, n):\n        return len(bytearray(1 << 40))\n```",
-    "prose": "I don't know.",
-}
+
+def _load_test_mix() -> tuple[str, dict[str, str]]:
+    """The ground truth and the kinds of completion of ``tests/tasks/code/test_load.py`` (one mix)."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "tasks", "code",
+                        "test_load.py")
+    spec = importlib.util.spec_from_file_location("_code_load_mix", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.GT, dict(module.KINDS)
+
+
+GT, KINDS = _load_test_mix()
 HANG = "```python\nclass Solution:\n    def solve(self, n):\n        while True: pass\n```"
 
 _BATCH = """
@@ -104,7 +109,14 @@ def parsers() -> dict[str, float]:
     return worst
 
 
+def _load() -> list[str]:
+    with open("/proc/loadavg") as handle:
+        return handle.read().split()[:3]
+
+
 def main() -> None:
+    # This checkout's tasks/ first, whatever is installed in the environment.
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tasks"))
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=500)
     parser.add_argument("--repeats", type=int, default=3)
@@ -112,7 +124,7 @@ def main() -> None:
     parser.add_argument("--baseline", help="another checkout's tasks/ directory, scored alternately")
     args = parser.parse_args()
     here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tasks")
-    print("load average before:", open("/proc/loadavg").read().split()[:3])
+    print("load average before:", _load())
     texts, expected = batch(args.samples)
     sides = {"this": here, **({"baseline": args.baseline} if args.baseline else {})}
     best: dict[str, float] = {}
@@ -122,13 +134,14 @@ def main() -> None:
             if accuracy != expected:
                 raise SystemExit(f"{side}: wrong accuracies")
             best[side] = min(best.get(side, float("inf")), seconds)
-            print(f"  {side}: {args.samples} samples in {seconds:.1f} s = {args.samples / seconds:.1f} samples/s")
+            print(f"  {side}: {args.samples} samples in {seconds:.1f} s = {args.samples / seconds:.1f} samples/s",
+                  flush=True)
     for side, seconds in best.items():
         print(f"best {side}: {args.samples / seconds:.1f} samples/s ({args.workers} workers, "
               f"{len(os.sched_getaffinity(0))} cores)")
     print("start-up (min of 20 interleaved):", {k: round(v, 1) for k, v in startup().items()})
     print("parsers on 1 MB adversarial shapes (process time):", {k: round(v, 1) for k, v in parsers().items()})
-    print("load average after:", open("/proc/loadavg").read().split()[:3])
+    print("load average after:", _load())
 
 
 if __name__ == "__main__":

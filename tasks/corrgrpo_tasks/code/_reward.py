@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import concurrent.futures
+import contextlib
 import dataclasses
 import difflib
 import functools
@@ -296,10 +297,8 @@ class _Servers:
 
 
 def _close_quietly(fd: int) -> None:
-    try:
+    with contextlib.suppress(OSError):
         os.close(fd)
-    except OSError:
-        pass
 
 
 def _score_one(solution_str: str, verifier: dict[str, Any], config: CodeRewardConfig,

@@ -30,9 +30,9 @@ if TYPE_CHECKING:  # typing costs every sandbox start-up more than the rest of t
 
 # The C halves of the json module, without ``json`` itself: it imports ``re``, ``enum`` and more, which
 # every sandbox would pay for at start-up.
-from _json import encode_basestring_ascii as _quote  # type: ignore[import-not-found]
-from _json import make_encoder as _make_encoder  # type: ignore[import-not-found]
-from _json import make_scanner as _make_scanner  # type: ignore[import-not-found]
+from _json import encode_basestring_ascii as _quote
+from _json import make_encoder as _make_encoder
+from _json import make_scanner as _make_scanner
 
 __all__ = ["MAX_BYTES", "MAX_DEPTH", "NotPlain", "WireError", "decode", "dumps", "encode", "loads",
            "prompt_classes"]
@@ -61,11 +61,10 @@ class _Context:
     parse_float = float
     parse_int = int
     parse_constant = {"-Infinity": -math.inf, "Infinity": math.inf, "NaN": math.nan}.__getitem__
-    memo: dict[str, str] = {}
 
 
-_SCAN = _make_scanner(_Context())
-_ENCODE = _make_encoder(None, None, _quote, None, ":", ",", False, False, True)
+_SCAN = _make_scanner(_Context())  # type: ignore[arg-type]
+_ENCODE = _make_encoder(None, None, _quote, None, ":", ",", False, False, True)  # type: ignore[arg-type]
 _SPACE = " \t\n\r"
 
 
@@ -144,7 +143,7 @@ def encode(value: Any, classes: dict[type, str] | None = None) -> bytes:
             items = list.copy(item)
             flat = _FLAT.get(next(iter(kinds)), "") if items and len(
                 kinds := set(map(type, items))) == 1 else ""
-            if flat and (flat != "Li" or -_SMALL < min(items) and max(items) < _SMALL):
+            if flat and (flat != "Li" or (min(items) > -_SMALL and max(items) < _SMALL)):
                 out += (flat, len(items))
                 out += items
                 continue
@@ -302,7 +301,7 @@ def _decode(data: bytes, classes: dict[str, type], max_depth: int) -> Any:
                 values = [float(v) for v in values]
                 kinds.discard(int)
             if kinds - {kind} or (kind is int and values and not (
-                    -_SMALL < min(values) and max(values) < _SMALL)):
+                    min(values) > -_SMALL and max(values) < _SMALL)):
                 raise WireError("bad flat list")
             value = values
             opened.append(value)
@@ -322,7 +321,7 @@ def _decode(data: bytes, classes: dict[str, type], max_depth: int) -> Any:
             complete = False
         elif tag == "o":
             name = take()
-            cls = classes.get(name) if type(name) is str else None
+            cls: Any = classes.get(name) if type(name) is str else None
             if cls is None:
                 raise WireError("unknown class")
             size = count()

@@ -610,7 +610,8 @@ class Running:
 
     def _collect(self) -> RunResult:
         proc, limits, channel_r, start = self._proc, self._limits, self._channel_r, self._start
-        assert proc is not None and self._stdin_w is not None
+        assert proc is not None
+        assert self._stdin_w is not None
         watch = _watch.Watch(proc.pid, limits.memory_mb << 20, lambda: _kill_group(proc.pid))
         with watch:
             try:

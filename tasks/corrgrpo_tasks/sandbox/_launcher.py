@@ -63,8 +63,8 @@ def _main() -> None:
     with open(path, "rb") as handle:
         source = handle.read()
     sys.argv = [path, *sys.argv[3:]]
-    builtins.exit = _Quitter("exit")  # type: ignore[attr-defined]
-    builtins.quit = _Quitter("quit")  # type: ignore[attr-defined]
+    builtins.__dict__["exit"] = _Quitter("exit")
+    builtins.__dict__["quit"] = _Quitter("quit")
     # -c puts the (writable) working directory first on sys.path: a program could plant modules there.
     sys.path[:] = [entry for entry in sys.path if entry not in ("", ".")]
     module = types.ModuleType("__main__")

@@ -21,6 +21,7 @@ import os
 import signal
 import threading
 from collections.abc import Callable
+from typing import Self
 
 __all__ = ["INTERVAL", "Watch", "owned", "spawn_lock"]
 
@@ -54,7 +55,7 @@ class Watch:
         self.killed = False
         self._kill = kill
 
-    def __enter__(self) -> Watch:
+    def __enter__(self) -> Self:
         global _thread
         with _lock:
             _watches[self.pid] = self

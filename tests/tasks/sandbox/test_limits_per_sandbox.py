@@ -8,7 +8,6 @@ import shutil
 import stat
 import subprocess
 import sys
-import tempfile
 import textwrap
 from pathlib import Path
 
