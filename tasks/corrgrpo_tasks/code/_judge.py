@@ -45,6 +45,7 @@ if TYPE_CHECKING:  # typing, collections, json, socket, ast: start-up cost in ev
 if __name__ == "__main__":  # in the sandbox, next to /sandbox/_wire.py
     sys.path.insert(0, "/sandbox")
     import _wire  # type: ignore[import-not-found]
+    import _zygote  # type: ignore[import-not-found]
 
     sys.path.pop(0)
 else:  # imported by the scorer (for _ast_tokens) and the tests
@@ -131,10 +132,11 @@ def _same_output(got: str, expected: str) -> bool:
 class _Server:
     """The judge's end of one server sandbox (candidate or reference)."""
 
-    def __init__(self, fd: int, deadline: float) -> None:
+    def __init__(self, fd: int, deadline: float, prompt: str, program: str) -> None:
         self.ctl = _socket.socket(fileno=fd)
         self.deadline = deadline
         self.exited = False
+        self.texts = _wire.encode((prompt, program))
 
     def _wait(self, fds: list[int]) -> list[int]:
         remaining = self.deadline - time.monotonic()
@@ -170,7 +172,9 @@ class _Server:
             raise _Poison("the server is gone") from None
         finally:
             theirs.close()
-        return _Session(self, mine)
+        session = _Session(self, mine)
+        session.send_raw(self.texts)
+        return session
 
     def end(self, session: _Session) -> float:
         """End ``session``: returns once every process of that sandbox but its server is gone, with the
@@ -225,6 +229,12 @@ class _Session:
                         self.poison("the candidate's process ended")
                     self.sock.setblocking(True)
         return bytes(data)
+
+    def send_raw(self, payload: bytes) -> None:
+        try:
+            self.sock.sendall(_HEADER.pack(len(payload)) + payload)
+        except OSError:
+            self.poison("the candidate's process ended")
 
     def poison(self, reason: str) -> None:
         self.failure = self.failure or reason
@@ -386,11 +396,7 @@ class _Job:
         for given, expected in self.cases:
             session = server.session("stdio")
             try:
-                data = given.encode()
-                try:
-                    session.sock.sendall(_HEADER.pack(len(data)) + data)
-                except OSError:
-                    session.poison("the candidate's process ended")
+                session.send_raw(given.encode())
                 reply = session.exchange(None)
                 if reply[0] != "out" or len(reply) != 4 or type(reply[1]) is not bytes or type(reply[3]) is not tuple:
                     session.poison("malformed output message")
@@ -417,16 +423,23 @@ def _classify(exc: BaseException) -> tuple[str, str]:
     return "runtime_error", text
 
 
-def _main() -> None:
+def _run_job(job_fd: int, candidate_fd: int, reference_fd: int) -> None:
+    """One job, in a process of its own: the job arrives on a stream socket (until end-of-file), the
+    records go back on it."""
     started = time.monotonic()
-    raw = sys.stdin.buffer.read()
-    job = _wire.loads(raw)
-    del raw
-    channel = int(os.environ["SANDBOX_CHANNEL_FD"])
+    channel = _socket.socket(fileno=job_fd)
+    chunks = []
+    while True:
+        chunk = channel.recv(1 << 20)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    job = _wire.loads(b"".join(chunks))
+    del chunks
 
     def emit(record: dict[str, Any]) -> None:
         try:  # noqa: SIM105
-            os.write(channel, _wire.dumps(record).encode() + b"\n")
+            channel.sendall(_wire.dumps(record).encode() + b"\n")
         except Exception:  # noqa: BLE001, S110 - a closed channel just means no report
             pass
 
@@ -454,7 +467,7 @@ def _main() -> None:
     saved_out, saved_err = sys.stdout, sys.stderr
     sink = io.StringIO()
     sys.stdout = sys.stderr = sink
-    candidate = _Server(int(os.environ["JUDGE_CANDIDATE_FD"]), deadline)
+    candidate = _Server(candidate_fd, deadline, job.get("prompt") or "", code)
     status, error, seconds = "passed", "", 0.0
     sessions, suite = runner.suite(candidate)
     try:
@@ -473,7 +486,7 @@ def _main() -> None:
         return
     sys.stdout = sys.stderr = sink
     try:
-        times = _time(runner, candidate, sessions, job, timing)
+        times = _time(runner, candidate, sessions, job, timing, reference_fd)
     except BaseException as exc:  # noqa: BLE001 - a candidate that fails on a rerun gets no efficiency
         sys.stdout, sys.stderr = saved_out, saved_err
         emit({"stage": "timing", "error": f"{type(exc).__name__}: {exc}"[:500]})
@@ -483,13 +496,12 @@ def _main() -> None:
 
 
 def _time(runner: _Job, candidate: _Server, sessions: list[_Session], job: dict[str, Any],
-          timing: dict[str, Any]) -> dict[str, list[float] | None]:
+          timing: dict[str, Any], reference_fd: int) -> dict[str, list[float] | None]:
     for session in sessions:
         candidate.end(session)
     servers: dict[str, _Server | None] = {"candidate": candidate, "reference": None}
     if job.get("reference"):
-        os.write(int(os.environ["SANDBOX_CHANNEL_FD"]), b'{"stage": "reference"}\n')
-        reference = _Server(int(os.environ["JUDGE_REFERENCE_FD"]), runner.deadline)
+        reference = _Server(reference_fd, runner.deadline, job.get("prompt") or "", job["reference"])
         ref_sessions, ref_suite = runner.suite(reference)
         try:  # the reference must pass its own tests (this also warms it up)
             ref_suite()
@@ -523,6 +535,60 @@ def _time(runner: _Job, candidate: _Server, sessions: list[_Session], job: dict[
         if index + 1 >= min_rounds and time.perf_counter() - began > budget:
             break
     return times
+
+
+def _end_sessions(fds: tuple[int, ...]) -> bool:
+    """Make sure no session of a finished job runs on (the job may have died before ending it)."""
+    ok = True
+    for fd in fds:
+        server = _Server(fd, time.monotonic() + 3.0, "", "")
+        try:
+            nonce = os.urandom(8).hex()
+            server.ctl.send(_wire.dumps({"op": "end", "nonce": nonce}).encode())
+            while True:
+                server._wait([server.ctl.fileno()])
+                event = server._event()
+                if event.get("event") == "clean" and event.get("nonce") == nonce:
+                    break
+        except (_Poison, OSError, ValueError):
+            ok = False
+        finally:
+            server.ctl.detach()
+    return ok
+
+
+def _main() -> None:
+    """The judge sandbox's PID 1: one forked process per job; after each, everything but itself is
+    killed, ``/tmp`` emptied, the servers' sessions ended, and only then is the job reported done."""
+    ctl = _socket.socket(fileno=int(os.environ["JUDGE_CTL_FD"]))
+    servers = (int(os.environ["JUDGE_CANDIDATE_FD"]), int(os.environ["JUDGE_REFERENCE_FD"]))
+    _zygote.nodump()
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.close(null)
+    while True:
+        message, fds = _zygote.recv_fds(ctl)
+        if not message:
+            return
+        request = _wire.loads(message)
+        if not fds:
+            continue
+        child = os.fork()
+        if child == 0:
+            ctl.close()
+            try:
+                _run_job(fds[0], *servers)
+            finally:
+                os._exit(0)
+        for fd in fds:
+            os.close(fd)
+        pidfd = os.pidfd_open(child)
+        select.select([pidfd], [], [], float(request.get("seconds", 5.0)) + 1.0)
+        os.close(pidfd)
+        _zygote.clean(child)
+        ok = _end_sessions(servers)
+        ctl.send(_wire.dumps({"event": "done", "ok": ok}).encode())
 
 
 if __name__ == "__main__":

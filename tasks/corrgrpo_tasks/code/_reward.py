@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import atexit
 import concurrent.futures
 import contextlib
 import dataclasses
@@ -13,8 +14,10 @@ import json
 import math
 import os
 import re
+import select
 import socket
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -38,6 +41,13 @@ _HERE = Path(__file__).parent
 _JUDGE = (_HERE / "_judge.py").read_text()
 _SERVER = (_HERE / "_server.py").read_text()
 _WIRE = (_HERE / "_wire.py").read_text()
+_ZYGOTE = (_HERE / "_zygote.py").read_text()
+# A lane's sandboxes live this long at most, and serve at most this many jobs before they are replaced.
+_LANE_SECONDS = 3600.0
+_LANE_JOBS = 500
+# Beyond a job's own time limit: how long its records and the lane's clean-up may take.
+_JOB_GRACE = 3.0
+_RECORDS_CAP = 1 << 20
 # The optional language and its trailing space are one group, so a long run of spaces is matched once
 # (``[^\S\n]*(?:python3?|py)?[^\S\n]*`` splits it two ways at every length: quadratic).
 _FENCE = re.compile(r"```[^\S\n]*(?:(?:python3?|py)[^\S\n]*)?\n(.*?)```", re.IGNORECASE | re.DOTALL)
@@ -248,57 +258,135 @@ def _result(config: CodeRewardConfig, values: Mapping[str, float]) -> dict[str, 
     return {"score": score, **out, **{name: float(values.get(name, 0.0)) for name in METADATA}}
 
 
-class _Servers:
-    """The candidate's and the reference's server sandboxes of one sample, started when the judge asks."""
+class _Lane:
+    """A judge sandbox with a candidate server sandbox and a reference server sandbox, reused job after job.
 
-    def __init__(self, sandbox: Sandbox, limits: Limits, programs: dict[str, str], prompt: str) -> None:
-        self.sandbox, self.limits, self.programs, self.prompt = sandbox, limits, programs, prompt
-        self.judge_fds: dict[str, int] = {}
-        self.server_fds: dict[str, int] = {}
-        self.running: dict[str, Running] = {}
+    Each of the three is PID 1 of its namespace and never runs a job's code itself: the judge forks a
+    process per job, the servers one per session; between jobs every other process of each sandbox is
+    killed and its ``/tmp`` emptied (see ``_zygote.py``), so a job meets nothing of the one before while
+    the start-up of three sandboxes is paid once per lane instead of once per sample. A lane that misses
+    a deadline or loses a sandbox (a memory bomb, an output flood) is thrown away whole.
+    """
+
+    def __init__(self, sandbox: Sandbox, memory_mb: int) -> None:
+        limits = Limits(wall_seconds=_LANE_SECONDS, memory_mb=memory_mb)
+        pairs = {who: socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+                 for who in ("ctl", "candidate", "reference")}
+        files = {"_wire.py": _WIRE, "_zygote.py": _ZYGOTE}
+        self.running: list[Running] = []
+        try:
+            for who in ("candidate", "reference"):
+                self.running.append(sandbox.start(
+                    _SERVER, limits=limits, files=files, pass_fds={"SERVER_FD": pairs[who][1].detach()},
+                    as_init=True, background=True))
+            self.running.append(sandbox.start(
+                _JUDGE, limits=limits, files=files, as_init=True, background=True,
+                pass_fds={"JUDGE_CTL_FD": pairs["ctl"][1].detach(),
+                          "JUDGE_CANDIDATE_FD": pairs["candidate"][0].detach(),
+                          "JUDGE_REFERENCE_FD": pairs["reference"][0].detach()}))
+        except BaseException:
+            self.close()
+            raise
+        finally:
+            for who, pair in pairs.items():
+                for end in pair[1:] if who == "ctl" else pair:
+                    end.close()  # a no-op for the ends handed to the sandboxes
+        self.ctl = pairs["ctl"][0]
+        self.jobs = 0
+
+    def alive(self) -> bool:
+        return len(self.running) == 3 and all(r.alive() for r in self.running)
+
+    def score(self, job: dict[str, Any], seconds: float) -> tuple[bytes, bool]:
+        """Run one job: the judge's records, and whether the lane is clean and can take another."""
+        self.jobs += 1
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            socket.send_fds(self.ctl, [json.dumps({"op": "job", "seconds": seconds}).encode()],
+                            [theirs.fileno()])
+        except OSError:
+            mine.close()
+            return b"", False
+        finally:
+            theirs.close()
+        deadline = time.monotonic() + seconds + _JOB_GRACE
+        records = bytearray()
+        try:
+            writer = threading.Thread(target=_send_job, args=(mine, json.dumps(job).encode()), daemon=True)
+            writer.start()
+            while len(records) < _RECORDS_CAP:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or not select.select([mine], [], [], remaining)[0]:
+                    return bytes(records), False
+                chunk = mine.recv(1 << 16)
+                if not chunk:
+                    break
+                records += chunk
+            writer.join(timeout=1.0)
+        finally:
+            mine.close()
+        remaining = deadline + _JOB_GRACE - time.monotonic()
+        if remaining <= 0 or not select.select([self.ctl], [], [], remaining)[0]:
+            return bytes(records), False
+        try:
+            done = json.loads(self.ctl.recv(4096))
+        except (OSError, ValueError):
+            return bytes(records), False
+        return bytes(records), isinstance(done, dict) and done.get("ok") is True
+
+    def close(self) -> None:
+        for running in self.running:
+            running.kill()
+        for running in self.running:
+            running.wait()
+        ctl = getattr(self, "ctl", None)
+        if ctl is not None:
+            ctl.close()
+
+
+def _send_job(sock: socket.socket, payload: bytes) -> None:
+    try:
+        sock.sendall(payload)
+        sock.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass
+
+
+class _LanePool:
+    """Idle lanes per (sandbox, memory cap); each worker thread holds one lane while it scores a sample."""
+
+    def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.pending = b""
-        self.closed = False
-        for who in programs:
-            mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-            self.judge_fds[who], self.server_fds[who] = mine.detach(), theirs.detach()
+        self.idle: dict[tuple[int, int], list[_Lane]] = {}
 
-    def start(self, who: str) -> None:
-        with self.lock:
-            fd = self.server_fds.pop(who, None)
-            if fd is None or self.closed:
-                return
-            self.running[who] = self.sandbox.start(
-                _SERVER, limits=self.limits, files={"_wire.py": _WIRE, "prompt.py": self.prompt,
-                                                    "program.py": self.programs[who]},
-                pass_fds={"SERVER_FD": fd}, as_init=True, background=True)
+    def acquire(self, sandbox: Sandbox, memory_mb: int) -> _Lane:
+        key = (id(sandbox), memory_mb)
+        while True:
+            with self.lock:
+                lane = self.idle.get(key, []).pop() if self.idle.get(key) else None
+            if lane is None:
+                return _Lane(sandbox, memory_mb)
+            if lane.alive():
+                return lane
+            lane.close()
 
-    def on_channel(self, chunk: bytes) -> None:
-        # Only the short records matter here (the syntax record with its tokens can be long: skipped).
-        lines = (self.pending + chunk).split(b"\n")
-        self.pending = lines.pop()[-256:]
-        for line in lines:
-            record = _records(line) if len(line) < 256 else {}
-            if record.get("compile", {}).get("ok") is True:
-                self.start("candidate")
-            elif "reference" in record and "reference" in self.programs:
-                self.start("reference")
+    def release(self, sandbox: Sandbox, memory_mb: int, lane: _Lane, clean: bool) -> None:
+        if clean and lane.jobs < _LANE_JOBS and lane.alive():
+            with self.lock:
+                self.idle.setdefault((id(sandbox), memory_mb), []).append(lane)
+        else:
+            lane.close()
 
     def close(self) -> None:
         with self.lock:
-            self.closed = True
-            for fd in self.server_fds.values():
-                _close_quietly(fd)
-            self.server_fds.clear()
-        for running in self.running.values():
-            running.kill()
-        for running in self.running.values():
-            running.wait()
+            lanes = [lane for group in self.idle.values() for lane in group]
+            self.idle.clear()
+        for lane in lanes:
+            lane.close()
 
 
-def _close_quietly(fd: int) -> None:
-    with contextlib.suppress(OSError):
-        os.close(fd)
+_LANES = _LanePool()
+atexit.register(_LANES.close)
 
 
 def _score_one(solution_str: str, verifier: dict[str, Any], config: CodeRewardConfig,
@@ -320,24 +408,19 @@ def _score_one(solution_str: str, verifier: dict[str, Any], config: CodeRewardCo
     prompt = verifier.get("prompt") or ""
     job = {"kind": verifier["kind"], "code": code, "prompt": prompt, "test": verifier.get("test"),
            "entry_point": verifier.get("entry_point"), "entry_top": name, "tests": verifier.get("tests"),
-           "reference": ref_code is not None, "seconds": config.timeout_seconds,
+           "reference": ref_code, "seconds": config.timeout_seconds,
            "ast_token_cap": config.ast_token_cap if ref_tokens is not None else 0, "timing": None}
     if ref_code is not None or stored_ref_time is not None:
         job["timing"] = {"rounds": config.timing_rounds, "min_rounds": config.timing_min_rounds,
                          "budget": config.timing_budget_seconds}
-    programs = {"candidate": code, **({"reference": ref_code} if ref_code is not None else {})}
-    server_limits = Limits(wall_seconds=config.timeout_seconds + 1.0, memory_mb=config.memory_mb)
-    judge_limits = Limits(wall_seconds=config.timeout_seconds + 1.0, memory_mb=config.memory_mb)
-    servers = _Servers(sandbox, server_limits, programs, prompt)
+    lane = _LANES.acquire(sandbox, config.memory_mb)
+    channel, clean = b"", False
     try:
-        fds = {f"JUDGE_{who.upper()}_FD": fd for who, fd in servers.judge_fds.items()}
-        run = sandbox.start(_JUDGE, stdin=json.dumps(job), limits=judge_limits, files={"_wire.py": _WIRE},
-                            channel=True, pass_fds=fds, on_channel=servers.on_channel).wait()
+        channel, clean = lane.score(job, config.timeout_seconds)
     finally:
-        servers.close()
-    records = _records(run.channel)
-    values["sandbox_error"] = float(run.status == "sandbox_error" or any(
-        r.wait().status == "sandbox_error" for r in servers.running.values()))
+        _LANES.release(sandbox, config.memory_mb, lane, clean)
+    records = _records(channel)
+    values["sandbox_error"] = float(not records and not clean)
     syntax = records.get("syntax", {})
     if not syntax.get("ok"):
         return _result(config, values)
@@ -351,7 +434,7 @@ def _score_one(solution_str: str, verifier: dict[str, Any], config: CodeRewardCo
     values["compile_reward"] = 1.0
     outcome = records.get("run")
     if outcome is None or outcome.get("status") == "timeout":
-        values["timeout"] = float(run.status == "timeout" or outcome is not None)
+        values["timeout"] = float(outcome is not None or not clean)
         return _result(config, values)
     values["runtime_reward"] = float(outcome.get("status") in ("passed", "wrong_answer"))
     values["accuracy_reward"] = float(outcome.get("status") == "passed")

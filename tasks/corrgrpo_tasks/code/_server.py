@@ -49,10 +49,13 @@ if TYPE_CHECKING:  # typing, json and socket cost every server start-up more tha
 
 sys.path.insert(0, "/sandbox")
 import _wire  # type: ignore[import-not-found]
+import _zygote  # type: ignore[import-not-found]
 
 sys.path.pop(0)
 
 _MODULE = "__solution__"
+_WARM = ("typing", "collections", "heapq", "math", "bisect", "itertools", "functools", "string", "re",
+         "random", "operator")
 _STDOUT_CAP = 4 << 20
 _HEADER = struct.Struct(">I")
 
@@ -215,8 +218,21 @@ class _Session:
         _frame(self.sock, _wire.encode(("out", output, size > _STDOUT_CAP, status)))
 
 
-def _session(sock_fd: int, mode: str, prompt: types.CodeType, program: types.CodeType) -> None:
+def _session(sock_fd: int, mode: str) -> None:
     sock = _socket.socket(fileno=sock_fd)
+    # Nothing a session writes reaches the sandbox's own output (which outlives it): descriptors 1 and 2
+    # go nowhere (stdio mode puts a file on 1).
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)
+    os.dup2(null, 2)
+    os.close(null)
+    try:  # the judge sends the texts first; they are compiled here, never in the server itself
+        prompt_text, program_text = _wire.decode(_read_frame(sock))
+        prompt = compile(prompt_text, "<prompt>", "exec", dont_inherit=True, optimize=0)
+        program = compile(program_text, "<solution>", "exec", dont_inherit=True, optimize=0)
+    except BaseException as exc:  # noqa: BLE001
+        _frame(sock, _wire.encode(("load_error", *_error(exc))))
+        return
     session = _Session(sock, prompt, program)
     if mode == "stdio":
         session.run_stdio()
@@ -228,70 +244,6 @@ def _session(sock_fd: int, mode: str, prompt: types.CodeType, program: types.Cod
         session.send(("load_error", *_error(exc)))
         return
     session.serve()
-
-
-def _wipe(top: str) -> None:
-    stack = [top]
-    dirs = []
-    budget = 200_000
-    while stack and budget > 0:
-        path = stack.pop()
-        dirs.append(path)
-        try:
-            os.chmod(path, 0o700)
-            entries = list(os.scandir(path))
-        except OSError:
-            continue
-        for entry in entries:
-            budget -= 1
-            if entry.is_dir(follow_symlinks=False):
-                stack.append(entry.path)
-            else:
-                try:
-                    os.unlink(entry.path)
-                except OSError:
-                    pass
-    for path in reversed(dirs[1:]):
-        try:
-            os.rmdir(path)
-        except OSError:
-            pass
-
-
-def _clean(child: int) -> None:
-    if os.getpid() == 1:
-        try:
-            os.kill(-1, signal.SIGKILL)  # every process of the namespace except this one
-        except ProcessLookupError:
-            pass  # none left
-        while True:
-            try:
-                os.waitpid(-1, 0)
-            except ChildProcessError:
-                break
-            except InterruptedError:
-                continue
-    else:  # unsafe mode: no namespace; the session's process group is all that can be reached
-        try:
-            os.killpg(child, signal.SIGKILL)
-        except OSError:
-            pass
-        try:
-            os.waitpid(child, 0)
-        except ChildProcessError:
-            pass
-    for top in ("/tmp", "/dev/shm"):
-        _wipe(top)
-
-
-def _recv_fds(sock: _socket.socket) -> tuple[bytes, list[int]]:
-    """One control message and the descriptors passed with it (``socket.recv_fds`` without ``socket``)."""
-    message, ancillary, _, _ = sock.recvmsg(4096, _socket.CMSG_SPACE(4 * 4))
-    fds = array.array("i")
-    for level, kind, data in ancillary:
-        if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
-            fds.frombytes(data[:len(data) - len(data) % fds.itemsize])
-    return message, list(fds)
 
 
 def _cpu() -> float:
@@ -313,31 +265,14 @@ def _null_session() -> float:
     return min(costs)
 
 
-def _nodump() -> None:
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
-    except Exception:  # noqa: BLE001, S110 - best effort; PID 1 and the namespace still protect it
-        pass
-
-
 def _main() -> None:
     ctl = _socket.socket(fileno=int(os.environ["SERVER_FD"]))
-    with open("/sandbox/prompt.py", "rb") as handle:
-        prompt_text = handle.read()
-    with open("/sandbox/program.py", "rb") as handle:
-        program_text = handle.read()
-    prompt = compile(prompt_text, "<prompt>", "exec", dont_inherit=True, optimize=0)
-    program = compile(program_text, "<solution>", "exec", dont_inherit=True, optimize=0)
-    _nodump()
-    try:  # the prompt is the dataset's (trusted): run once here, its imports are warm in every session
-        _quiet()
-        exec(prompt, {"__name__": "__warm__", "__builtins__": builtins})
-    except BaseException:  # noqa: BLE001, S110 - a session will report the failure
-        pass
-    finally:
-        sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
+    _zygote.nodump()
+    for module in _WARM:  # what prompts import: loaded once here, not in every session
+        try:
+            __import__(module)
+        except ImportError:
+            pass
     used = 0.0
     baseline = _null_session()
     null = os.open(os.devnull, os.O_RDONLY)
@@ -354,7 +289,7 @@ def _main() -> None:
             pidfd = -1
             ctl.send(_wire.dumps({"event": "exit", "code": os.waitstatus_to_exitcode(status)}).encode())
             continue
-        message, fds = _recv_fds(ctl)
+        message, fds = _zygote.recv_fds(ctl)
         if not message:
             return
         request = _wire.loads(message)
@@ -366,7 +301,7 @@ def _main() -> None:
                 try:
                     if os.getpid() != 1:
                         os.setpgid(0, 0)
-                    _session(fds[0], str(request.get("mode")), prompt, program)
+                    _session(fds[0], str(request.get("mode")))
                 finally:
                     os._exit(0)
             for fd in fds:
@@ -378,7 +313,7 @@ def _main() -> None:
             if pidfd >= 0:
                 os.close(pidfd)
                 pidfd = -1
-            _clean(child)
+            _zygote.clean(child)
             cpu = max(0.0, _cpu() - used - baseline)
             ctl.send(_wire.dumps({"event": "clean", "nonce": request.get("nonce"), "cpu": cpu}).encode())
 

@@ -583,6 +583,10 @@ class Running:
     def pid(self) -> int | None:
         return None if self._proc is None else self._proc.pid
 
+    def alive(self) -> bool:
+        """Whether the sandbox is still running."""
+        return self._proc is not None and self._result is None and self._proc.poll() is None
+
     def kill(self) -> None:
         """Kill the whole sandbox now (its collector then returns promptly)."""
         self._killed.set()

@@ -188,6 +188,11 @@ def test_after_corpus_scorer_works_no_strays_host_unchanged(
     assert compute_score("leetcodedataset", good, GROUND_TRUTH, **OPTIONS)["accuracy_reward"] == 1.0
     # bwrap returns as soon as the program's status is known; the namespace's last processes are torn
     # down by the kernel right after, so allow that a moment before calling anything a leftover.
+    # The scorer keeps idle lanes (sandboxes between jobs) for the next batch: closing them must leave
+    # nothing behind either.
+    from corrgrpo_tasks.code import _reward
+
+    _reward._LANES.close()
     deadline = time.monotonic() + 3.0
     while (strays := stray_processes(STRAY_MARK)) and time.monotonic() < deadline:
         time.sleep(0.1)

@@ -306,6 +306,11 @@ def test_whole_corpus_in_one_batch_then_clean_host(box: Sandbox, stray_processes
         s["accuracy_reward"] if k == "timing" else 0.0 for s, k in zip(scores[1:-1], kinds, strict=True)]
     assert (scores[0]["accuracy_reward"], scores[-1]["accuracy_reward"]) == (1.0, 1.0)
     assert all(s["efficiency_reward"] == 0.0 for s in scores[1:-1])
+    # The scorer keeps idle lanes (sandboxes between jobs) for the next batch: closing them must leave
+    # nothing behind either.
+    from corrgrpo_tasks.code import _reward
+
+    _reward._LANES.close()
     deadline = time.monotonic() + 3.0
     while (strays := stray_processes(MARK)) and time.monotonic() < deadline:
         time.sleep(0.1)
