@@ -20,6 +20,9 @@ import sys
 import time
 from typing import Any
 
+# This checkout's tasks/ first, whatever is installed in the environment (before anything imports it).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tasks"))
+
 
 def _load_test_mix() -> tuple[str, dict[str, str]]:
     """The ground truth and the kinds of completion of ``tests/tasks/code/test_load.py`` (one mix)."""
@@ -115,8 +118,6 @@ def _load() -> list[str]:
 
 
 def main() -> None:
-    # This checkout's tasks/ first, whatever is installed in the environment.
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tasks"))
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=500)
     parser.add_argument("--repeats", type=int, default=3)
@@ -128,7 +129,7 @@ def main() -> None:
     texts, expected = batch(args.samples)
     sides = {"this": here, **({"baseline": args.baseline} if args.baseline else {})}
     best: dict[str, float] = {}
-    for _ in range(args.repeats):
+    for _ in range(args.repeats if args.samples > 0 else 0):
         for side, path in sides.items():
             seconds, accuracy = run_batch(path, texts, args.workers)
             if accuracy != expected:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import ast
 import atexit
 import concurrent.futures
-import contextlib
 import dataclasses
 import difflib
 import functools

@@ -32,13 +32,11 @@ cannot be killed from inside.
 from __future__ import annotations
 
 import _socket
-import array
 import builtins
 import io
 import os
 import resource
 import select
-import signal
 import struct
 import sys
 import types

@@ -7,7 +7,7 @@ that is over, ``clean`` kills every other process of the namespace, reaps them a
 """
 
 # No contextlib here (start-up cost): try/except/pass it is.
-# ruff: noqa: SIM105
+# ruff: noqa: SIM105, S110
 
 from __future__ import annotations
 

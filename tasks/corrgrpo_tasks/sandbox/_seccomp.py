@@ -7,7 +7,9 @@ It refuses, with ``EPERM``:
 * ``memfd_create`` and the System V ``shmget``, ``msgget``, ``semget``: memory that no process has
   mapped is resident nowhere, so a watchdog that sums the sandbox's resident memory would not see it
   (cgroups would; the tmpfs mounts are capped by size instead), and System V objects outlive processes,
-  so a program could carry a cache from one timing round into the next through them;
+  so a program could carry a cache from one timing round (or job) into the next through them; for the
+  same reason POSIX message queues (``mq_open``) and kernel keys (``add_key``, ``request_key``,
+  ``keyctl``);
 * ``unshare``/``clone`` with ``CLONE_NEWUSER``: the equivalent of ``bwrap --disable-userns`` for a
   bubblewrap too old to have it (a nested user namespace could mount its own, uncapped tmpfs);
 * ``clone3`` with ``ENOSYS``, because its flags sit in memory where a filter cannot read them; the C
@@ -22,9 +24,10 @@ import struct
 
 __all__ = ["filter_program"]
 
-_ARCHES = {  # machine: (AUDIT_ARCH, memfd_create, shmget, msgget, semget, unshare, clone, clone3)
-    "x86_64": (0xC000003E, 319, 29, 68, 64, 272, 56, 435),
-    "aarch64": (0xC00000B7, 279, 194, 186, 190, 97, 220, 435),
+_ARCHES = {  # machine: (AUDIT_ARCH, unshare, clone, clone3, refused...)
+    # refused: memfd_create, shmget, msgget, semget, mq_open, add_key, request_key, keyctl
+    "x86_64": (0xC000003E, 272, 56, 435, (319, 29, 68, 64, 240, 248, 249, 250)),
+    "aarch64": (0xC00000B7, 97, 220, 435, (279, 194, 186, 190, 180, 217, 218, 219)),
 }
 _CLONE_NEWUSER = 0x10000000
 _X32_BIT = 0x40000000
@@ -39,7 +42,7 @@ def filter_program(machine: str | None = None) -> bytes | None:
     arch = _ARCHES.get(machine or platform.machine())
     if arch is None:
         return None
-    audit, memfd, shmget, msgget, semget, unshare, clone, clone3 = arch
+    audit, unshare, clone, clone3, refused = arch
     # (code, jump-if-true label, jump-if-false label, k); labels name instructions below.
     program: list[tuple[int, str | int, str | int, int]] = [
         (_LD_ABS, 0, 0, 4),                # A = seccomp_data.arch
@@ -54,10 +57,7 @@ def filter_program(machine: str | None = None) -> bytes | None:
     program += [
         (_LD_ABS, 0, 0, 0),                # A = seccomp_data.nr
         (_JGE, "deny", 0, _X32_BIT) if audit == 0xC000003E else (_JEQ, 0, 0, 0xFFFFFFFF),
-        (_JEQ, "deny", 0, memfd),
-        (_JEQ, "deny", 0, shmget),
-        (_JEQ, "deny", 0, msgget),
-        (_JEQ, "deny", 0, semget),
+        *((_JEQ, "deny", 0, number) for number in refused),
         (_JEQ, "enosys", 0, clone3),
         (_JEQ, "flags", 0, unshare),
         (_JEQ, "flags", "allow", clone),

@@ -24,6 +24,8 @@ ATTEMPTS = textwrap.dedent("""\
     print("shmget", libc.shmget(0, 1 << 20, 0o1600))
     print("msgget", libc.msgget(0, 0o1600))
     print("semget", libc.semget(0, 1, 0o1600))
+    print("mq_open", libc.syscall(240, b"/q", 0o100 | 2, 0o600, 0))
+    print("add_key", libc.syscall(248, b"user", b"k", b"v", 1, -2))
     pid = os.fork()
     if pid == 0:
         os._exit(0)
@@ -78,6 +80,7 @@ def test_no_user_namespaces_and_no_unaccounted_memory(userns_filter: bool, box: 
     assert lines["unshare_user"] == "-1"
     assert lines["clone_user"] == "-1"
     assert lines["memfd"] == lines["shmget"] == lines["msgget"] == lines["semget"] == "-1"
+    assert lines["mq_open"] == lines["add_key"] == "-1"
     assert lines["fork_ok"] == "1"  # ordinary processes and threads still work
 
 
