@@ -43,7 +43,7 @@ if TYPE_CHECKING:  # typing, collections, json, socket, ast: start-up cost in ev
     from typing import Any
 
 if __name__ == "__main__":  # in the sandbox, next to /sandbox/_wire.py
-    sys.path.insert(0, "/sandbox")
+    sys.path.insert(0, os.path.dirname(__file__))  # /sandbox, or the unsafe mode's directory
     import _wire  # type: ignore[import-not-found]
     import _zygote  # type: ignore[import-not-found]
 

@@ -1,4 +1,4 @@
-"""The seven-component code reward: extraction, one sandboxed run per sample, stage assembly."""
+"""The seven-component code reward: extraction, one judge job per sample (in a lane of sandboxes), stage assembly."""
 
 from __future__ import annotations
 
@@ -317,7 +317,10 @@ class _Lane:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or not select.select([mine], [], [], remaining)[0]:
                     return bytes(records), False
-                chunk = mine.recv(1 << 16)
+                try:
+                    chunk = mine.recv(1 << 16)
+                except OSError:
+                    return bytes(records), False
                 if not chunk:
                     break
                 records += chunk
@@ -498,7 +501,7 @@ def _zero(config: CodeRewardConfig, **flags: float) -> dict[str, float]:
 
 def score_batch(solution_strs: Sequence[str], ground_truths: Sequence[str | bytes | Mapping[str, Any]], *,
                 max_workers: int | None = None, **kwargs: Any) -> list[dict[str, float]]:
-    """Score many completions in parallel (a bounded thread pool; each sample is its own sandbox).
+    """Score many completions in parallel (a bounded thread pool; each worker scores in a lane of sandboxes).
 
     A sample whose scoring fails for any reason (bad verifier, sandbox start failure) gets all-zero
     components with ``sandbox_error = 1``; only a missing sandbox (``SandboxUnavailableError``) is

@@ -45,7 +45,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing, json and socket cost every server start-up more than the rest
     from typing import Any
 
-sys.path.insert(0, "/sandbox")
+sys.path.insert(0, os.path.dirname(__file__))  # /sandbox, or the unsafe mode's directory
 import _wire  # type: ignore[import-not-found]
 import _zygote  # type: ignore[import-not-found]
 

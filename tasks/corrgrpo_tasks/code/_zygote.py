@@ -63,8 +63,9 @@ def wipe(top: str) -> None:
 
 
 def clean(child: int) -> None:
-    """Kill and reap every other process of the namespace (only ``child``'s group outside one), then
-    empty ``/tmp`` and ``/dev/shm``."""
+    """Kill and reap every other process of the namespace, then empty its private ``/tmp`` and
+    ``/dev/shm``. Outside a namespace of our own (unsafe mode, not PID 1) only ``child``'s process group
+    is killed and nothing is wiped: those directories would be the host's."""
     if os.getpid() == 1:
         try:
             os.kill(-1, signal.SIGKILL)  # every process of the namespace except this one
@@ -77,15 +78,17 @@ def clean(child: int) -> None:
                 break
             except InterruptedError:
                 continue
-    elif child > 0:  # unsafe mode: no namespace; the child's process group is all that can be reached
-        try:
-            os.killpg(child, signal.SIGKILL)
-        except OSError:
-            pass
-        try:
-            os.waitpid(child, 0)
-        except ChildProcessError:
-            pass
+    else:  # unsafe mode: no namespace; the child's process group is all that can be reached
+        if child > 0:
+            try:
+                os.killpg(child, signal.SIGKILL)
+            except OSError:
+                pass
+            try:
+                os.waitpid(child, 0)
+            except ChildProcessError:
+                pass
+        return  # and /tmp, /dev/shm are the host's: never wiped from here
     for top in ("/tmp", "/dev/shm"):
         wipe(top)
 
