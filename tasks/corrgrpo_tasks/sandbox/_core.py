@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
-from . import _watch
+from . import _cgroup, _watch
 from ._seccomp import filter_program
 
 __all__ = [
@@ -377,7 +377,9 @@ class Sandbox:
     @property
     def memory_mode(self) -> MemoryMode:
         """How the sandbox-wide memory cap is enforced on this machine (see ``RunResult.memory_mode``)."""
-        return "rlimits" if self.backend == "rlimits" else "watchdog"
+        if self.backend == "rlimits":
+            return "rlimits"
+        return "cgroup" if _cgroup.cgroup_parent() is not None else "watchdog"
 
     def run(self, source: str | bytes, *, stdin: str | bytes = b"", limits: Limits | None = None,
             files: Mapping[str, str | bytes] | None = None, channel: bool = False,
@@ -487,7 +489,8 @@ class Sandbox:
         # _spawn closes `keep` right after the start: closing them twice could hit a descriptor that
         # another scoring thread has been handed since.
         return _spawn(args, stdin=stdin, limits=limits, pass_fds=keep, channel_r=channel_r, env={}, cwd="/",
-                      uid=self._uid, backend="bwrap", memory_mode="watchdog", on_channel=on_channel,
+                      uid=self._uid, backend="bwrap", memory_mode=self.memory_mode, on_channel=on_channel,
+                      gate_python=self.python,
                       cleanup=())
 
     def _start_rlimits(self, named: dict[str, bytes], stdin: bytes, limits: Limits, channel: bool,
@@ -536,19 +539,48 @@ def _kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
+_GATE = "import os, sys\nfd = int(sys.argv[1])\nos.read(fd, 1)\nos.close(fd)\nos.execv(sys.argv[2], sys.argv[2:])"
+
+
 def _spawn(args: list[str], *, stdin: bytes, limits: Limits, pass_fds: Sequence[int], channel_r: int | None,
            env: dict[str, str], cwd: str, uid: int | None, backend: str, memory_mode: MemoryMode,
-           on_channel: Callable[[bytes], None] | None, cleanup: Sequence[str]) -> Running:
+           on_channel: Callable[[bytes], None] | None, cleanup: Sequence[str],
+           gate_python: str | None = None) -> Running:
     stdin_r, stdin_w = os.pipe()
     start = time.monotonic()
     user = {} if uid is None else {"user": uid, "group": uid, "extra_groups": []}
+    cgroup = gate_r = gate_w = None
     try:
+        if memory_mode == "cgroup":
+            parent = _cgroup.cgroup_parent()
+            if parent is None:
+                raise OSError("CORRGRPO_SANDBOX_CGROUP is no longer a usable cgroup directory")
+            cgroup = _cgroup.create(parent, limits.memory_mb << 20)
+            # bwrap waits behind a tiny interpreter blocked on a pipe until it is inside the cgroup (dash
+            # cannot name descriptors above 9 in a redirection, and /dev/fd is closed to the dropped uid).
+            gate_r, gate_w = os.pipe()
+            args = [gate_python or sys.executable, "-S", "-c", _GATE, str(gate_r), *args]
+            pass_fds = (*pass_fds, gate_r)
         with _watch.spawn_lock:
             proc = subprocess.Popen(args, stdin=stdin_r, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                     pass_fds=tuple(pass_fds), env=env, cwd=cwd, start_new_session=True,
                                     **user)  # type: ignore[call-overload]
             _watch.owned(proc.pid, True)
+        if cgroup is not None and gate_w is not None:
+            try:
+                _cgroup.enter(cgroup, proc.pid)
+            except OSError:
+                _kill_group(proc.pid)
+                raise
+            finally:
+                os.write(gate_w, b"\n")
+                os.close(gate_w)
+                gate_w = None
     except OSError as exc:
+        if gate_w is not None:
+            _close_quietly(gate_w)
+        if cgroup is not None:
+            _cgroup.remove(cgroup)
         for fd in (stdin_r, stdin_w, *pass_fds, *(() if channel_r is None else (channel_r,))):
             _close_quietly(fd)
         for path in cleanup:
@@ -560,7 +592,8 @@ def _spawn(args: list[str], *, stdin: bytes, limits: Limits, pass_fds: Sequence[
     for fd in pass_fds:
         _close_quietly(fd)  # the child holds its copies; ours would keep pipes open forever
     return Running(proc, None, stdin=stdin, stdin_w=stdin_w, limits=limits, channel_r=channel_r, start=start,
-                   backend=backend, memory_mode=memory_mode, on_channel=on_channel, cleanup=cleanup)
+                   backend=backend, memory_mode=memory_mode, on_channel=on_channel, cleanup=cleanup,
+                   cgroup=cgroup)
 
 
 class Running:
@@ -569,7 +602,8 @@ class Running:
     def __init__(self, proc: subprocess.Popen[bytes] | None, result: RunResult | None, *, stdin: bytes = b"",
                  stdin_w: int | None = None, limits: Limits | None = None, channel_r: int | None = None,
                  start: float = 0.0, backend: str = "bwrap", memory_mode: MemoryMode = "watchdog",
-                 on_channel: Callable[[bytes], None] | None = None, cleanup: Sequence[str] = ()) -> None:
+                 on_channel: Callable[[bytes], None] | None = None, cleanup: Sequence[str] = (),
+                 cgroup: str | None = None) -> None:
         self._proc = proc
         self._result = result
         self._lock = threading.Lock()
@@ -578,6 +612,7 @@ class Running:
         self._stdin, self._stdin_w, self._limits = stdin, stdin_w, limits or Limits()
         self._channel_r, self._start, self._backend = channel_r, start, backend
         self._memory_mode, self._on_channel, self._cleanup = memory_mode, on_channel, tuple(cleanup)
+        self._cgroup = cgroup
 
     @property
     def pid(self) -> int | None:
@@ -616,15 +651,20 @@ class Running:
         proc, limits, channel_r, start = self._proc, self._limits, self._channel_r, self._start
         assert proc is not None
         assert self._stdin_w is not None
-        watch = _watch.Watch(proc.pid, limits.memory_mb << 20, lambda: _kill_group(proc.pid))
+        # In cgroup mode the kernel enforces the cap; the watchdog still runs, with a cap it cannot reach
+        # first, for the peak figure and as a second line.
+        cap = limits.memory_mb << 20 if self._cgroup is None else 2 * (limits.memory_mb << 20)
+        watch = _watch.Watch(proc.pid, cap, lambda: _kill_group(proc.pid))
         with watch:
             try:
                 code, reason, buffers, truncated, out_fd, err_fd = self._loop(proc, limits, channel_r, start)
             finally:
                 with _watch.spawn_lock:
                     _watch.owned(proc.pid, False)
-        if watch.killed:
+        if watch.killed or (self._cgroup is not None and _cgroup.oom_killed(self._cgroup)):
             reason = "memory_limit"
+        if self._cgroup is not None:
+            _cgroup.remove(self._cgroup)
         wall = time.monotonic() - start
         channel_bytes = bytes(buffers[channel_r]) if channel_r is not None else b""
         status: Status

@@ -147,3 +147,25 @@ def test_scorer_as_pid_1_leaves_no_zombies(box: Sandbox) -> None:
     done = subprocess.run([unshare, "--pid", "--fork", "--mount-proc", sys.executable, "-c", script],
                           capture_output=True, text=True, timeout=120, env=env, check=False)
     assert "zombies 0" in done.stdout, (done.stdout, done.stderr[-2000:])
+
+
+def test_cgroup_mode_plumbing_with_a_stand_in_directory(box: Sandbox, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Opt-in cgroup v2 mode: the sandbox gets a child cgroup with memory.max and enters it before bwrap
+    starts. This machine has no delegated v2 memory controller, so a plain directory stands in for the
+    cgroup file system: this checks the plumbing (gate, files, status), not the kernel's enforcement."""
+    del box
+    parent = tmp_path / "delegated"
+    parent.mkdir()
+    (parent / "cgroup.subtree_control").write_text("cpu memory pids\n")
+    monkeypatch.setenv("CORRGRPO_SANDBOX_CGROUP", str(parent))
+    sandbox = Sandbox()
+    assert sandbox.memory_mode == "cgroup"
+    result = sandbox.run("print('inside')", limits=Limits(memory_mb=300))
+    assert (result.status, result.stdout, result.memory_mode) == ("ok", "inside\n", "cgroup"), result
+    (child,) = [p for p in parent.iterdir() if p.is_dir()]
+    assert (child / "memory.max").read_text() == str(300 << 20)
+    assert int((child / "cgroup.procs").read_text()) > 0
+    assert (child / "cgroup.kill").read_text() == "1"  # what is left is killed when the run ends
+    (parent / "cgroup.subtree_control").write_text("cpu pids\n")  # no memory controller: not used
+    assert Sandbox().memory_mode == "watchdog"
