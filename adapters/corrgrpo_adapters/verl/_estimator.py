@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,7 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from corrgrpo_core import advantage_stats, broadcast_to_tokens, compute_advantages
+from corrgrpo_core import advantage_stats, broadcast_to_tokens, compute_advantages, get_estimator
 
 from ._config import METRICS_PREFIX, ConfigError, RewardSpec, reward_spec
 
@@ -121,13 +122,21 @@ def component_matrix(
 
 
 def group_ids(index: Any) -> np.ndarray:
-    """verl's ``uid`` strings (any hashable, any order) -> integer group ids."""
+    """verl's ``uid`` values (any hashable, any order, mixed types as verl's own dict allows) -> integer
+    group ids, numbered in order of first appearance."""
     if index is None:
         raise ConfigError(
             "the advantage call got no 'uid' index; corrgrpo estimators group responses by "
             "verl's non_tensor_batch['uid']"
         )
-    return np.unique(np.asarray(index), return_inverse=True)[1].reshape(-1)
+    labels: dict[Any, int] = {}
+    uids = np.asarray(index, dtype=object).reshape(-1)
+    try:
+        return np.fromiter((labels.setdefault(u, len(labels)) for u in uids), dtype=np.int64, count=uids.shape[0])
+    except TypeError:  # unhashable uids (lists, arrays): group by their text, as a log would show them
+        labels.clear()
+        return np.fromiter((labels.setdefault(repr(u), len(labels)) for u in uids), dtype=np.int64,
+                           count=uids.shape[0])
 
 
 def _scores(
@@ -153,14 +162,41 @@ def _scores(
 
 
 def reward_metrics(scores: np.ndarray, ids: np.ndarray, spec: RewardSpec) -> dict[str, float]:
-    """The core's diagnostics plus each component's batch mean/std, under ``corrgrpo/``."""
+    """The core's diagnostics plus each component's batch mean/std (missing values left out), under
+    ``corrgrpo/``. The diagnostics take exactly the options of the advantages that the core's registry
+    says they share (``EstimatorSpec.diagnostic_kwargs``): a floor, an eps or ``nan_policy="ignore"``
+    apply to both."""
     names = list(spec.keys) or ["reward"]
-    stats = advantage_stats(scores, ids, weights=None if spec.weights is None else np.asarray(spec.weights))
+    options = get_estimator(spec.core_estimator).diagnostic_kwargs(spec.core_kwargs)
+    weights = None if spec.weights is None else np.asarray(spec.weights)
+    stats = advantage_stats(scores, ids, weights=weights, **options)
     metrics = {f"{METRICS_PREFIX}{k}": float(v) for k, v in stats.summary(component_names=names).items()}
     for j, name in enumerate(names):
-        metrics[f"{METRICS_PREFIX}reward/{name}/mean"] = float(np.mean(scores[:, j]))
-        metrics[f"{METRICS_PREFIX}reward/{name}/std"] = float(np.std(scores[:, j]))
+        present = scores[:, j][~np.isnan(scores[:, j])]
+        metrics[f"{METRICS_PREFIX}reward/{name}/mean"] = float(np.mean(present)) if present.size else math.nan
+        metrics[f"{METRICS_PREFIX}reward/{name}/std"] = float(np.std(present)) if present.size else math.nan
     return metrics
+
+
+def _check_missing(scores: np.ndarray, spec: RewardSpec) -> None:
+    """Missing rewards (None or NaN) name their key, unless nan_policy='ignore' leaves them out."""
+    if spec.core_kwargs.get("nan_policy", "raise") != "raise":
+        return
+    missing = np.isnan(scores)
+    if not missing.any():
+        return
+    names = list(spec.keys) or ["the summed token_level_rewards"]
+    parts = []
+    for j, name in enumerate(names):
+        rows = np.flatnonzero(missing[:, j])
+        if rows.size:
+            more = f" and {rows.size - 10} more" if rows.size > 10 else ""
+            parts.append(f"{name!r} in rows {', '.join(map(str, rows[:10]))}{more}")
+    raise ConfigError(
+        f"reward component(s) missing (None or NaN): {'; '.join(parts)}. Return a number from "
+        "compute_score, or set +algorithm.estimator_kwargs.nan_policy=ignore to leave missing rewards out "
+        "of the statistics"
+    )
 
 
 def advantages_for_verl(
@@ -182,6 +218,7 @@ def advantages_for_verl(
     spec = reward_spec(config if config is not None else {}, estimator)
     ids = group_ids(index)
     scores = _scores(spec, token_level_rewards, non_tensor_batch)
+    _check_missing(scores, spec)
     source = active_source()
     final_row = source.final_row if source is not None else None
     if final_row is not None:
