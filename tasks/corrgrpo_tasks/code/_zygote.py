@@ -67,11 +67,11 @@ def clean(child: int) -> None:
     ``/dev/shm``. Outside a namespace of our own (unsafe mode, not PID 1) only ``child``'s process group
     is killed and nothing is wiped: those directories would be the host's."""
     if os.getpid() == 1:
-        try:
-            os.kill(-1, signal.SIGKILL)  # every process of the namespace except this one
-        except ProcessLookupError:
-            pass  # none left
-        while True:
+        while True:  # kill again before each reap: a fork bomb's newest children die in the next round
+            try:
+                os.kill(-1, signal.SIGKILL)  # every process of the namespace except this one
+            except ProcessLookupError:
+                pass  # none left
             try:
                 os.waitpid(-1, 0)
             except ChildProcessError:

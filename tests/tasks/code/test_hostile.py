@@ -185,7 +185,8 @@ def test_after_corpus_scorer_works_no_strays_host_unchanged(
         box: Sandbox, stray_processes: Callable[[str], list[str]]) -> None:
     # Runs after the corpus (file order): the scorer still scores, nothing is left running.
     good = "```python\nclass Solution:\n    def solve(self):\n        return " + repr(SECRET) + "\n```"
-    assert compute_score("leetcodedataset", good, GROUND_TRUTH, **OPTIONS)["accuracy_reward"] == 1.0
+    # A generous limit: this checks that the lanes still work after the corpus, not how fast.
+    assert compute_score("leetcodedataset", good, GROUND_TRUTH, timeout_seconds=5.0)["accuracy_reward"] == 1.0
     # bwrap returns as soon as the program's status is known; the namespace's last processes are torn
     # down by the kernel right after, so allow that a moment before calling anything a leftover.
     # The scorer keeps idle lanes (sandboxes between jobs) for the next batch: closing them must leave

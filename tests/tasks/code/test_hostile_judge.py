@@ -318,3 +318,13 @@ def test_whole_corpus_in_one_batch_then_clean_host(box: Sandbox, stray_processes
     assert set(os.listdir("/dev/shm")) <= shm_before
     assert box.run("print(1)").stdout == "1\n"
     del tmp_path
+
+
+def test_a_lane_after_each_hostile_program_scores_the_next_sample_normally(box: Sandbox) -> None:
+    """One worker, so one lane: every good sample runs in the sandboxes a hostile one just left."""
+    del box
+    good = solve(f"return {SECRET!r}")
+    hostile = [c for k, c in CASES.values() if k in ("forge", "resource", "read")]
+    texts = [text for completion in hostile for text in (completion, good)]
+    scores = score_batch(texts, [SECRET_TASK] * len(texts), max_workers=1, timeout_seconds=2.0)
+    assert [s["accuracy_reward"] for s in scores] == [0.0, 1.0] * len(hostile)
