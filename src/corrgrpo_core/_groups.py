@@ -406,3 +406,74 @@ def _numpy_index(ids: Array, runs: Runs | None) -> RaggedIndex:
     member = np.empty(num, dtype=np.intp)
     member[labels] = np.arange(n, dtype=np.intp)  # any row of the group serves as its shift
     return RaggedIndex(labels=labels, num=num, member=member, size=size)
+
+
+def group_labels(ids: Any, /) -> Array:
+    """Integer group labels ``0..G-1`` (in order of first appearance) for ids of any hashable type.
+
+    For ids that are not integers, such as verl's ``uid`` strings (a numpy object array of uuid4
+    strings). Ids in runs, each group's rows adjacent as verl lays out a batch, are labelled in
+    O(N) without hashing every row: one comparison of neighbours, then a set of the run ids checks
+    that no id comes back. Scattered ids are factorised with a dict (O(N), exact), never sorted:
+    ``numpy.unique`` over Python strings costs several times more. Integer numpy ids are returned
+    unchanged (the estimators label those themselves).
+
+    Examples
+    --------
+    >>> import numpy as np, corrgrpo_core as cc
+    >>> cc.group_labels(np.array(["b", "b", "a", "a", "c"], dtype=object))
+    array([0, 0, 1, 1, 2])
+    >>> cc.group_labels(["x", "y", "x"])
+    array([0, 1, 0])
+    """
+    import numpy as np
+
+    if not isinstance(ids, np.ndarray):
+        ids = np.asarray(ids) if not isinstance(ids, (list, tuple)) else _object_array(ids)
+    if ids.ndim != 1:
+        raise ValueError(f"group ids must be one-dimensional, got shape {tuple(ids.shape)}")
+    if ids.dtype.kind in "iu":
+        return ids
+    n = ids.shape[0]
+    if n == 0:
+        return np.zeros(0, dtype=np.intp)
+    labels = _labels_of_runs(ids)
+    if labels is not None:
+        return labels
+    seen: dict[Any, int] = {}
+    put = seen.setdefault
+    try:
+        return np.fromiter((put(v, len(seen)) for v in ids.tolist()), dtype=np.intp, count=n)
+    except TypeError as exc:
+        raise TypeError(f"group ids must be hashable: {exc}") from None
+
+
+def _object_array(values: Any) -> Array:
+    import numpy as np
+
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out
+
+
+def _labels_of_runs(ids: Array) -> Array | None:
+    """Labels when every id forms one run of adjacent rows, else None (then a dict labels them)."""
+    import numpy as np
+
+    try:
+        change = np.asarray(ids[1:] != ids[:-1], dtype=bool)
+    except (TypeError, ValueError):  # ids whose comparison is not a plain bool
+        return None
+    if change.shape != (ids.shape[0] - 1,):
+        return None
+    starts = np.flatnonzero(change)
+    first = ids[np.concatenate(([0], starts + 1))].tolist()
+    try:
+        if len(set(first)) != len(first):
+            return None  # some id comes back after another
+    except TypeError:
+        return None
+    labels = np.empty(ids.shape[0], dtype=np.intp)
+    labels[0] = 0
+    np.cumsum(change, out=labels[1:])
+    return labels

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from corrgrpo_core import advantage_stats, broadcast_to_tokens, compute_advantages
+from corrgrpo_core import advantage_stats, broadcast_to_tokens, compute_advantages, group_labels
 
 from ._config import METRICS_PREFIX, ConfigError, RewardSpec, reward_spec
 
@@ -121,13 +121,17 @@ def component_matrix(
 
 
 def group_ids(index: Any) -> np.ndarray:
-    """verl's ``uid`` strings (any hashable, any order) -> integer group ids."""
+    """verl's ``uid`` strings (any hashable, any order) -> integer group ids.
+
+    ``corrgrpo_core.group_labels``: ids in runs (verl's layout) need one comparison of neighbours,
+    scattered ids a dict; neither sorts the strings as ``numpy.unique`` would.
+    """
     if index is None:
         raise ConfigError(
             "the advantage call got no 'uid' index; corrgrpo estimators group responses by "
             "verl's non_tensor_batch['uid']"
         )
-    return np.unique(np.asarray(index), return_inverse=True)[1].reshape(-1)
+    return np.asarray(group_labels(np.asarray(index).reshape(-1)))
 
 
 def _scores(

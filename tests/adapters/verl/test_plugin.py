@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-ESTIMATORS = ["corrgrpo", "grpo_covariance_coefficient", "gdpo_corr", "mo_grpo", "dara"]
+ESTIMATORS = ["core_grpo", "corrgrpo", "grpo_covariance_coefficient", "gdpo_corr", "mo_grpo", "dara"]
 MODES = ["corrgrpo", "corrgrpo_colocate_async", "corrgrpo_separate_async"]
 
 REPORT = f"""

@@ -1,0 +1,116 @@
+"""Dense GRPO / CorrGRPO on host memory through numpy, in the input's float dtype.
+
+Used for torch tensors on the CPU (read through zero-copy numpy views): a numpy call costs under a
+microsecond where a torch CPU call costs several, and at the sizes TRL hands over (thousands of
+rows) the per-call overhead is most of the time. The maths is that of
+:func:`corrgrpo_core._stats.moments` with :func:`corrgrpo_core._estimators.grpo` and ``corr_parts``:
+
+- shift by the group's first row, so a constant component is exactly 0 in any dtype;
+- centre, then sum the squares of the centred values (two passes: relative error about n eps,
+  so float32 keeps about six significant digits);
+- the scale-relative zero-variance test of the generic path (same default tolerance);
+- the correlation sum as the group variance of the summed z-scores.
+
+Layout: reductions over a short innermost axis, and broadcasts of group values along it, are
+several times slower than a copy, so the first pass writes the shifted values position-major,
+``(n, K, B)``; every later reduction and broadcast runs along the long batch axis. Temporaries: the
+shifted values and one product, each the size of the input.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+Array = Any
+
+
+def grpo(x: Array, w: Array | None, *, eps: float, outside: bool, ddof: int, rtol: float) -> Array | None:
+    """(B, n) advantages of (B, n, K) scores x (weights w or None), or None when not all finite."""
+    b, n, k = x.shape
+    if k == 1 and w is None:
+        total = x[..., 0]
+    else:
+        total = np.reshape(x, (b * n, k)) @ (np.ones(k, dtype=x.dtype) if w is None else w)
+        total = np.reshape(total, (b, n))
+    c, ref = _shifted(total.T, None)  # (n, B)
+    stats = _moments(c, ref, n, rtol)
+    if stats is None:
+        return None
+    ss, varies = stats
+    ss /= n - ddof
+    den = _den(ss, eps, outside)
+    den[~varies] = np.inf  # z = 0 for a group whose total does not vary
+    return _rows_out(c, den)
+
+
+def corrgrpo(
+    x: Array, w: Array | None, *, eps: float, outside: bool, ddof: int, rtol: float, floor: float
+) -> Array | None:
+    """(B, n) CorrGRPO advantages of (B, n, K) scores, or None when not all finite."""
+    n = x.shape[1]
+    c, ref = _shifted(np.transpose(x, (1, 2, 0)), w)  # (n, K, B)
+    stats = _moments(c, ref, n, rtol)
+    if stats is None:
+        return None
+    ss, varies = stats
+    ss /= n - ddof
+    inv = np.zeros_like(ss)
+    np.divide(1.0, np.sqrt(ss, out=ss), out=inv, where=varies)
+    num = np.add.reduce(c, axis=1)  # (n, B): the centred total
+    c *= inv
+    zsum = np.add.reduce(c, axis=1)  # sum_k z_ik
+    zsum *= zsum
+    corr = np.add.reduce(zsum, axis=0)
+    corr /= n - ddof
+    den = _den(np.maximum(corr, floor, out=corr), eps, outside)
+    den[den <= 0] = np.inf  # only with eps = 0: advantage 0, as the generic path
+    return _rows_out(num, den)
+
+
+def _shifted(xt: Array, w: Array | None) -> tuple[Array, Array]:
+    """x - (first row of its group), position-major (a new contiguous array), and that first row."""
+    c = np.empty(xt.shape, dtype=xt.dtype)
+    np.subtract(xt, xt[:1], out=c)
+    ref = xt[0]
+    if w is not None:
+        c *= w[:, None]
+        ref = ref * w[:, None]
+    return c, ref
+
+
+def _moments(c: Array, ref: Array, n: int, rtol: float) -> tuple[Array, Array] | None:
+    """Centre ``c`` in place; its sums of squares and whether each component varies (None: not finite)."""
+    m = np.add.reduce(c, axis=0)
+    m /= n
+    c -= m
+    sq = c * c
+    ss = np.add.reduce(sq, axis=0)
+    del sq
+    if not np.isfinite(np.add.reduce(ss, axis=None)):
+        return None  # NaN, inf or overflow: the generic path (float64) handles or names them
+    # population variance against the mean square of the unshifted values (as _stats.moments)
+    m += ref
+    m *= m
+    m += ss / n
+    m *= rtol * rtol * n
+    return ss, ss > m
+
+
+def _den(spread: Array, eps: float, outside: bool) -> Array:
+    """sqrt(spread) + eps ("outside") or sqrt(spread + eps) ("inside"), in place."""
+    if outside:
+        np.sqrt(spread, out=spread)
+        spread += eps
+    else:
+        spread += eps
+        np.sqrt(spread, out=spread)
+    return spread
+
+
+def _rows_out(values: Array, den: Array) -> Array:
+    """values / den, written back row-major: (n, B) -> (B, n)."""
+    out = np.empty(values.shape[::-1], dtype=values.dtype)
+    np.divide(values, den, out=out.T)
+    return out
