@@ -63,7 +63,7 @@ class Result:
 
 def _status(field: str) -> int:
     with open("/proc/self/status") as f:
-        m = re.search(rf"^{field}:\s+(\d+) kB", f.read(), re.M)
+        m = re.search(rf"^{field}:\s+(\d+) kB", f.read(), re.MULTILINE)
     return int(m.group(1)) * 1024 if m else 0
 
 
@@ -82,8 +82,9 @@ def peak_extra(fn: Callable[[], Any]) -> float | None:
     return float(max(peak - before, 0))
 
 
-def interleaved_min(calls: dict[str, Callable[[], Any]], repeats: int, slow: Sequence[str] = (),
-                    slow_repeats: int = 3) -> dict[str, float]:
+def interleaved_min(
+    calls: dict[str, Callable[[], Any]], repeats: int, slow: Sequence[str] = (), slow_repeats: int = 3
+) -> dict[str, float]:
     """Minimum seconds of each call over ``repeats`` rounds, every call once per round, in turn.
 
     Calls named in ``slow`` (Python loops over rows, seconds each) take part in the first
@@ -130,8 +131,10 @@ def verl_batch(n: int, length: int, *, shuffled: bool, seed: int = 0) -> dict[st
 
     rng = np.random.default_rng(seed)
     n = n // GROUP * GROUP
-    uids = [str(uuid.UUID(int=int(rng.integers(0, 2**62)) << 64 | int(rng.integers(0, 2**62)), version=4))
-            for _ in range(n // GROUP)]
+    uids = [
+        str(uuid.UUID(int=int(rng.integers(0, 2**62)) << 64 | int(rng.integers(0, 2**62)), version=4))
+        for _ in range(n // GROUP)
+    ]
     index = np.array([u for u in uids for _ in range(GROUP)], dtype=object)
     quality = rng.random(n)
     comps = {
@@ -165,26 +168,44 @@ def verl_calls(batch: dict[str, Any]) -> tuple[dict[str, Callable[[], Any]], str
     plain = OmegaConf.create({"adv_estimator": "core_grpo", "norm_adv_by_std_in_grpo": True})
     keyed = OmegaConf.create({"adv_estimator": "corrgrpo", "reward_keys": list(KEYS)})
     gdpo_config = OmegaConf.create({"adv_estimator": "gdpo", "gdpo_reward_keys": list(KEYS)})
-    gdpo_batch = {"prompts": torch.zeros((rewards.shape[0], 1), dtype=torch.int64),
-                  "attention_mask": torch.cat([torch.ones((rewards.shape[0], 1), dtype=torch.int64), mask], 1)}
+    gdpo_batch = {
+        "prompts": torch.zeros((rewards.shape[0], 1), dtype=torch.int64),
+        "attention_mask": torch.cat([torch.ones((rewards.shape[0], 1), dtype=torch.int64), mask], 1),
+    }
     fn = core_algos.get_adv_estimator_fn
     verl_ntb = {k: np.asarray(v) for k, v in ntb.items()}
     calls: dict[str, Callable[[], Any]] = {
         "verl grpo_vectorized": lambda: fn("grpo_vectorized")(
-            token_level_rewards=rewards, response_mask=mask, index=index, config=plain),
+            token_level_rewards=rewards, response_mask=mask, index=index, config=plain
+        ),
         "ours core_grpo": lambda: fn("core_grpo")(
-            token_level_rewards=rewards, response_mask=mask, index=index, config=plain),
+            token_level_rewards=rewards, response_mask=mask, index=index, config=plain
+        ),
         "ours corrgrpo (K=1)": lambda: fn("corrgrpo")(
-            token_level_rewards=rewards, response_mask=mask, index=index,
-            config=OmegaConf.create({"adv_estimator": "corrgrpo"})),
+            token_level_rewards=rewards,
+            response_mask=mask,
+            index=index,
+            config=OmegaConf.create({"adv_estimator": "corrgrpo"}),
+        ),
         "ours corrgrpo (K=3)": lambda: fn("corrgrpo")(
-            token_level_rewards=rewards, response_mask=mask, index=index, config=keyed, non_tensor_batch=verl_ntb),
+            token_level_rewards=rewards,
+            response_mask=mask,
+            index=index,
+            config=keyed,
+            non_tensor_batch=verl_ntb,
+        ),
         "reference CorrGRPO loop (K=3)": lambda: reference_corrgrpo(mask, index, verl_ntb, KEYS),
         "verl grpo (row loop)": lambda: core_algos.compute_grpo_outcome_advantage(
-            token_level_rewards=rewards, response_mask=mask, index=index),
+            token_level_rewards=rewards, response_mask=mask, index=index
+        ),
         "verl gdpo (K=3)": lambda: core_algos.compute_gdpo_outcome_advantage(
-            token_level_rewards=rewards, response_mask=mask, index=index, config=gdpo_config,
-            non_tensor_batch=verl_ntb, batch=gdpo_batch),
+            token_level_rewards=rewards,
+            response_mask=mask,
+            index=index,
+            config=gdpo_config,
+            non_tensor_batch=verl_ntb,
+            batch=gdpo_batch,
+        ),
         "copy floor (clone of the token rewards)": lambda: rewards.clone(),
     }
     equal = {"ours core_grpo": "verl grpo_vectorized", "ours corrgrpo (K=3)": "reference CorrGRPO loop (K=3)"}
@@ -194,8 +215,9 @@ def verl_calls(batch: dict[str, Any]) -> tuple[dict[str, Callable[[], Any]], str
 SLOW = ("verl grpo (row loop)", "verl gdpo (K=3)", "reference CorrGRPO loop (K=3)")
 
 
-def run_verl(ns: Sequence[int], lengths: Sequence[int], layouts: Sequence[str], repeats: int,
-             skip: Sequence[str] = ()) -> list[Result]:
+def run_verl(
+    ns: Sequence[int], lengths: Sequence[int], layouts: Sequence[str], repeats: int, skip: Sequence[str] = ()
+) -> list[Result]:
     import torch
 
     torch.set_num_threads(1)
@@ -206,8 +228,17 @@ def run_verl(ns: Sequence[int], lengths: Sequence[int], layouts: Sequence[str], 
                 batch = verl_batch(n, length, shuffled=layout == "shuffled")
                 calls, base, equal = verl_calls(batch)
                 calls = {k: v for k, v in calls.items() if not any(s in k for s in skip)}
-                out += _measure("verl", layout, n, length, calls, base, equal, repeats,
-                                input_bytes=batch["rewards"].nbytes)
+                out += _measure(
+                    "verl",
+                    layout,
+                    n,
+                    length,
+                    calls,
+                    base,
+                    equal,
+                    repeats,
+                    input_bytes=batch["rewards"].nbytes,
+                )
     return out
 
 
@@ -251,8 +282,17 @@ def run_trl(ns: Sequence[int], ks: Sequence[int], repeats: int) -> list[Result]:
             if k > 1:
                 calls["ours corrgrpo"] = lambda x=x: group_advantages(x, GROUP, estimator="corrgrpo")
             calls["copy floor (clone of the rewards)"] = lambda x=x: x.clone()
-            out += _measure("trl", "groups of 8", n, k, calls, "TRL lines (grpo)",
-                            {"ours grpo": "TRL lines (grpo)"}, repeats, input_bytes=x.nbytes)
+            out += _measure(
+                "trl",
+                "groups of 8",
+                n,
+                k,
+                calls,
+                "TRL lines (grpo)",
+                {"ours grpo": "TRL lines (grpo)"},
+                repeats,
+                input_bytes=x.nbytes,
+            )
     return out
 
 
@@ -266,16 +306,35 @@ MEMORY_ENV = {"MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "0"}
 MEMORY_ONLY = False
 
 
-def _measure(suite: str, case: str, n: int, size: int, calls: dict[str, Callable[[], Any]], base: str,
-             equal: dict[str, str], repeats: int, *, input_bytes: int) -> list[Result]:
+def _measure(
+    suite: str,
+    case: str,
+    n: int,
+    size: int,
+    calls: dict[str, Callable[[], Any]],
+    base: str,
+    equal: dict[str, str],
+    repeats: int,
+    *,
+    input_bytes: int,
+) -> list[Result]:
     if MEMORY_ONLY:
         rows = []
         for name, fn in calls.items():
             fn()  # warm-up: imports, caches
             peak = peak_extra(fn)
-            rows.append(Result(suite, case, n, size, name, float("nan"),
-                               peak_extra_mb=None if peak is None else peak / 2**20,
-                               peak_x_input=None if peak is None else peak / input_bytes))
+            rows.append(
+                Result(
+                    suite,
+                    case,
+                    n,
+                    size,
+                    name,
+                    float("nan"),
+                    peak_extra_mb=None if peak is None else peak / 2**20,
+                    peak_x_input=None if peak is None else peak / input_bytes,
+                )
+            )
         return rows
     best = interleaved_min(calls, repeats, slow=SLOW)
     rows = []
@@ -304,8 +363,13 @@ def _add_memory(rows: list[Result], argv: list[str]) -> None:
             continue
         keep.append(a)
     env = {**os.environ, **MEMORY_ENV}
-    done = subprocess.run([sys.executable, "-m", "benchmarks.frameworks", *keep, "--memory-only"],
-                          env=env, capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.frameworks", *keep, "--memory-only"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     peaks = {(m["case"], m["n"], m["size"], m["call"]): m for m in json.loads(done.stdout.splitlines()[-1])}
     for r in rows:
         m = peaks.get((r.case, r.n, r.size, r.call))
@@ -317,11 +381,18 @@ def markdown(rows: Sequence[Result]) -> str:
     head = "| suite | case | N | L or K | call | min ms | x baseline | peak extra MB | peak / input | max abs diff |"
     lines = [head, "|" + "---|" * 10]
     for r in rows:
-        cells = [r.suite, r.case, f"{r.n:,}", str(r.size), r.call, f"{r.min_s * 1e3:.3f}",
-                 "-" if r.x_baseline is None else f"{r.x_baseline:.3f}",
-                 "-" if r.peak_extra_mb is None else f"{r.peak_extra_mb:.1f}",
-                 "-" if r.peak_x_input is None else f"{r.peak_x_input:.2f}",
-                 "-" if r.max_abs_diff is None else f"{r.max_abs_diff:.1e}"]
+        cells = [
+            r.suite,
+            r.case,
+            f"{r.n:,}",
+            str(r.size),
+            r.call,
+            f"{r.min_s * 1e3:.3f}",
+            "-" if r.x_baseline is None else f"{r.x_baseline:.3f}",
+            "-" if r.peak_extra_mb is None else f"{r.peak_extra_mb:.1f}",
+            "-" if r.peak_x_input is None else f"{r.peak_x_input:.2f}",
+            "-" if r.max_abs_diff is None else f"{r.max_abs_diff:.1e}",
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -331,12 +402,17 @@ def _count(text: str) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.frameworks", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.frameworks",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("suite", choices=["verl", "trl"])
     p.add_argument("--n", type=_count, nargs="+", help="rows (verl: 65536; trl: 4096 65536 1048576)")
     p.add_argument("--length", type=int, nargs="+", default=[1, 1024], help="verl: response lengths L")
-    p.add_argument("--layout", nargs="+", default=["runs"], choices=["runs", "shuffled"], help="verl: uid order")
+    p.add_argument(
+        "--layout", nargs="+", default=["runs"], choices=["runs", "shuffled"], help="verl: uid order"
+    )
     p.add_argument("--k", type=int, nargs="+", default=[1, 3], help="trl: reward components")
     p.add_argument("--repeats", type=int, default=7, help="interleaved rounds (the row loops take part in 3)")
     p.add_argument("--skip", nargs="*", default=[], help="verl: leave out calls whose name contains this")
@@ -359,12 +435,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.no_memory:
         _add_memory(rows, [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--no-memory"])
     table = markdown(rows)
-    note = (f"\nload average (1, 5, 15 min) before: {load_before}; after: {load_after}; "
-            f"min of {args.repeats} interleaved rounds; python {sys.version.split()[0]}\n")
+    note = (
+        f"\nload average (1, 5, 15 min) before: {load_before}; after: {load_after}; "
+        f"min of {args.repeats} interleaved rounds; python {sys.version.split()[0]}\n"
+    )
     print(table + note)
     if args.json:
-        meta = {"argv": list(argv or sys.argv[1:]), "load_before": load_before, "load_after": load_after,
-                "machine": platform.machine(), "cpus": os.cpu_count()}
+        meta = {
+            "argv": list(argv or sys.argv[1:]),
+            "load_before": load_before,
+            "load_after": load_after,
+            "machine": platform.machine(),
+            "cpus": os.cpu_count(),
+        }
         args.json.write_text(json.dumps({"meta": meta, "rows": [asdict(r) for r in rows]}, indent=1))
     if args.markdown:
         args.markdown.write_text(table + note)

@@ -28,13 +28,26 @@ Array = Any
 
 def grpo(x: Array, w: Array | None, *, eps: float, outside: bool, ddof: int, rtol: float) -> Array | None:
     """(B, n) advantages of (B, n, K) scores x (weights w or None), or None when not all finite."""
-    b, n, k = x.shape
+    with np.errstate(all="ignore"):  # NaN / inf / overflow: detected below, then declined
+        return _grpo(x, w, eps=eps, outside=outside, ddof=ddof, rtol=rtol)
+
+
+def corrgrpo(
+    x: Array, w: Array | None, *, eps: float, outside: bool, ddof: int, rtol: float, floor: float
+) -> Array | None:
+    """(B, n) CorrGRPO advantages of (B, n, K) scores, or None when not all finite."""
+    with np.errstate(all="ignore"):
+        return _corrgrpo(x, w, eps=eps, outside=outside, ddof=ddof, rtol=rtol, floor=floor)
+
+
+def _grpo(x: Array, w: Array | None, *, eps: float, outside: bool, ddof: int, rtol: float) -> Array | None:
+    n, k = x.shape[1], x.shape[2]
     if k == 1 and w is None:
-        total = x[..., 0]
-    else:
-        total = np.reshape(x, (b * n, k)) @ (np.ones(k, dtype=x.dtype) if w is None else w)
-        total = np.reshape(total, (b, n))
-    c, ref = _shifted(total.T, None)  # (n, B)
+        c, ref = _shifted(x[..., 0].T, None)  # (n, B)
+    else:  # sum the shifted components: a large offset of one component costs no precision
+        parts, ref_k = _shifted(np.transpose(x, (1, 2, 0)), w)  # (n, K, B)
+        c, ref = np.add.reduce(parts, axis=1), np.add.reduce(ref_k, axis=0)
+        del parts
     stats = _moments(c, ref, n, rtol)
     if stats is None:
         return None
@@ -45,10 +58,9 @@ def grpo(x: Array, w: Array | None, *, eps: float, outside: bool, ddof: int, rto
     return _rows_out(c, den)
 
 
-def corrgrpo(
+def _corrgrpo(
     x: Array, w: Array | None, *, eps: float, outside: bool, ddof: int, rtol: float, floor: float
 ) -> Array | None:
-    """(B, n) CorrGRPO advantages of (B, n, K) scores, or None when not all finite."""
     n = x.shape[1]
     c, ref = _shifted(np.transpose(x, (1, 2, 0)), w)  # (n, K, B)
     stats = _moments(c, ref, n, rtol)
@@ -64,9 +76,20 @@ def corrgrpo(
     zsum *= zsum
     corr = np.add.reduce(zsum, axis=0)
     corr /= n - ddof
+    corr[corr <= noise_floor(n, x.shape[2], x.dtype)] = 0.0  # rounding of the z-scores, not signal
     den = _den(np.maximum(corr, floor, out=corr), eps, outside)
     den[den <= 0] = np.inf  # only with eps = 0: advantage 0, as the generic path
     return _rows_out(num, den)
+
+
+def noise_floor(n: int, k: int, dtype: Any) -> float:
+    """Correlation sums at most this are rounding of the z-scores (each about eps off): zero.
+
+    A degenerate group (anti-correlated components) has a correlation sum of exactly 0, which
+    the z-scores' rounding turns into about n K^2 eps^2; with eps outside the square root that
+    would move the denominator by sqrt of it (about 1e-7 in float32, as large as eps itself).
+    """
+    return float((4.0 * k * n * np.finfo(dtype).eps) ** 2)
 
 
 def _shifted(xt: Array, w: Array | None) -> tuple[Array, Array]:

@@ -14,6 +14,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from ._host import noise_floor
+
 Array = Any
 
 # Output elements per piece of the token broadcast: a piece of mask and output stays in cache.
@@ -81,11 +83,11 @@ def dense(
     float32), the scale-relative zero-variance test, and the correlation sum as the group variance
     of the summed z-scores.
 
-    Layout: torch's CPU kernels are slow on a short innermost axis (a reduction over the group,
-    or a broadcast of group values, runs several times slower than a copy), so the first pass
-    writes the shifted values position-major, ``(n, K, B)``: every later reduction and broadcast
-    then runs along the long batch axis. Temporaries: the shifted values and one product, each the
-    input's size, so the peak is about twice the input.
+    CPU tensors run :mod:`._host` on zero-copy numpy views (a numpy call costs a fraction of a
+    torch call); other devices run :func:`dense_ops`. Both write the shifted values
+    position-major, ``(n, K, B)``, so that no reduction or broadcast runs along a short innermost
+    axis, which on the CPU is several times slower than a copy. Temporaries: the shifted values
+    and one product, each the input's size, so the peak is about twice the input.
     """
     x = scores
     if x.dtype not in (torch.float32, torch.float64) or x.ndim not in (2, 3) or x.requires_grad:
@@ -101,14 +103,22 @@ def dense(
         rtol = 64.0 * (_EPS32 if x.device.type == "mps" else _EPS64)
     w = None
     if weights is not None:
-        w = torch.as_tensor(weights, dtype=x.dtype, device=x.device)
-        if w.shape != (k,) or not bool(torch.isfinite(w).all()):
+        if getattr(weights, "requires_grad", False):
+            return None  # gradients flow through the generic path
+        try:
+            w = torch.as_tensor(weights, dtype=x.dtype, device=x.device)
+        except (TypeError, ValueError, RuntimeError):
             return None  # the generic path names the problem
+        if w.shape != (k,) or not bool(torch.isfinite(w).all()):
+            return None
     outside = eps_placement == "outside"
     if x.device.type == "cpu":  # numpy on the same memory: a fraction of torch's cost per call
         from . import _host
 
-        a = x.numpy()
+        try:
+            a = x.numpy()
+        except RuntimeError:  # a lazily negated or conjugated view
+            return None
         wa = None if w is None else w.numpy()
         if estimator == "grpo":
             got = _host.grpo(a, wa, eps=eps, outside=outside, ddof=ddof, rtol=rtol)
@@ -117,16 +127,46 @@ def dense(
                 a, wa, eps=eps, outside=outside, ddof=ddof, rtol=rtol, floor=min_correlation_sum
             )
         return None if got is None else torch.from_numpy(got).reshape(scores.shape[:-1])
+    return dense_ops(
+        estimator,
+        x,
+        w,
+        eps=eps,
+        outside=outside,
+        ddof=ddof,
+        rtol=rtol,
+        floor=min_correlation_sum,
+        shape=scores.shape[:-1],
+    )
+
+
+def dense_ops(
+    estimator: str,
+    x: Array,
+    w: Array | None,
+    *,
+    eps: float,
+    outside: bool,
+    ddof: int,
+    rtol: float,
+    floor: float,
+    shape: tuple[int, ...],
+) -> Array | None:
+    """The same maths as torch calls, for tensors off the host (CUDA and others); ``x`` is (B, n, K)."""
+    n, k = x.shape[1], x.shape[2]
     if estimator == "grpo":
-        total = x.sum(-1) if w is None and k > 1 else x[..., 0] if w is None else torch.matmul(x, w)
-        c, ref = _shifted(total.t(), None)  # (n, B)
+        if k == 1 and w is None:
+            c, ref = _shifted(x[..., 0].t(), None)  # (n, B)
+        else:  # sum the shifted components: a large offset of one component costs no precision
+            parts, ref_k = _shifted(x.permute(1, 2, 0), w)
+            c, ref = parts.sum(1), ref_k.sum(0)
         stats = _moments(c, ref, n, rtol)
         if stats is None:
             return None
         ss, varies = stats
         den = _den(ss.div_(n - ddof), eps, outside)
         den = torch.where(varies & (den > 0), den, torch.full_like(den, float("inf")))
-        return _rows_out(c, den, scores)
+        return _rows_out(c, den, shape)
     c, ref = _shifted(x.permute(1, 2, 0), w)  # (n, K, B)
     stats = _moments(c, ref, n, rtol)
     if stats is None:
@@ -136,9 +176,10 @@ def dense(
     num = c.sum(1)  # (n, B): the centred total
     zsum = c.mul_(inv).sum(1)  # sum_k z_ik; c is not needed after this
     corr = zsum.square_().sum(0).div_(n - ddof)
-    den = _den(corr.clamp_min_(min_correlation_sum), eps, outside)
+    corr.masked_fill_(corr <= noise_floor(n, k, _HOST_DTYPES[x.dtype]), 0.0)  # rounding, not signal
+    den = _den(corr.clamp_min_(floor), eps, outside)
     den = torch.where(den > 0, den, torch.full_like(den, float("inf")))  # 0 where den is 0
-    return _rows_out(num, den, scores)
+    return _rows_out(num, den, shape)
 
 
 def _shifted(xt: Array, w: Array | None) -> tuple[Array, Array]:
@@ -168,9 +209,9 @@ def _den(spread: Array, eps: float, outside: bool) -> Array:
     return spread.sqrt_().add_(eps) if outside else spread.add_(eps).sqrt_()
 
 
-def _rows_out(values: Array, den: Array, scores: Array) -> Array:
-    """values / den, written back row-major: ``(n, B)`` -> the scores' leading shape."""
+def _rows_out(values: Array, den: Array, shape: tuple[int, ...]) -> Array:
+    """values / den, written back row-major: ``(n, B)`` -> the scores' leading ``shape``."""
     b = values.shape[1]
     out = torch.empty((b, values.shape[0]), dtype=values.dtype, device=values.device)
     torch.div(values, den, out=out.t())
-    return out.reshape(scores.shape[:-1])
+    return out.reshape(shape)
