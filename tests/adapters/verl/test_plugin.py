@@ -112,7 +112,7 @@ def test_name_collision_fails_loudly(run_python: Any, tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("env", "code", "needle"),
     [
-        ({}, 0, "estimators ['corrgrpo', 'grpo_covariance_coefficient', 'gdpo_corr', 'mo_grpo', 'dara']"),
+        ({}, 0, "estimators ['core_grpo', 'corrgrpo', 'grpo_covariance_coefficient', 'gdpo_corr', 'mo_grpo', 'dara']"),
         ({"VERL_USE_EXTERNAL_PLUGINS": "none"}, 1, "did not load the verl.plugins entry point"),
     ],
 )
