@@ -28,21 +28,22 @@ def reference_corrgrpo(
 
     with torch.no_grad():
         n, t = response_mask.shape
+        dev = response_mask.device
         last = torch.clamp(response_mask.sum(-1) - 1, 0, t - 1)
-        rows = torch.arange(n)
+        rows = torch.arange(n, device=dev)
         columns = []
         for key in keys:
-            comp = torch.tensor(np.asarray(non_tensor_batch[key], dtype=np.float32))
-            token = torch.zeros((n, t), dtype=torch.float32)
+            comp = torch.tensor(np.asarray(non_tensor_batch[key], dtype=np.float32), device=dev)
+            token = torch.zeros((n, t), dtype=torch.float32, device=dev)
             token[rows, last] = comp
             columns.append(token.sum(-1))
         x = torch.stack(columns, dim=-1)  # (N, K) float32
         positions: dict[Any, list[int]] = defaultdict(list)
         for i, uid in enumerate(index):
             positions[uid].append(i)
-        scalar = torch.zeros(n, dtype=torch.float32)
+        scalar = torch.zeros(n, dtype=torch.float32, device=dev)
         for pos in positions.values():
-            idx = torch.tensor(pos, dtype=torch.long)
+            idx = torch.tensor(pos, dtype=torch.long, device=dev)
             g = x.index_select(0, idx)
             centred = g - g.mean(0, keepdim=True)
             total = centred.sum(-1)
@@ -53,7 +54,7 @@ def reference_corrgrpo(
                 inv = torch.where(var > 0, torch.rsqrt(var), torch.zeros_like(var))
                 s = (cov * (inv[:, None] * inv[None, :])).sum().clamp_min(0)
             else:
-                s = torch.zeros((), dtype=torch.float32)
+                s = torch.zeros((), dtype=torch.float32, device=dev)
             scalar.index_copy_(0, idx, total / torch.sqrt(s + EPS))
         adv = scalar[:, None] * response_mask
     return adv, adv

@@ -22,7 +22,10 @@ the division, ``nan_to_num``; the baseline), our grpo and corrgrpo through the T
 ``group_advantages`` (what the trainer calls), and the copy floor.
 
 Peak memory is the rise of the process's resident set (VmHWM, reset through /proc/self/clear_refs)
-during one call, above what was resident before it; it needs Linux.
+during one call, above what was resident before it, measured in a subprocess whose allocator
+returns freed blocks (:data:`MEMORY_ENV`); it needs Linux. With ``--device cuda`` the tensors live
+on the GPU, each call is followed by a synchronisation, and peak memory is the caching allocator's
+``max_memory_allocated`` above what was allocated before the call.
 """
 
 from __future__ import annotations
@@ -125,7 +128,7 @@ def _diff(a: Any, b: Any) -> float:
 KEYS = ("acc", "fmt", "quality")
 
 
-def verl_batch(n: int, length: int, *, shuffled: bool, seed: int = 0) -> dict[str, Any]:
+def verl_batch(n: int, length: int, *, shuffled: bool, seed: int = 0, device: str = "cpu") -> dict[str, Any]:
     """verl's inputs for one advantage call (see the module docstring)."""
     import torch
 
@@ -151,6 +154,7 @@ def verl_batch(n: int, length: int, *, shuffled: bool, seed: int = 0) -> dict[st
     total = sum(comps.values())
     rewards = torch.zeros((n, length), dtype=torch.float32)
     rewards[torch.arange(n), torch.from_numpy(lengths - 1)] = torch.from_numpy(total.astype(np.float32))
+    mask, rewards = mask.to(device), rewards.to(device)
     return {"index": index, "mask": mask, "rewards": rewards, "non_tensor_batch": comps}
 
 
@@ -169,8 +173,10 @@ def verl_calls(batch: dict[str, Any]) -> tuple[dict[str, Callable[[], Any]], str
     keyed = OmegaConf.create({"adv_estimator": "corrgrpo", "reward_keys": list(KEYS)})
     gdpo_config = OmegaConf.create({"adv_estimator": "gdpo", "gdpo_reward_keys": list(KEYS)})
     gdpo_batch = {
-        "prompts": torch.zeros((rewards.shape[0], 1), dtype=torch.int64),
-        "attention_mask": torch.cat([torch.ones((rewards.shape[0], 1), dtype=torch.int64), mask], 1),
+        "prompts": torch.zeros((rewards.shape[0], 1), dtype=torch.int64, device=mask.device),
+        "attention_mask": torch.cat(
+            [torch.ones((rewards.shape[0], 1), dtype=torch.int64, device=mask.device), mask], 1
+        ),
     }
     fn = core_algos.get_adv_estimator_fn
     verl_ntb = {k: np.asarray(v) for k, v in ntb.items()}
@@ -225,7 +231,7 @@ def run_verl(
     for layout in layouts:
         for n in ns:
             for length in lengths:
-                batch = verl_batch(n, length, shuffled=layout == "shuffled")
+                batch = verl_batch(n, length, shuffled=layout == "shuffled", device=DEVICE)
                 calls, base, equal = verl_calls(batch)
                 calls = {k: v for k, v in calls.items() if not any(s in k for s in skip)}
                 out += _measure(
@@ -272,9 +278,9 @@ def run_trl(ns: Sequence[int], ks: Sequence[int], repeats: int) -> list[Result]:
     for n in ns:
         for k in ks:
             rng = np.random.default_rng(0)
-            x = torch.from_numpy(rng.random((n, k)).astype(np.float32))
+            x = torch.from_numpy(rng.random((n, k)).astype(np.float32)).to(DEVICE)
             x[:, 1::2] = (x[:, 1::2] < 0.5).float()  # binary components, as pass/fail rewards
-            w = torch.ones(k)
+            w = torch.ones(k, device=DEVICE)
             calls: dict[str, Callable[[], Any]] = {
                 "TRL lines (grpo)": lambda x=x, w=w: trl_lines(x, w, GROUP),
                 "ours grpo": lambda x=x: group_advantages(x, GROUP, estimator="grpo", options={"eps": 1e-4}),
@@ -304,6 +310,36 @@ def run_trl(ns: Sequence[int], ks: Sequence[int], repeats: int) -> list[Result]:
 # and a second call shows no rise at all).
 MEMORY_ENV = {"MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "0"}
 MEMORY_ONLY = False
+DEVICE = "cpu"  # --device: "cuda" times with a synchronisation after each call
+
+
+def _synced(calls: dict[str, Callable[[], Any]]) -> dict[str, Callable[[], Any]]:
+    """On CUDA, each call followed by a device synchronisation, so that its time includes its kernels."""
+    if DEVICE == "cpu":
+        return calls
+    import torch
+
+    def synced(fn: Callable[[], Any]) -> Callable[[], Any]:
+        def call() -> Any:
+            out = fn()
+            torch.cuda.synchronize()
+            return out
+
+        return call
+
+    return {name: synced(fn) for name, fn in calls.items()}
+
+
+def _cuda_peak(fn: Callable[[], Any]) -> float:
+    import torch
+
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    out = fn()
+    torch.cuda.synchronize()
+    del out
+    return float(torch.cuda.max_memory_allocated() - before)
 
 
 def _measure(
@@ -318,11 +354,12 @@ def _measure(
     *,
     input_bytes: int,
 ) -> list[Result]:
+    calls = _synced(calls)
     if MEMORY_ONLY:
         rows = []
         for name, fn in calls.items():
             fn()  # warm-up: imports, caches
-            peak = peak_extra(fn)
+            peak = peak_extra(fn) if DEVICE == "cpu" else _cuda_peak(fn)
             rows.append(
                 Result(
                     suite,
@@ -341,6 +378,9 @@ def _measure(
     outputs = {name: calls[name]() for name in {*equal, *equal.values()} if name in calls}
     for name, t in best.items():
         r = Result(suite, case, n, size, name, t, x_baseline=t / best[base] if base in best else None)
+        if DEVICE != "cpu":  # the caching allocator's own statistics, in this process
+            peak = _cuda_peak(calls[name])
+            r.peak_extra_mb, r.peak_x_input = peak / 2**20, peak / input_bytes
         if name in equal and equal[name] in outputs:
             r.max_abs_diff, r.diff_against = _diff(outputs[name], outputs[equal[name]]), equal[name]
         rows.append(r)
@@ -416,13 +456,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--k", type=int, nargs="+", default=[1, 3], help="trl: reward components")
     p.add_argument("--repeats", type=int, default=7, help="interleaved rounds (the row loops take part in 3)")
     p.add_argument("--skip", nargs="*", default=[], help="verl: leave out calls whose name contains this")
+    p.add_argument("--device", default="cpu", help="torch device of the tensors (cuda: synchronised timing)")
     p.add_argument("--no-memory", action="store_true", help="skip the peak-memory pass (a subprocess)")
     p.add_argument("--memory-only", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--json", type=Path)
     p.add_argument("--markdown", type=Path)
     args = p.parse_args(argv)
-    global MEMORY_ONLY
+    global MEMORY_ONLY, DEVICE
     MEMORY_ONLY = args.memory_only
+    DEVICE = args.device
     load_before = _loadavg()
     if args.suite == "verl":
         rows = run_verl(args.n or [65_536], args.length, args.layout, args.repeats, args.skip)
@@ -432,7 +474,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps([asdict(r) for r in rows]))
         return 0
     load_after = _loadavg()
-    if not args.no_memory:
+    if not args.no_memory and DEVICE == "cpu":
         _add_memory(rows, [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--no-memory"])
     table = markdown(rows)
     note = (
