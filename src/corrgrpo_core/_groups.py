@@ -460,20 +460,52 @@ def _labels_of_runs(ids: Array) -> Array | None:
     """Labels when every id forms one run of adjacent rows, else None (then a dict labels them)."""
     import numpy as np
 
+    change = _run_changes(ids)
+    if change is None:
+        return None
+    labels = np.empty(ids.shape[0], dtype=np.intp)
+    labels[0] = 0
+    np.cumsum(change, out=labels[1:])
+    return labels
+
+
+def _run_changes(ids: Array) -> Array | None:
+    """Where the id changes (bool, N - 1) when every id forms one run of adjacent rows, else None."""
+    import numpy as np
+
     try:
         change = np.asarray(ids[1:] != ids[:-1], dtype=bool)
     except (TypeError, ValueError):  # ids whose comparison is not a plain bool
         return None
     if change.shape != (ids.shape[0] - 1,):
         return None
-    starts = np.flatnonzero(change)
-    first = ids[np.concatenate(([0], starts + 1))].tolist()
+    first = ids[np.concatenate(([0], np.flatnonzero(change) + 1))].tolist()
     try:
         if len(set(first)) != len(first):
             return None  # some id comes back after another
     except TypeError:
         return None
-    labels = np.empty(ids.shape[0], dtype=np.intp)
-    labels[0] = 0
-    np.cumsum(change, out=labels[1:])
-    return labels
+    return change
+
+
+def run_length(ids: Array) -> int:
+    """n when host ids (any hashable type) form runs of n >= 2 adjacent rows each, else 0.
+
+    Such a batch is dense, ``(N / n, n, K)``: verl's usual layout (each prompt's n rollouts
+    adjacent). No labels are built, so nothing of N integers is allocated.
+    """
+    import numpy as np
+
+    ids = np.asarray(ids)
+    rows = ids.shape[0] if ids.ndim == 1 else 0
+    if rows < 2:
+        return 0
+    change = _run_changes(ids)
+    if change is None:
+        return 0
+    starts = np.flatnonzero(change)  # the last row of each run but the final one
+    runs = starts.shape[0] + 1
+    n = rows // runs
+    if n < 2 or n * runs != rows or not bool(np.all(starts == np.arange(n - 1, rows - 1, n))):
+        return 0
+    return n
