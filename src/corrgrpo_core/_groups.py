@@ -440,12 +440,16 @@ def group_labels(ids: Any, /) -> Array:
     labels = _labels_of_runs(ids)
     if labels is not None:
         return labels
+    # Each row -> the first row of its id (dict.setdefault over the rows, mapped in C, no Python
+    # frame per row), then those first rows -> 0..G-1 by direct addressing (they lie in [0, N)).
     seen: dict[Any, int] = {}
-    put = seen.setdefault
     try:
-        return np.fromiter((put(v, len(seen)) for v in ids.tolist()), dtype=np.intp, count=n)
+        first = np.fromiter(map(seen.setdefault, ids.tolist(), range(n)), dtype=np.intp, count=n)
     except TypeError as exc:
         raise TypeError(f"group ids must be hashable: {exc}") from None
+    present = np.zeros(n, dtype=bool)
+    present[first] = True
+    return (np.cumsum(present, dtype=np.intp) - 1)[first]
 
 
 def _object_array(values: Any) -> Array:

@@ -126,7 +126,10 @@ def dense(
             got = _host.corrgrpo(
                 a, wa, eps=eps, outside=outside, ddof=ddof, rtol=rtol, floor=min_correlation_sum
             )
-        return None if got is None else torch.from_numpy(got).reshape(scores.shape[:-1])
+        if got is None:
+            return None
+        out = torch.from_numpy(got)
+        return out if scores.ndim == 3 else out.reshape(scores.shape[:-1])
     return dense_ops(
         estimator,
         x,
