@@ -111,6 +111,8 @@ def test_inputs_are_not_mutated_and_the_kernel_declines_what_it_does_not_cover()
         "singleton": "zero",
     }
     assert kernel.dense("corrgrpo", x.half(), None, **opts) is None  # no half-precision statistics
+    assert kernel.dense("corrgrpo", x.bfloat16(), None, **opts) is None  # (nor a numpy view of it)
+    assert kernel.dense("grpo", x.long(), None, **opts) is None
     assert kernel.dense("corrgrpo", x, [1.0, 2.0], **opts) is None  # wrong weights: the generic error
     assert kernel.dense("corrgrpo", x[:, :1], None, **{**opts, "ddof": 1}) is None  # n <= ddof
     assert kernel.dense("corrgrpo", x.requires_grad_(), None, **opts) is None  # gradients: generic path

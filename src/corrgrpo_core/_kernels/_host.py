@@ -24,6 +24,51 @@ from typing import Any
 import numpy as np
 
 Array = Any
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+_EPS = {np.dtype(t): float(np.finfo(t).eps) for t in (np.float16, np.float32, np.float64)}
+
+
+def dense(
+    estimator: str,
+    scores: Array,
+    weights: Any,
+    *,
+    eps: float,
+    outside: bool,
+    ddof: int,
+    rtol: float,
+    singleton: str,
+    floor: float,
+) -> Array | None:
+    """Advantages shaped like ``scores`` without its last axis, or None for what this does not cover.
+
+    ``scores`` is ``(n, K)`` or ``(B, n, K)`` float32 / float64; None (the generic path runs) for
+    other dtypes, empty batches, ``n <= ddof``, a group of one under ``singleton="raise"``, weights
+    that are not K finite numbers (or need gradients), and scores that are not all finite.
+    """
+    if scores.dtype not in _FLOATS or scores.ndim not in (2, 3):
+        return None
+    x = scores if scores.ndim == 3 else scores[None]
+    b, n, k = x.shape
+    if b == 0 or n == 0 or k == 0 or n <= ddof or (n == 1 and singleton == "raise"):
+        return None
+    w = None
+    if weights is not None:
+        if getattr(weights, "requires_grad", False):
+            return None
+        try:
+            w = np.asarray(weights.detach().cpu() if hasattr(weights, "detach") else weights, dtype=x.dtype)
+        except (TypeError, ValueError, RuntimeError):
+            return None  # the generic path names the problem
+        if w.shape != (k,) or not bool(np.isfinite(w).all()):
+            return None
+    if estimator == "grpo":
+        out = grpo(x, w, eps=eps, outside=outside, ddof=ddof, rtol=rtol)
+    else:
+        out = corrgrpo(x, w, eps=eps, outside=outside, ddof=ddof, rtol=rtol, floor=floor)
+    if out is None or scores.ndim == 3:
+        return out
+    return out[0]
 
 
 def grpo(x: Array, w: Array | None, *, eps: float, outside: bool, ddof: int, rtol: float) -> Array | None:
@@ -78,7 +123,8 @@ def _corrgrpo(
     corr /= n - ddof
     corr[corr <= noise_floor(n, x.shape[2], x.dtype)] = 0.0  # rounding of the z-scores, not signal
     den = _den(np.maximum(corr, floor, out=corr), eps, outside)
-    den[den <= 0] = np.inf  # only with eps = 0: advantage 0, as the generic path
+    if eps <= 0:
+        den[den <= 0] = np.inf  # advantage 0 where the denominator is 0, as the generic path
     return _rows_out(num, den)
 
 
@@ -89,7 +135,7 @@ def noise_floor(n: int, k: int, dtype: Any) -> float:
     the z-scores' rounding turns into about n K^2 eps^2; with eps outside the square root that
     would move the denominator by sqrt of it (about 1e-7 in float32, as large as eps itself).
     """
-    return float((4.0 * k * n * np.finfo(dtype).eps) ** 2)
+    return float((4.0 * k * n * _EPS[np.dtype(dtype)]) ** 2)
 
 
 def _shifted(xt: Array, w: Array | None) -> tuple[Array, Array]:
@@ -113,12 +159,13 @@ def _moments(c: Array, ref: Array, n: int, rtol: float) -> tuple[Array, Array] |
     del sq
     if not np.isfinite(np.add.reduce(ss, axis=None)):
         return None  # NaN, inf or overflow: the generic path (float64) handles or names them
-    # population variance against the mean square of the unshifted values (as _stats.moments)
+    # population variance against the mean square of the unshifted values (as _stats.moments):
+    # ss > rtol^2 n (mean^2 + ss / n), i.e. ss (1 - rtol^2) > rtol^2 n mean^2
     m += ref
     m *= m
-    m += ss / n
     m *= rtol * rtol * n
-    return ss, ss > m
+    keep = 1.0 - rtol * rtol
+    return ss, (ss if keep == 1.0 else ss * keep) > m
 
 
 def _den(spread: Array, eps: float, outside: bool) -> Array:

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from . import _host
 from ._host import noise_floor
 
 Array = Any
@@ -89,6 +90,23 @@ def dense(
     axis, which on the CPU is several times slower than a copy. Temporaries: the shifted values
     and one product, each the input's size, so the peak is about twice the input.
     """
+    if scores.device.type == "cpu":  # numpy on the same memory: a fraction of torch's cost per call
+        try:
+            a = scores.numpy()  # refuses tensors that need gradients (they take the generic path)
+        except (RuntimeError, TypeError):  # requires_grad, a lazy negation, or no numpy dtype (bfloat16)
+            return None
+        got = _host.dense(
+            estimator,
+            a,
+            weights,
+            eps=eps,
+            outside=eps_placement == "outside",
+            ddof=ddof,
+            rtol=64.0 * _EPS64 if zero_variance_rtol is None else zero_variance_rtol,
+            singleton=singleton,
+            floor=min_correlation_sum,
+        )
+        return None if got is None else torch.from_numpy(got)
     x = scores
     if x.dtype not in (torch.float32, torch.float64) or x.ndim not in (2, 3) or x.requires_grad:
         return None
@@ -112,24 +130,6 @@ def dense(
         if w.shape != (k,) or not bool(torch.isfinite(w).all()):
             return None
     outside = eps_placement == "outside"
-    if x.device.type == "cpu":  # numpy on the same memory: a fraction of torch's cost per call
-        from . import _host
-
-        try:
-            a = x.numpy()
-        except RuntimeError:  # a lazily negated or conjugated view
-            return None
-        wa = None if w is None else w.numpy()
-        if estimator == "grpo":
-            got = _host.grpo(a, wa, eps=eps, outside=outside, ddof=ddof, rtol=rtol)
-        else:
-            got = _host.corrgrpo(
-                a, wa, eps=eps, outside=outside, ddof=ddof, rtol=rtol, floor=min_correlation_sum
-            )
-        if got is None:
-            return None
-        out = torch.from_numpy(got)
-        return out if scores.ndim == 3 else out.reshape(scores.shape[:-1])
     return dense_ops(
         estimator,
         x,
