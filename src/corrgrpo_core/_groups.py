@@ -437,19 +437,29 @@ def group_labels(ids: Any, /) -> Array:
     n = ids.shape[0]
     if n == 0:
         return np.zeros(0, dtype=np.intp)
-    labels = _labels_of_runs(ids)
-    if labels is not None:
-        return labels
-    # Each row -> the first row of its id (dict.setdefault over the rows, mapped in C, no Python
-    # frame per row), then those first rows -> 0..G-1 by direct addressing (they lie in [0, N)).
+    try:  # where the id changes between neighbours: runs of one id need hashing only once
+        change = np.asarray(ids[1:] != ids[:-1], dtype=bool)
+        if change.shape != (n - 1,):
+            raise ValueError
+    except (TypeError, ValueError):  # ids whose comparison is not a plain bool: every row is a head
+        change = np.ones(n - 1, dtype=bool)
+    heads = ids[np.concatenate(([0], np.flatnonzero(change) + 1))].tolist()
+    # Each run head -> the first head of its id (dict.setdefault mapped in C, no Python frame per
+    # row), then those -> 0..G-1 by direct addressing (they lie in [0, runs)).
     seen: dict[Any, int] = {}
+    runs = len(heads)
     try:
-        first = np.fromiter(map(seen.setdefault, ids.tolist(), range(n)), dtype=np.intp, count=n)
+        first = np.fromiter(map(seen.setdefault, heads, range(runs)), dtype=np.intp, count=runs)
     except TypeError as exc:
         raise TypeError(f"group ids must be hashable: {exc}") from None
-    present = np.zeros(n, dtype=bool)
+    run_of_row = np.empty(n, dtype=np.intp)
+    run_of_row[0] = 0
+    np.cumsum(change, out=run_of_row[1:])
+    if len(seen) == runs:  # every id is one run (verl's layout): the run index is the label
+        return run_of_row
+    present = np.zeros(runs, dtype=bool)
     present[first] = True
-    return (np.cumsum(present, dtype=np.intp) - 1)[first]
+    return (np.cumsum(present, dtype=np.intp) - 1)[first][run_of_row]
 
 
 def _object_array(values: Any) -> Array:
@@ -460,43 +470,12 @@ def _object_array(values: Any) -> Array:
     return out
 
 
-def _labels_of_runs(ids: Array) -> Array | None:
-    """Labels when every id forms one run of adjacent rows, else None (then a dict labels them)."""
-    import numpy as np
-
-    change = _run_changes(ids)
-    if change is None:
-        return None
-    labels = np.empty(ids.shape[0], dtype=np.intp)
-    labels[0] = 0
-    np.cumsum(change, out=labels[1:])
-    return labels
-
-
-def _run_changes(ids: Array) -> Array | None:
-    """Where the id changes (bool, N - 1) when every id forms one run of adjacent rows, else None."""
-    import numpy as np
-
-    try:
-        change = np.asarray(ids[1:] != ids[:-1], dtype=bool)
-    except (TypeError, ValueError):  # ids whose comparison is not a plain bool
-        return None
-    if change.shape != (ids.shape[0] - 1,):
-        return None
-    first = ids[np.concatenate(([0], np.flatnonzero(change) + 1))].tolist()
-    try:
-        if len(set(first)) != len(first):
-            return None  # some id comes back after another
-    except TypeError:
-        return None
-    return change
-
-
 def run_length(ids: Array) -> int:
     """n when host ids (any hashable type) form runs of n >= 2 adjacent rows each, else 0.
 
     Such a batch is dense, ``(N / n, n, K)``: verl's usual layout (each prompt's n rollouts
-    adjacent). No labels are built, so nothing of N integers is allocated.
+    adjacent). No labels are built, and only the run heads are hashed, and only once the runs
+    have one length (scattered ids cost one comparison of neighbours).
     """
     import numpy as np
 
@@ -504,12 +483,19 @@ def run_length(ids: Array) -> int:
     rows = ids.shape[0] if ids.ndim == 1 else 0
     if rows < 2:
         return 0
-    change = _run_changes(ids)
-    if change is None:
+    try:
+        change = np.asarray(ids[1:] != ids[:-1], dtype=bool)
+    except (TypeError, ValueError):  # ids whose comparison is not a plain bool
         return 0
-    starts = np.flatnonzero(change)  # the last row of each run but the final one
-    runs = starts.shape[0] + 1
+    if change.shape != (rows - 1,):
+        return 0
+    ends = np.flatnonzero(change)  # the last row of each run but the final one
+    runs = ends.shape[0] + 1
     n = rows // runs
-    if n < 2 or n * runs != rows or not bool(np.all(starts == np.arange(n - 1, rows - 1, n))):
+    if n < 2 or n * runs != rows or not bool(np.all(ends == np.arange(n - 1, rows - 1, n))):
         return 0
-    return n
+    heads = ids[::n].tolist()
+    try:
+        return n if len(set(heads)) == runs else 0  # no id comes back after another
+    except TypeError:
+        return 0
