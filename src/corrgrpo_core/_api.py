@@ -8,10 +8,11 @@ from typing import Any
 from . import _estimators as est
 from . import _kernels
 from ._batch import EPS_PLACEMENTS, Batch, check_choice, check_ddof, check_nonnegative, prepare, resolve_rtol
-from ._diagnostics import AdvantageStats, stats_from_parts
+from ._diagnostics import AdvantageStats, check_stats_finite, empty_stats, stats_from_parts
 from ._lib._compat import Array, Namespace
 
 IdsLike = Array | Sequence[int] | None
+STD_SCOPES = ("group", "batch")
 WeightsLike = Array | Sequence[float] | None
 
 
@@ -129,16 +130,19 @@ def corr_normalized_advantage(
 
     def compute(batch: Batch, rtol: float) -> Array:
         parts = est.corr_parts(batch, ddof=ddof, rtol=rtol)
-        den = est.corr_denominator(
-            parts, eps=eps, eps_placement=eps_placement, min_correlation_sum=floor, xp=batch.xp
-        )
         if return_stats:
+            den = est.corr_denominator(
+                parts, eps=eps, eps_placement=eps_placement, min_correlation_sum=floor, xp=batch.xp
+            )
             stats.append(
                 stats_from_parts(
                     batch, parts, den, eps=eps, eps_placement=eps_placement, ddof=ddof, rtol=rtol
                 )
             )
-        return est._rows_only(batch, est.safe_divide(parts.numerator, den, batch.xp))
+        return est.corrgrpo(
+            batch, eps=eps, eps_placement=eps_placement, ddof=ddof, rtol=rtol, min_correlation_sum=floor,
+            parts=parts,
+        )
 
     adv = _run(scores, group_ids, weights, nan_policy, singleton, xp, zero_variance_rtol, compute,
                group_local=not return_stats)
@@ -146,7 +150,7 @@ def corr_normalized_advantage(
         return adv
     if not stats:  # empty batch
         return adv, advantage_stats(scores, group_ids, weights=weights, nan_policy=nan_policy, xp=xp)
-    return adv, stats[0]
+    return adv, check_stats_finite(stats[0])
 
 
 def advantage_stats(
@@ -183,20 +187,24 @@ def advantage_stats(
     floor = check_nonnegative("min_correlation_sum", min_correlation_sum)
     threshold = check_nonnegative("degenerate_threshold", degenerate_threshold)
     batch = prepare(scores, group_ids, weights=weights, nan_policy=nan_policy, singleton="zero", xp=xp)
+    if 0 in batch.raw.shape[:-1]:
+        return empty_stats(batch)
     rtol = resolve_rtol(zero_variance_rtol, batch.xp, batch.raw.dtype)
     parts = est.corr_parts(batch, ddof=ddof, rtol=rtol)
     den = est.corr_denominator(
         parts, eps=eps, eps_placement=eps_placement, min_correlation_sum=floor, xp=batch.xp
     )
-    return stats_from_parts(
-        batch,
-        parts,
-        den,
-        eps=eps,
-        eps_placement=eps_placement,
-        ddof=ddof,
-        rtol=rtol,
-        degenerate_threshold=threshold,
+    return check_stats_finite(
+        stats_from_parts(
+            batch,
+            parts,
+            den,
+            eps=eps,
+            eps_placement=eps_placement,
+            ddof=ddof,
+            rtol=rtol,
+            degenerate_threshold=threshold,
+        )
     )
 
 
@@ -209,6 +217,7 @@ def grpo_advantage(
     eps: float = 1e-6,
     eps_placement: str = "outside",
     ddof: int = 1,
+    std_scope: str = "group",
     singleton: str = "zero",
     zero_variance_rtol: float | None = None,
     nan_policy: str = "raise",
@@ -218,7 +227,9 @@ def grpo_advantage(
 
     ``eps=1e-6`` outside the square root matches verl (TRL uses 1e-4, OpenRLHF 1e-9). Groups
     whose total does not vary, and groups of one, get 0 (verl gives a singleton R / (1 + eps)).
-    Other options as in :func:`corr_normalized_advantage`.
+    ``std_scope="batch"`` keeps the group mean but divides by one standard deviation of R over
+    the whole batch (TRL's ``scale_rewards="batch"``); the batch's rows must then all be passed
+    in one call. Other options as in :func:`corr_normalized_advantage`.
 
     Examples
     --------
@@ -226,15 +237,21 @@ def grpo_advantage(
     >>> s = np.array([[.1, .18, .8], [.18, .1, 7.28], [.82, .9, 8], [.9, .82, 1.52]])
     >>> np.round(cc.grpo_advantage(s), 4)
     array([-1.0954,  0.5477,  1.0954, -0.5477])
+    >>> np.round(cc.grpo_advantage(np.stack([s, 2 * s]), std_scope="batch"), 4)
+    array([[-0.6693,  0.3347,  0.6693, -0.3347],
+           [-1.3387,  0.6693,  1.3387, -0.6693]])
     """
     eps = _eps(eps, eps_placement)
     ddof = check_ddof(ddof)
-    fast = _kernels.dense_estimator(
-        "grpo", scores, group_ids, xp, weights=weights, eps=eps, eps_placement=eps_placement, ddof=ddof,
-        zero_variance_rtol=_rtol_option(zero_variance_rtol), singleton=singleton,
-    )
-    if fast is not None:
-        return fast
+    check_choice("std_scope", std_scope, STD_SCOPES)
+    if std_scope == "group":
+        fast = _kernels.dense_estimator(
+            "grpo", scores, group_ids, xp, weights=weights, eps=eps, eps_placement=eps_placement, ddof=ddof,
+            zero_variance_rtol=_rtol_option(zero_variance_rtol), singleton=singleton,
+        )
+        if fast is not None:
+            return fast
+    kernel = est.grpo if std_scope == "group" else est.grpo_batch_std
     return _run(
         scores,
         group_ids,
@@ -243,8 +260,8 @@ def grpo_advantage(
         singleton,
         xp,
         zero_variance_rtol,
-        lambda b, rtol: est.grpo(b, eps=eps, eps_placement=eps_placement, ddof=ddof, rtol=rtol),
-        group_local=True,
+        lambda b, rtol: kernel(b, eps=eps, eps_placement=eps_placement, ddof=ddof, rtol=rtol),
+        group_local=std_scope == "group",
     )
 
 

@@ -280,9 +280,14 @@ def overflow_check(
     """A clear error instead of NaN or inf tables when huge values overflow float64 statistics.
 
     Results must be finite, and NaN only where an input is missing (``inf - inf`` is an overflow).
+    Called before anything is computed (``values`` empty), it refuses weighted values whose squares
+    overflow: the core would refuse their covariance sum with a message that cannot name the file.
     """
+    too_big = _squares_overflow(scores, weights)
+    if not too_big and not values:
+        return
     missing = bool(np.isnan(scores).any())
-    if all(bool(np.all(np.isfinite(v) | (np.isnan(v) & missing))) for v in values):
+    if not too_big and all(bool(np.all(np.isfinite(v) | (np.isnan(v) & missing))) for v in values):
         return
     magnitude = np.abs(np.nan_to_num(scores * weights, nan=0.0))
     row, col = np.unravel_index(int(np.argmax(magnitude)), magnitude.shape)
@@ -293,6 +298,14 @@ def overflow_check(
         f"{source}: values as large as {big:.3g} (component {name!r}, row {row + 1}) overflow the "
         f"float64 statistics (their squares pass 1.8e308); rescale that component, e.g. {hint}"
     )
+
+
+def _squares_overflow(scores: Array, weights: Array) -> bool:
+    """Whether some weighted value's square passes float64's largest (column reductions, no copy)."""
+    if scores.size == 0:
+        return False
+    top = np.maximum(np.abs(np.fmax.reduce(scores, axis=0)), np.abs(np.fmin.reduce(scores, axis=0)))
+    return bool(np.nanmax(np.append(top * np.abs(weights), 0.0)) > np.sqrt(np.finfo(np.float64).max))
 
 
 def explain(
@@ -319,6 +332,7 @@ def explain(
     shown = list(range(batch.n_groups)) if detail is None else list(detail)
     advantages: dict[str, Array] = {}
     with np.errstate(all="ignore"):
+        overflow_check(batch.source, batch.components, batch.scores, w, [])
         for name in estimators:
             try:
                 advantages[name] = sliced_advantages(

@@ -432,6 +432,7 @@ def _analyse_step(
     use_score = score is not None and report.run_estimator in _TOTAL_ONLY and bool(np.all(np.isfinite(score)))
     report.baseline_from_score = report.baseline_from_score or use_score
     with np.errstate(all="ignore"):
+        overflow_check(batch.source, batch.components, batch.scores, w, [])
         table = group_table(batch.scores, ids, n_groups, weights=w, nan_policy=nan_policy)
         try:
             if use_score:
