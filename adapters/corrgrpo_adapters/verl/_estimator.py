@@ -18,7 +18,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from corrgrpo_core import advantage_stats, broadcast_to_tokens, compute_advantages, get_estimator, group_labels
+from corrgrpo_core import (
+    advantage_stats,
+    broadcast_to_tokens,
+    compute_advantages,
+    get_estimator,
+    group_labels,
+)
 from corrgrpo_core._groups import run_length
 
 from ._config import METRICS_PREFIX, ConfigError, RewardSpec, reward_spec
