@@ -1,14 +1,17 @@
-"""Opt-in cgroup v2 memory cap per sandbox: ``CORRGRPO_SANDBOX_CGROUP=<delegated cgroup directory>``.
+"""cgroup v2 memory cap per sandbox, where the machine delegates a cgroup subtree to the scorer.
 
-Where the machine delegates a cgroup v2 subtree with the memory controller enabled for its children
+Where a cgroup v2 directory is delegated with the memory controller enabled for its children
 (``memory`` in the directory's ``cgroup.subtree_control``, the directory writable by the scorer), each
 sandbox gets a child cgroup with ``memory.max`` (and ``memory.swap.max = 0``, ``memory.oom.group = 1``):
 the kernel then counts all of the sandbox's memory, kernel buffers and tmpfs pages included, with no
 polling window. The sandbox's ``bwrap`` is started behind a gate (a shell blocked on a pipe) until the
 scorer has moved it into the cgroup, so every descendant starts inside it.
 
-Not detected automatically: the machines this was written on mount cgroup v1 for memory, so this path
-is checked only with a stand-in directory (plumbing), not against a kernel; set the variable to use it.
+Which directory: ``CORRGRPO_SANDBOX_CGROUP=<directory>`` names one; ``CORRGRPO_SANDBOX_CGROUP=off``
+turns the mode off; unset, the scorer's own cgroup (``0::<path>`` in ``/proc/self/cgroup``, under the
+cgroup2 mount) is used when it passes the same checks. Otherwise the sandbox falls back to the watchdog.
+The machines this was written on mount cgroup v1 for memory, so this path is checked only with a
+stand-in directory (plumbing), not against a kernel.
 """
 
 from __future__ import annotations
@@ -23,18 +26,60 @@ __all__ = ["cgroup_parent", "create", "oom_killed", "remove"]
 _COUNTER = itertools.count()
 
 
-def cgroup_parent() -> str | None:
-    """The delegated directory from ``CORRGRPO_SANDBOX_CGROUP``, if it is usable; else None."""
-    path = os.environ.get("CORRGRPO_SANDBOX_CGROUP")
-    if not path or not os.path.isdir(path) or not os.access(path, os.W_OK):
-        return None
+_PROC_SELF_CGROUP = "/proc/self/cgroup"
+_PROC_MOUNTS = "/proc/self/mounts"
+
+
+def _cgroup2_mount() -> str | None:
+    """Where the cgroup2 file system is mounted (``/sys/fs/cgroup`` on most hosts, ``.../unified`` on
+    hybrid ones), from the mount table rather than a guessed path."""
     try:
-        with open(os.path.join(path, "cgroup.subtree_control")) as handle:
-            if "memory" not in handle.read().split():
-                return None
+        with open(_PROC_MOUNTS) as handle:
+            for line in handle:
+                fields = line.split()
+                if len(fields) > 2 and fields[2] == "cgroup2":
+                    return fields[1]
     except OSError:
         return None
-    return path
+    return None
+
+
+def _own_cgroup() -> str | None:
+    """The scorer's own cgroup v2 directory (the ``0::`` line of /proc/self/cgroup), if there is one."""
+    try:
+        with open(_PROC_SELF_CGROUP) as handle:
+            lines = handle.read().splitlines()
+    except OSError:
+        return None
+    root = _cgroup2_mount()
+    for line in lines:
+        if line.startswith("0::") and root is not None:
+            return os.path.join(root, line[3:].lstrip("/"))
+    return None
+
+
+def _usable(path: str) -> bool:
+    if not os.path.isdir(path) or not os.access(path, os.W_OK):
+        return False
+    try:
+        with open(os.path.join(path, "cgroup.subtree_control")) as handle:
+            return "memory" in handle.read().split()
+    except OSError:
+        return False
+
+
+def cgroup_parent() -> str | None:
+    """The delegated directory sandboxes' cgroups go under, or None (then the watchdog caps memory).
+
+    ``CORRGRPO_SANDBOX_CGROUP`` names it (``off``: none); unset, the scorer's own cgroup is used when it
+    is a delegated cgroup v2 directory with the memory controller enabled for its children.
+    """
+    path = os.environ.get("CORRGRPO_SANDBOX_CGROUP")
+    if path == "off":
+        return None
+    if not path:
+        path = _own_cgroup()
+    return path if path is not None and _usable(path) else None
 
 
 def _write(path: str, value: str) -> None:

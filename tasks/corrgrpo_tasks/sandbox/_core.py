@@ -554,7 +554,7 @@ def _spawn(args: list[str], *, stdin: bytes, limits: Limits, pass_fds: Sequence[
         if memory_mode == "cgroup":
             parent = _cgroup.cgroup_parent()
             if parent is None:
-                raise OSError("CORRGRPO_SANDBOX_CGROUP is no longer a usable cgroup directory")
+                raise OSError("the delegated cgroup directory is no longer usable")
             cgroup = _cgroup.create(parent, limits.memory_mb << 20)
             # bwrap waits behind a tiny interpreter blocked on a pipe until it is inside the cgroup (dash
             # cannot name descriptors above 9 in a redirection, and /dev/fd is closed to the dropped uid).

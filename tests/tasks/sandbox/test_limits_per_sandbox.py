@@ -169,3 +169,28 @@ def test_cgroup_mode_plumbing_with_a_stand_in_directory(box: Sandbox, tmp_path: 
     assert (child / "cgroup.kill").read_text() == "1"  # what is left is killed when the run ends
     (parent / "cgroup.subtree_control").write_text("cpu pids\n")  # no memory controller: not used
     assert Sandbox().memory_mode == "watchdog"
+
+
+def test_cgroup_mode_found_from_the_scorers_own_cgroup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unset, the variable defers to the scorer's own cgroup: the cgroup2 mount from the mount table, the
+    ``0::`` line of /proc/self/cgroup. A stand-in mount table and directory check the detection (not the
+    kernel); ``off`` turns the mode off, and a directory without the memory controller is not used."""
+    from corrgrpo_tasks.sandbox import _cgroup
+
+    mount, own = tmp_path / "unified", tmp_path / "unified" / "job" / "scorer"
+    own.mkdir(parents=True)
+    (own / "cgroup.subtree_control").write_text("cpu memory\n")
+    (tmp_path / "mounts").write_text(f"proc /proc proc rw 0 0\ncgroup2 {mount} cgroup2 rw 0 0\n")
+    (tmp_path / "cgroup").write_text("4:memory:/elsewhere\n0::/job/scorer\n")
+    monkeypatch.setattr(_cgroup, "_PROC_MOUNTS", str(tmp_path / "mounts"))
+    monkeypatch.setattr(_cgroup, "_PROC_SELF_CGROUP", str(tmp_path / "cgroup"))
+    monkeypatch.delenv("CORRGRPO_SANDBOX_CGROUP", raising=False)
+    assert _cgroup.cgroup_parent() == str(own)
+    assert Sandbox().memory_mode == "cgroup"
+    monkeypatch.setenv("CORRGRPO_SANDBOX_CGROUP", "off")
+    assert _cgroup.cgroup_parent() is None
+    monkeypatch.delenv("CORRGRPO_SANDBOX_CGROUP")
+    (own / "cgroup.subtree_control").write_text("cpu\n")
+    assert _cgroup.cgroup_parent() is None
+    (tmp_path / "mounts").write_text("proc /proc proc rw 0 0\n")  # no cgroup2 mounted at all
+    assert _cgroup._own_cgroup() is None
