@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import _estimators as est
+from . import _kernels
 from ._batch import EPS_PLACEMENTS, Batch, check_choice, check_ddof, check_nonnegative, prepare, resolve_rtol
 from ._diagnostics import AdvantageStats, check_stats_finite, empty_stats, stats_from_parts
 from ._lib._compat import Array, Namespace
@@ -37,6 +38,10 @@ def _run(
     if pieces is None:
         return batch.finish(compute(batch, rtol))
     return batch.finish(batch.xp.concat([compute(piece, rtol) for piece in pieces], axis=0))
+
+
+def _rtol_option(zero_variance_rtol: float | None) -> float | None:
+    return None if zero_variance_rtol is None else check_nonnegative("zero_variance_rtol", zero_variance_rtol)
 
 
 def _eps(eps: float, placement: str, name: str = "eps_placement") -> float:
@@ -113,6 +118,14 @@ def corr_normalized_advantage(
     eps = _eps(eps, eps_placement)
     ddof = check_ddof(ddof)
     floor = check_nonnegative("min_correlation_sum", min_correlation_sum)
+    if not return_stats:
+        fast = _kernels.dense_estimator(
+            "corrgrpo", scores, group_ids, xp, weights=weights, eps=eps, eps_placement=eps_placement,
+            ddof=ddof, zero_variance_rtol=_rtol_option(zero_variance_rtol), singleton=singleton,
+            min_correlation_sum=floor,
+        )
+        if fast is not None:
+            return fast
     stats: list[AdvantageStats] = []
 
     def compute(batch: Batch, rtol: float) -> Array:
@@ -231,6 +244,13 @@ def grpo_advantage(
     eps = _eps(eps, eps_placement)
     ddof = check_ddof(ddof)
     check_choice("std_scope", std_scope, STD_SCOPES)
+    if std_scope == "group":
+        fast = _kernels.dense_estimator(
+            "grpo", scores, group_ids, xp, weights=weights, eps=eps, eps_placement=eps_placement, ddof=ddof,
+            zero_variance_rtol=_rtol_option(zero_variance_rtol), singleton=singleton,
+        )
+        if fast is not None:
+            return fast
     kernel = est.grpo if std_scope == "group" else est.grpo_batch_std
     return _run(
         scores,

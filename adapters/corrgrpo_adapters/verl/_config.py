@@ -12,8 +12,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # verl estimator name -> core estimator name. ``grpo_covariance_coefficient`` is the name the paper's own
-# verl fork uses for CorrGRPO, so its launch scripts select our estimator unchanged.
+# verl fork uses for CorrGRPO, so its launch scripts select our estimator unchanged. ``core_grpo`` is the
+# core's GRPO under a name verl does not use: verl's GRPO maths (eps 1e-6 outside the std, ddof 1), a
+# group of one gets 0, and the whole call costs less than verl's own ``grpo_vectorized``.
 ESTIMATORS: Mapping[str, str] = {
+    "core_grpo": "grpo",
     "corrgrpo": "corrgrpo",
     "grpo_covariance_coefficient": "corrgrpo",
     "gdpo_corr": "gdpo_corr",
@@ -25,7 +28,7 @@ ESTIMATORS: Mapping[str, str] = {
 # keeps the centred score (Dr.GRPO). The CorrGRPO counterpart keeps the centred weighted total, which is
 # exactly the core's ``dr_grpo``. The other estimators normalise each component before combining them;
 # they have no std-free form, so the flag is rejected for them instead of being silently ignored.
-UNNORMALISED: Mapping[str, str] = {"corrgrpo": "dr_grpo"}
+UNNORMALISED: Mapping[str, str] = {"corrgrpo": "dr_grpo", "grpo": "dr_grpo"}
 
 # V1 trainer modes we register: our name -> the verl mode whose behaviour it keeps.
 TRAINER_MODES: Mapping[str, str] = {

@@ -18,7 +18,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from corrgrpo_core import advantage_stats, broadcast_to_tokens, compute_advantages, get_estimator
+from corrgrpo_core import (
+    advantage_stats,
+    broadcast_to_tokens,
+    compute_advantages,
+    get_estimator,
+    group_labels,
+)
+from corrgrpo_core._groups import run_length
 
 from ._config import METRICS_PREFIX, ConfigError, RewardSpec, reward_spec
 
@@ -123,29 +130,32 @@ def component_matrix(
 
 def group_ids(index: Any) -> np.ndarray:
     """verl's ``uid`` values (any hashable, any order, mixed types as verl's own dict allows) -> integer
-    group ids, numbered in order of first appearance."""
+    group ids, numbered in order of first appearance.
+
+    ``corrgrpo_core.group_labels``: ids in runs (verl's layout) hash one id per run, scattered ids
+    go through a dict; neither sorts the strings as ``numpy.unique`` would.
+    """
     if index is None:
         raise ConfigError(
             "the advantage call got no 'uid' index; corrgrpo estimators group responses by "
             "verl's non_tensor_batch['uid']"
         )
-    labels: dict[Any, int] = {}
     uids = np.asarray(index, dtype=object).reshape(-1)
     try:
-        return np.fromiter((labels.setdefault(u, len(labels)) for u in uids), dtype=np.int64, count=uids.shape[0])
+        return np.asarray(group_labels(uids))
     except TypeError:  # unhashable uids (lists, arrays): group by their text, as a log would show them
-        labels.clear()
-        return np.fromiter((labels.setdefault(repr(u), len(labels)) for u in uids), dtype=np.int64,
-                           count=uids.shape[0])
+        return np.asarray(group_labels(np.array([repr(u) for u in uids], dtype=object)))
 
 
 def _scores(
     spec: RewardSpec, token_level_rewards: torch.Tensor, non_tensor_batch: Mapping[str, Any] | None
-) -> np.ndarray:
+) -> np.ndarray | torch.Tensor:
+    """(N, K) scores: float64 numpy components, or for one component verl's sequence reward as an
+    (N, 1) tensor in the token rewards' dtype and device (the core computes there)."""
     n_rows = token_level_rewards.shape[0]
     if not spec.keys:
         # One component: the sequence reward verl's own GRPO uses (in-reward KL included, if enabled).
-        return token_level_rewards.detach().sum(-1).to("cpu", torch.float64).numpy()[:, None]
+        return token_level_rewards.detach().sum(-1).unsqueeze(-1)
     source = active_source()
     if non_tensor_batch is not None:
         values, origin = non_tensor_batch, "non_tensor_batch"
@@ -159,6 +169,12 @@ def _scores(
             "make sure the corrgrpo plugin loaded (python -m corrgrpo_adapters.verl)"
         )
     return component_matrix(values, spec.keys, n_rows, origin=origin)
+
+
+def _host(scores: np.ndarray | torch.Tensor) -> np.ndarray:
+    if isinstance(scores, torch.Tensor):
+        return scores.to("cpu", torch.float64).numpy()
+    return scores
 
 
 def reward_metrics(scores: np.ndarray, ids: np.ndarray, spec: RewardSpec) -> dict[str, float]:
@@ -178,10 +194,14 @@ def reward_metrics(scores: np.ndarray, ids: np.ndarray, spec: RewardSpec) -> dic
     return metrics
 
 
-def _check_missing(scores: np.ndarray, spec: RewardSpec) -> None:
+def _check_missing(scores: np.ndarray | torch.Tensor, spec: RewardSpec) -> None:
     """Missing rewards (None or NaN) name their key, unless nan_policy='ignore' leaves them out."""
     if spec.core_kwargs.get("nan_policy", "raise") != "raise":
         return
+    if isinstance(scores, torch.Tensor):  # one reduction where it lives; rows only when some are missing
+        if not bool(torch.isnan(scores).any()):
+            return
+        scores = _host(scores)
     missing = np.isnan(scores)
     if not missing.any():
         return
@@ -216,22 +236,34 @@ def advantages_for_verl(
     ``algorithm.estimator_kwargs``.
     """
     spec = reward_spec(config if config is not None else {}, estimator)
-    ids = group_ids(index)
+    if index is None:
+        group_ids(index)  # raises, naming the missing uid
     scores = _scores(spec, token_level_rewards, non_tensor_batch)
     _check_missing(scores, spec)
     source = active_source()
     final_row = source.final_row if source is not None else None
-    if final_row is not None:
-        finals, to_final = np.unique(final_row, return_inverse=True)
-        ids, scores = group_ids(np.asarray(index)[finals]), scores[finals]
     weights = None if spec.weights is None else np.asarray(spec.weights)
-    adv = np.asarray(
-        compute_advantages(scores, ids, estimator=spec.core_estimator, weights=weights, **spec.core_kwargs)
-    )
-    if final_row is not None:
-        adv = adv[to_final.reshape(-1)]
+    run = run_length(np.asarray(index, dtype=object).reshape(-1)) if final_row is None else 0
+    ids: np.ndarray | None = None
+    if run:  # verl's layout, groups of one size in runs: dense groups, no labels, no host copy of scores
+        dense = scores.reshape(-1, run, scores.shape[-1])
+        adv = compute_advantages(dense, estimator=spec.core_estimator, weights=weights, **spec.core_kwargs)
+        adv = adv.reshape(-1)
+    else:
+        ids, host = group_ids(index), _host(scores)
+        if final_row is not None:
+            finals, to_final = np.unique(final_row, return_inverse=True)
+            ids, host = group_ids(np.asarray(index, dtype=object).reshape(-1)[finals]), host[finals]
+        adv = compute_advantages(host, ids, estimator=spec.core_estimator, weights=weights, **spec.core_kwargs)
+        if final_row is not None:
+            adv = np.asarray(adv)[to_final.reshape(-1)]
     adv_t = torch.as_tensor(adv, dtype=token_level_rewards.dtype, device=token_level_rewards.device)
     tokens = broadcast_to_tokens(adv_t, response_mask)
     if source is not None:
-        source.metrics.update(reward_metrics(scores, ids, spec))
+        if ids is None:
+            ids = group_ids(index)
+        host = _host(scores)
+        if final_row is not None:
+            host = host[np.unique(final_row)]
+        source.metrics.update(reward_metrics(host, ids, spec))
     return tokens, tokens

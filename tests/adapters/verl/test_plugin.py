@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-ESTIMATORS = ["corrgrpo", "grpo_covariance_coefficient", "gdpo_corr", "mo_grpo", "dara"]
+ESTIMATORS = ["core_grpo", "corrgrpo", "grpo_covariance_coefficient", "gdpo_corr", "mo_grpo", "dara"]
 MODES = ["corrgrpo", "corrgrpo_colocate_async", "corrgrpo_separate_async"]
 
 REPORT = f"""
@@ -132,7 +132,7 @@ def test_name_collision_leaves_that_name_and_registers_the_others(run_python: An
 @pytest.mark.parametrize(
     ("env", "code", "needle"),
     [
-        ({}, 0, "estimators ['corrgrpo', 'grpo_covariance_coefficient', 'gdpo_corr', 'mo_grpo', 'dara']"),
+        ({}, 0, "estimators ['core_grpo', 'corrgrpo', 'grpo_covariance_coefficient', 'gdpo_corr', 'mo_grpo', 'dara']"),
         ({"VERL_USE_EXTERNAL_PLUGINS": "none"}, 1, "did not load the verl.plugins entry point"),
     ],
 )
