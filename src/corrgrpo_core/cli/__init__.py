@@ -3,6 +3,7 @@
 ``corrgrpo explain FILE``   per-group denominators, correlations, c_q and advantages of a reward batch
 ``corrgrpo simulate``       a small multi-reward learning simulation, every estimator, several seeds
 ``corrgrpo demo``           ``explain --example`` and a short ``simulate``, plots written to a folder
+``corrgrpo train``          train a small LM with each estimator through TRL on a CPU (needs TRL)
 ``corrgrpo estimators``     the registered estimators
 
 Call :func:`main` with an argument list (as the tests do) or run ``python -m corrgrpo_core.cli``.
@@ -102,6 +103,9 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     sub.add_parser("estimators", help="list the registered estimators")
+    from .train import add_train_parser
+
+    add_train_parser(sub)
     return parser
 
 
@@ -282,6 +286,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _run_simulation(args, out)
         if args.command == "demo":
             return _cmd_demo(args, out)
+        if args.command == "train":
+            from .train import run_train
+
+            return run_train(args, out)
         return _cmd_estimators(out)
     except CliError as err:
         print(f"corrgrpo {args.command}: error: {err}", file=sys.stderr)

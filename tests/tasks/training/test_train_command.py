@@ -1,0 +1,85 @@
+"""``corrgrpo train`` end to end in seconds: a tiny warm start, two real GRPO steps per estimator through
+TRL and the project's adapter, the RLLA reward, the outputs. Needs trl (ci/envs/trl/training.args)."""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from corrgrpo_core.cli import main
+from corrgrpo_tasks.tool_calling import COMPONENTS, RANGES
+
+pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::UserWarning",
+                                        "ignore::DeprecationWarning")
+
+TINY = ("--steps", "2", "--eval-every", "1", "--eval-size", "4", "--train-size", "40", "--warm-steps", "3",
+        "--hidden-size", "32", "--layers", "1", "--prompts-per-step", "2", "--generations", "4",
+        "--no-progress")
+
+
+@pytest.fixture
+def train(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+          capsys: pytest.CaptureFixture[str]) -> Callable[..., tuple[int, str, Path]]:
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+    def run(*argv: str) -> tuple[int, str, Path]:
+        out = tmp_path / "out"
+        code = main(["train", *TINY, "--out", str(out), "--cache-dir", str(tmp_path / "cache"), *argv])
+        return code, capsys.readouterr().out, out
+
+    return run
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with path.open() as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_two_estimators_train_evaluate_and_write_every_output(train: Callable[..., tuple[int, str, Path]]) -> None:
+    code, text, out = train("--estimators", "grpo,corrgrpo")
+    assert code == 0
+    for name in ("evals.csv", "steps.csv", "rewards.png", "accuracy.png", "report.md"):
+        assert (out / name).stat().st_size > 0
+    evals = _rows(out / "evals.csv")
+    assert [(r["estimator"], r["step"]) for r in evals] == [
+        (e, s) for e in ("grpo", "corrgrpo") for s in ("0", "1", "2")]
+    for row in evals:
+        for name in (*COMPONENTS, "exact_match"):
+            low, high = RANGES[name]
+            assert low <= float(row[name]) <= high
+    # Step 0 is the shared warm start: identical for both estimators.
+    assert evals[0] | {"estimator": ""} == evals[3] | {"estimator": ""}
+    steps = _rows(out / "steps.csv")
+    assert len(steps) == 4
+    for row in steps:
+        assert float(row["max_abs_advantage"]) >= 0.0
+        assert "rewards/values_reward/mean" in row
+        assert "corrgrpo/c_q/mean" in row
+    report = (out / "report.md").read_text()
+    assert "| corrgrpo |" in report
+    assert "Paired differences against grpo" in report
+    assert "warm start" in text
+
+
+def test_the_warm_start_is_cached_and_reused(train: Callable[..., tuple[int, str, Path]]) -> None:
+    code, first, _ = train("--estimators", "dr_grpo")
+    assert code == 0
+    assert "supervised steps" in first
+    code, second, out = train("--estimators", "gdpo")
+    assert code == 0
+    assert "cached checkpoint" in second
+    assert "supervised steps" not in second
+    assert {r["estimator"] for r in _rows(out / "evals.csv")} == {"gdpo"}
+
+
+def test_a_bad_option_value_is_a_one_line_error(train: Callable[..., tuple[int, str, Path]],
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, _ = train("--generations", "1")
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "num_generations must be >= 2" in err
+    assert err.count("\n") == 1
