@@ -88,6 +88,12 @@ def add_train_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     p.add_argument(
         "--lr", type=float, default=None, help="GRPO learning rate (Adam, constant) [task default]"
     )
+    p.add_argument(
+        "--temperature",
+        type=float,
+        default=None,
+        help="sampling temperature of the GRPO rollouts [task default]",
+    )
     p.add_argument("--prompts-per-step", type=int, default=None, help="prompts per GRPO step [task default]")
     p.add_argument("--generations", type=int, default=None, help="completions per prompt (group size) [8]")
     p.add_argument(
@@ -125,6 +131,7 @@ _FIELDS = {
     "lr": "lr",
     "prompts_per_step": "prompts_per_step",
     "generations": "num_generations",
+    "temperature": "temperature",
     "warm_steps": "warm_steps",
     "hidden_size": "hidden_size",
     "layers": "layers",

@@ -141,7 +141,9 @@ def make_code_examples(n_train: int, n_eval: int, *, seed: int = 0) -> tuple[lis
 
 def code_pieces() -> list[str]:
     """Whole tokens for the tiny tokenizer: the fence and the function scaffolding."""
-    pieces = ["```python\ndef ", "\n```", "    return ", "):\n", '    """', "    >>> "]
+    # No piece may start with a character that can end the prompt ("\n"): SFTTrainer needs the prompt's
+    # tokens to be a prefix of prompt + completion.
+    pieces = ["```python\ndef ", "```", "    return ", "):\n", '    """', "    >>> "]
     pieces += sorted({f"{n}_" for n in _NAMES}) + sorted(set(_SUFFIXES))
     return pieces
 

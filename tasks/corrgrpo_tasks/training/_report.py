@@ -23,7 +23,8 @@ __all__ = ["interval", "load_csv", "summarise", "write_outputs"]
 _T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
          2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
          2.045, 2.042)
-THRESHOLD_GAIN = 0.10  # steps to threshold: first evaluation with success >= warm start + this
+THRESHOLD_GAIN = 0.10
+DIAGNOSTICS = ("max_abs_advantage", "corrgrpo/c_q/mean", "corrgrpo/correlation_sum/mean", "frac_reward_zero_std")  # steps to threshold: first evaluation with success >= warm start + this
 
 
 def interval(values: Sequence[float]) -> tuple[float, float]:
@@ -170,7 +171,8 @@ def render_report(summary: Mapping[str, Any], records: RunRecords | None = None)
     return "\n".join(lines)
 
 
-def _plot(evals: Sequence[Mapping[str, Any]], keys: Sequence[str], path: Path, title: str) -> Path:
+def _plot(evals: Sequence[Mapping[str, Any]], keys: Sequence[str], path: Path, title: str, *,
+          smooth: int = 1) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -187,7 +189,10 @@ def _plot(evals: Sequence[Mapping[str, Any]], keys: Sequence[str], path: Path, t
             steps = sorted({int(r["step"]) for s in seeds for r in runs[(est, s)]})
             means, lows, highs = [], [], []
             for step in steps:
-                vals = [float(r[key]) for s in seeds for r in runs[(est, s)] if int(r["step"]) == step]
+                vals = [float(r[key]) for s in seeds for r in runs[(est, s)]
+                        if step - smooth < int(r["step"]) <= step and key in r and not math.isnan(float(r[key]))]
+                if not vals:
+                    vals = [math.nan]
                 m, h = interval(vals)
                 means.append(m)
                 lows.append(m - (0 if math.isnan(h) else h))
@@ -222,6 +227,8 @@ def write_outputs(records: RunRecords, out: str | Path) -> str:
         _plot(records.evals, [*task.components, "score"], folder / "rewards.png",
               f"held-out reward components, greedy{band}")
         _plot(records.evals, [task.success], folder / "accuracy.png", f"held-out {task.success}{band}")
+        _plot(records.steps, [*(f"rewards/{c}/mean" for c in task.components), *DIAGNOSTICS],
+              folder / "training.png", "training batches (sampled, T=1), 5-step windows", smooth=5)
     except ImportError:
         report += "\n\n(no plots: matplotlib is not installed; pip install 'corrgrpo-core[cli]')"
     if records.audits:

@@ -24,7 +24,7 @@ __all__ = ["RunRecords", "TrainConfig", "evaluate_policy", "run_training", "task
 # Per-task defaults of the documented default runs (the TrainConfig defaults are the tool-calling ones).
 _TASK_DEFAULTS: dict[str, dict[str, Any]] = {
     "tool_calling": {},
-    "code": {"steps": 30, "eval_every": 10, "n_eval": 64, "n_train": 1000, "warm_steps": 200},
+    "code": {"steps": 20, "eval_every": 5, "n_eval": 64, "n_train": 1000, "warm_steps": 200},
 }
 
 
@@ -43,7 +43,7 @@ class TrainConfig:
     estimators: tuple[str, ...] = ("grpo", "corrgrpo")
     seeds: int = 1
     first_seed: int = 0
-    steps: int = 60
+    steps: int = 50
     eval_every: int = 10
     n_eval: int = 128
     n_train: int = 2000
@@ -53,11 +53,11 @@ class TrainConfig:
     warm_steps: int = 200
     warm_lr: float = 1e-3
     warm_batch: int = 32
-    lr: float = 2e-4
-    prompts_per_step: int = 8
+    lr: float = 1e-4
+    prompts_per_step: int = 4
     num_generations: int = 8
     max_completion_length: int | None = None
-    temperature: float = 1.0
+    temperature: float = 0.7
     loss_type: str = "dapo"
     min_correlation_sum: float | None = None
     data_seed: int = 0
@@ -159,11 +159,12 @@ class RewardMeter:
             if first:
                 self.samples += len(values)
             if keep:
-                texts = [_completion_text(c) for c in kwargs["completions"]]
-                for i, (text, truth) in enumerate(zip(texts, kwargs["ground_truth"], strict=True)):
-                    if first:
-                        self.kept.append((text, str(truth), {}))
-                    self.kept[len(self.kept) - len(texts) + i][2][fn.__name__] = values[i]
+                if first:  # TRL calls synchronous reward functions one after another, in order
+                    truths = kwargs["ground_truth"]
+                    self.kept += [(_completion_text(c), str(t), {}) for c, t in
+                                  zip(kwargs["completions"], truths, strict=True)]
+                for row, value in zip(self.kept[len(self.kept) - len(values):], values, strict=True):
+                    row[2][fn.__name__] = value
             return values
 
         timed.__name__ = timed.__qualname__ = fn.__name__

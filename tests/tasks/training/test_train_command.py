@@ -22,14 +22,15 @@ TINY = ("--steps", "2", "--eval-every", "1", "--eval-size", "4", "--train-size",
 
 @pytest.fixture
 def train(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-          capsys: pytest.CaptureFixture[str]) -> Callable[..., tuple[int, str, Path]]:
+          capsys: pytest.CaptureFixture[str]) -> Callable[..., tuple[int, str, str, Path]]:
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
 
-    def run(*argv: str) -> tuple[int, str, Path]:
+    def run(*argv: str) -> tuple[int, str, str, Path]:
         out = tmp_path / "out"
         code = main(["train", *TINY, "--out", str(out), "--cache-dir", str(tmp_path / "cache"), *argv])
-        return code, capsys.readouterr().out, out
+        captured = capsys.readouterr()
+        return code, captured.out, captured.err, out
 
     return run
 
@@ -39,8 +40,8 @@ def _rows(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(handle))
 
 
-def test_two_estimators_train_evaluate_and_write_every_output(train: Callable[..., tuple[int, str, Path]]) -> None:
-    code, text, out = train("--estimators", "grpo,corrgrpo")
+def test_two_estimators_train_evaluate_and_write_every_output(train: Callable[..., tuple[int, str, str, Path]]) -> None:
+    code, text, _, out = train("--estimators", "grpo,corrgrpo")
     assert code == 0
     for name in ("evals.csv", "steps.csv", "rewards.png", "accuracy.png", "report.md"):
         assert (out / name).stat().st_size > 0
@@ -65,21 +66,36 @@ def test_two_estimators_train_evaluate_and_write_every_output(train: Callable[..
     assert "warm start" in text
 
 
-def test_the_warm_start_is_cached_and_reused(train: Callable[..., tuple[int, str, Path]]) -> None:
-    code, first, _ = train("--estimators", "dr_grpo")
+def test_the_warm_start_is_cached_and_reused(train: Callable[..., tuple[int, str, str, Path]]) -> None:
+    code, first, _, _ = train("--estimators", "dr_grpo")
     assert code == 0
     assert "supervised steps" in first
-    code, second, out = train("--estimators", "gdpo")
+    code, second, _, out = train("--estimators", "gdpo")
     assert code == 0
     assert "cached checkpoint" in second
     assert "supervised steps" not in second
     assert {r["estimator"] for r in _rows(out / "evals.csv")} == {"gdpo"}
 
 
-def test_a_bad_option_value_is_a_one_line_error(train: Callable[..., tuple[int, str, Path]],
-                                                capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, _ = train("--generations", "1")
+def test_a_bad_option_value_is_a_one_line_error(train: Callable[..., tuple[int, str, str, Path]]) -> None:
+    code, _, err, _ = train("--generations", "1")
     assert code == 2
-    err = capsys.readouterr().err
     assert "num_generations must be >= 2" in err
     assert err.count("\n") == 1
+
+
+def test_the_code_task_trains_against_the_sandboxed_seven_component_reward(
+        train: Callable[..., tuple[int, str, str, Path]]) -> None:
+    from corrgrpo_tasks.code import COMPONENTS as CODE_COMPONENTS
+
+    code, _, _, out = train("--task", "code", "--estimators", "corrgrpo", "--eval-size", "2")
+    assert code == 0
+    evals = _rows(out / "evals.csv")
+    assert [r["step"] for r in evals] == ["0", "1", "2"]
+    for row in evals:
+        for name in (*CODE_COMPONENTS, "passed"):
+            assert 0.0 <= float(row[name]) <= 1.0
+    steps = _rows(out / "steps.csv")
+    assert all(int(float(r["reward_samples"])) == 8 for r in steps)  # 2 prompts x 4 completions, scored once
+    assert "Audit of the scored RL samples" in (out / "report.md").read_text()
+    assert (out / "audit.json").is_file()
