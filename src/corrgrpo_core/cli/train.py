@@ -119,6 +119,12 @@ def add_train_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     p.add_argument(
         "--cache-dir", default=None, help="warm-start cache [$CORRGRPO_CACHE or ~/.cache/corrgrpo]"
     )
+    p.add_argument(
+        "--report-only",
+        action="store_true",
+        help="train nothing: redraw the plots and report.md from the CSVs already in --out "
+        "(e.g. while a long study is still running)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--quiet", action="store_true", help="print only the report")
 
@@ -155,6 +161,15 @@ def run_train(args: argparse.Namespace, out: TextIO) -> int:
     if args.model is not None and not Path(args.model).is_dir():
         raise CliError(f"--model {args.model!r} is not a local checkpoint folder (nothing is downloaded)")
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    if args.report_only:
+        from corrgrpo_tasks.training import load_records, write_outputs
+
+        try:
+            records = load_records(args.out)
+        except (FileNotFoundError, ValueError) as err:
+            raise CliError(str(err)) from None
+        out.write(write_outputs(records, args.out) + "\n")
+        return 0
     from corrgrpo_tasks.training import TrainConfig, run_training, task_defaults, write_outputs
 
     from . import _progress

@@ -74,7 +74,7 @@ def warm_start(spec: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], *, pi
     import datasets
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
-    from trl import SFTConfig, SFTTrainer
+    from trl import SFTConfig, SFTTrainer  # type: ignore[attr-defined,unused-ignore]  # lazy names in trl
 
     final.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".warm-{key}-", dir=final.parent))
@@ -104,7 +104,6 @@ def warm_start(spec: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], *, pi
         target = work / "warm"
         trainer.save_model(str(target))
         tokenizer.save_pretrained(str(target))
-        model.eval()
         scores = evaluate(model, tokenizer)
         record = {"spec": dict(spec), "key": key, "parameters": count_parameters(model),
                   "sft_seconds": float(result.metrics.get("train_runtime", 0.0)),

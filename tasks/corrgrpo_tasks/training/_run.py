@@ -19,7 +19,8 @@ from typing import Any
 
 from ._tasks import Task, get_task
 
-__all__ = ["RunRecords", "TrainConfig", "evaluate_policy", "run_training", "task_defaults", "write_csv"]
+__all__ = ["RunRecords", "TrainConfig", "evaluate_policy", "load_records", "run_training", "task_defaults",
+           "write_csv"]
 
 # Per-task defaults of the documented default runs (the TrainConfig defaults are the tool-calling ones).
 _TASK_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -182,7 +183,7 @@ def _completion_text(completion: Any) -> str:
 def _callback_class() -> type:
     from transformers import TrainerCallback
 
-    class Recorder(TrainerCallback):  # type: ignore[misc]
+    class Recorder(TrainerCallback):  # type: ignore[misc,unused-ignore]  # Any where transformers is absent
         """Forwards the trainer's step ends and logs to a ``_RunState``."""
 
         def __init__(self, state: _RunState) -> None:
@@ -303,8 +304,8 @@ def run_training(cfg: TrainConfig, out: str | Path, *, on_step: Callable[[], Non
 
     from ._model import default_cache_dir, warm_start
 
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()  # type: ignore[no-untyped-call,unused-ignore]
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call,unused-ignore]
     datasets.disable_progress_bars()
     torch.set_num_threads(cfg.threads)
     start = time.monotonic()
@@ -325,6 +326,7 @@ def run_training(cfg: TrainConfig, out: str | Path, *, on_step: Callable[[], Non
                                           evaluate=evaluate, log=log)
     warm_scores = records.warm["held_out"]
     log("warm start held-out: " + ", ".join(f"{k} {v:.3f}" for k, v in warm_scores.items()))
+    _write_run_file(out, records)
     rl_rows = datasets.Dataset.from_list([{"prompt": e.prompt, "ground_truth": e.ground_truth} for e in train])
     context = _Context(cfg, task, checkpoint, held, warm_scores, records, out, rl_rows, max_len, on_step, evaluate)
     # Seeds outermost: an interrupted study still has every estimator on the seeds it finished (paired).
@@ -337,5 +339,34 @@ def run_training(cfg: TrainConfig, out: str | Path, *, on_step: Callable[[], Non
                 f"{final[task.success]:.3f} in {time.monotonic() - run_start:.0f} s")
             write_csv(out / "evals.csv", records.evals)  # after every run, so a long study can be read early
             write_csv(out / "steps.csv", records.steps)
+            _write_run_file(out, records)
     records.wall_seconds = time.monotonic() - start
+    _write_run_file(out, records)
     return records
+
+
+def _write_run_file(out: Path, records: RunRecords) -> None:
+    """run.json: the configuration, the warm-start record, and (once done) the wall time."""
+    import json
+
+    data = {"config": records.config, "warm": records.warm, "wall_seconds": records.wall_seconds,
+            "audits": records.audits}
+    (out / "run.json").write_text(json.dumps(data, indent=1, default=str))
+
+
+def load_records(folder: str | Path) -> RunRecords:
+    """The records of a (possibly still running or interrupted) ``corrgrpo train --out`` folder."""
+    import json
+
+    from ._report import load_csv
+
+    folder = Path(folder)
+    if not (folder / "run.json").is_file():
+        raise FileNotFoundError(f"{folder} holds no run.json: not a corrgrpo train output folder")
+    data = json.loads((folder / "run.json").read_text())
+    evals = load_csv(folder / "evals.csv") if (folder / "evals.csv").is_file() else []
+    if not evals:
+        raise ValueError(f"{folder} has no finished run yet (no rows in evals.csv)")
+    return RunRecords(evals=evals, steps=load_csv(folder / "steps.csv"), warm=data["warm"],
+                      config=data["config"], wall_seconds=float(data.get("wall_seconds") or 0.0),
+                      audits=data.get("audits") or [])

@@ -40,9 +40,12 @@ def _rows(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(handle))
 
 
-def test_two_estimators_train_evaluate_and_write_every_output(train: Callable[..., tuple[int, str, str, Path]]) -> None:
+def test_two_estimators_train_evaluate_and_write_every_output(train: Callable[..., tuple[int, str, str, Path]],
+                                                              caplog: pytest.LogCaptureFixture) -> None:
     code, text, _, out = train("--estimators", "grpo,corrgrpo")
     assert code == 0
+    # The chat template and tokenizer pieces keep the prompt's tokens a prefix of prompt + completion.
+    assert "not a prefix" not in caplog.text
     for name in ("evals.csv", "steps.csv", "rewards.png", "accuracy.png", "report.md"):
         assert (out / name).stat().st_size > 0
     evals = _rows(out / "evals.csv")
@@ -85,11 +88,12 @@ def test_a_bad_option_value_is_a_one_line_error(train: Callable[..., tuple[int, 
 
 
 def test_the_code_task_trains_against_the_sandboxed_seven_component_reward(
-        train: Callable[..., tuple[int, str, str, Path]]) -> None:
+        train: Callable[..., tuple[int, str, str, Path]], caplog: pytest.LogCaptureFixture) -> None:
     from corrgrpo_tasks.code import COMPONENTS as CODE_COMPONENTS
 
     code, _, _, out = train("--task", "code", "--estimators", "corrgrpo", "--eval-size", "2")
     assert code == 0
+    assert "not a prefix" not in caplog.text
     evals = _rows(out / "evals.csv")
     assert [r["step"] for r in evals] == ["0", "1", "2"]
     for row in evals:
