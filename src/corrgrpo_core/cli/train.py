@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import TextIO
 
+from . import _names
 from .io import CliError
 
 __all__ = ["add_train_parser", "run_train"]
@@ -40,10 +41,6 @@ Writes into --out: evals.csv (every held-out evaluation), steps.csv (TRL's per-s
 estimator), accuracy.png (held-out success rate), report.md. The default run (grpo and corrgrpo,
 one seed) takes about 5-8 minutes on 2 cores including the warm start; a second run reuses the cached
 warm start. Needs the TRL extra: pip install "corrgrpo-core[trl,cli]"."""
-
-
-def _names(text: str) -> list[str]:
-    return [part.strip() for part in text.split(",") if part.strip()]
 
 
 def add_train_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ._examples import Example, split_examples
+
 __all__ = ["FAMILIES", "audit_code_samples", "code_pieces", "make_code_examples"]
 
 _NAMES = ("solve", "compute", "transform", "calc", "apply", "process", "convert", "handle", "evaluate", "make")
@@ -86,17 +88,7 @@ FAMILIES: tuple[Family, ...] = (
 )
 
 
-@dataclass(frozen=True)
-class CodeExample:
-    """One prompt (chat messages), its verifier (JSON) and the ideal completion."""
-
-    prompt: list[dict[str, str]]
-    ground_truth: str
-    completion: str
-    family: int
-
-
-def _one(rng: random.Random) -> CodeExample:
+def _one(rng: random.Random) -> Example:
     index = rng.randrange(len(FAMILIES))
     family = FAMILIES[index]
     doc, body, fn = family.sample(rng)
@@ -112,31 +104,19 @@ def _one(rng: random.Random) -> CodeExample:
     code = f"{header}    return {body}\n"
     test = "def check(candidate):\n" + "".join(f"    assert candidate({v!r}) == {fn(v)!r}\n" for v in inputs)
     verifier = {"kind": "check", "prompt": "", "test": test, "entry_point": name, "reference_solution": code}
-    return CodeExample([{"role": "user", "content": prompt}], json.dumps(verifier, sort_keys=True),
-                       f"```python\n{code}```", index)
+    return Example([{"role": "user", "content": prompt}], json.dumps(verifier, sort_keys=True),
+                   f"```python\n{code}```", str(index))
 
 
-def make_code_examples(n_train: int, n_eval: int, *, seed: int = 0) -> tuple[list[CodeExample], list[CodeExample]]:
-    """``n_train`` training and ``n_eval`` held-out examples (distinct prompt texts).
+def make_code_examples(n_train: int, n_eval: int, *, seed: int = 0) -> tuple[list[Example], list[Example]]:
+    """``n_train`` training and ``n_eval`` held-out examples (distinct prompt texts); an example's
+    ``label`` is its family's index in :data:`FAMILIES`.
 
     >>> train, held = make_code_examples(3, 2)
     >>> train[0].completion.startswith("```python")
     True
     """
-    train_rng, eval_rng = random.Random(f"code-train-{seed}"), random.Random(f"code-eval-{seed}")
-    train = [_one(train_rng) for _ in range(n_train)]
-    seen = {e.prompt[0]["content"] for e in train}
-    held: list[CodeExample] = []
-    for _ in range(50 * max(n_eval, 1)):
-        if len(held) == n_eval:
-            break
-        example = _one(eval_rng)
-        if example.prompt[0]["content"] not in seen:
-            seen.add(example.prompt[0]["content"])
-            held.append(example)
-    if len(held) < n_eval:
-        raise ValueError(f"could not draw {n_eval} held-out problems distinct from the training set")
-    return train, held
+    return split_examples(_one, n_train, n_eval, name="code", seed=seed)
 
 
 def code_pieces() -> list[str]:

@@ -15,7 +15,9 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["CATALOGUE", "Example", "Tool", "make_tool_examples", "tool_pieces"]
+from ._examples import Example, split_examples
+
+__all__ = ["CATALOGUE", "Tool", "make_tool_examples", "tool_pieces"]
 
 _CITIES = ("Paris", "Berlin", "Madrid", "Lisbon", "Oslo", "Vienna", "Prague", "Dublin", "Rome", "Athens",
            "Warsaw", "Zurich", "Tokyo", "Lima", "Cairo", "Seoul", "Quito", "Delhi", "Hanoi", "Boston")
@@ -194,16 +196,6 @@ CATALOGUE: tuple[Tool, ...] = (
 THINK = "<think></think>\n"
 
 
-@dataclass(frozen=True)
-class Example:
-    """One prompt (chat messages), its RLLA ground truth and the ideal completion."""
-
-    prompt: list[dict[str, str]]
-    ground_truth: str
-    completion: str
-    tool: str
-
-
 def _signature(tool: Tool) -> str:
     return f"{tool.name}({', '.join(tool.params)})"
 
@@ -228,20 +220,7 @@ def make_tool_examples(n_train: int, n_eval: int, *, seed: int = 0,
     >>> train[0].ground_truth.startswith("<think></think>")
     True
     """
-    train_rng, eval_rng = random.Random(f"tool-train-{seed}"), random.Random(f"tool-eval-{seed}")
-    train = [_one(train_rng, catalogue) for _ in range(n_train)]
-    seen = {e.prompt[0]["content"] for e in train}
-    held: list[Example] = []
-    for _ in range(50 * max(n_eval, 1)):
-        if len(held) == n_eval:
-            break
-        example = _one(eval_rng, catalogue)
-        if example.prompt[0]["content"] not in seen:
-            seen.add(example.prompt[0]["content"])
-            held.append(example)
-    if len(held) < n_eval:
-        raise ValueError(f"could not draw {n_eval} held-out requests distinct from the training set")
-    return train, held
+    return split_examples(lambda rng: _one(rng, catalogue), n_train, n_eval, name="tool", seed=seed)
 
 
 def tool_pieces(catalogue: Sequence[Tool] = CATALOGUE) -> list[str]:

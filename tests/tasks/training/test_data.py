@@ -32,10 +32,10 @@ def test_held_out_prompts_are_not_in_the_training_set_and_data_is_reproducible()
 
 def test_every_tool_is_used_and_the_right_tool_is_among_the_listed_ones() -> None:
     train, _ = make_tool_examples(600, 1)
-    assert {e.tool for e in train} == {t.name for t in CATALOGUE}
+    assert {e.label for e in train} == {t.name for t in CATALOGUE}
     for example in train[:100]:
         listed = example.prompt[0]["content"].split("\n")[0]
-        assert f"{example.tool}(" in listed
+        assert f"{example.label}(" in listed
 
 
 def test_some_values_need_a_rewrite_not_a_copy() -> None:
@@ -58,7 +58,7 @@ def test_pieces_are_distinct() -> None:
 def test_code_references_pass_their_hidden_tests_and_prompts_show_two_examples(seed: int) -> None:
     train, held = make_code_examples(200, 40, seed=seed)
     assert not {e.prompt[0]["content"] for e in held} & {e.prompt[0]["content"] for e in train}
-    assert {e.family for e in train} == set(range(len(FAMILIES)))
+    assert {int(e.label) for e in train} == set(range(len(FAMILIES)))
     for example in (*train, *held):
         verifier = json.loads(example.ground_truth)
         assert example.completion == f"```python\n{verifier['reference_solution']}```"
