@@ -23,7 +23,8 @@ __all__ = ["interval", "load_csv", "summarise", "write_outputs"]
 _T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
          2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
          2.045, 2.042)
-THRESHOLD_GAIN = 0.10
+THRESHOLD_GAIN = 0.10  # on the success rate
+SCORE_THRESHOLD_GAIN = 0.25  # on the total score (a finer signal than the 0/1 success)
 DIAGNOSTICS = ("max_abs_advantage", "corrgrpo/c_q/mean", "corrgrpo/correlation_sum/mean", "frac_reward_zero_std")  # steps to threshold: first evaluation with success >= warm start + this
 
 
@@ -86,21 +87,23 @@ def summarise(evals: Sequence[Mapping[str, Any]], steps: Sequence[Mapping[str, A
     train_runs = _by_run(steps)
     for est in estimators:
         seeds = sorted(s for e, s in runs if e == est)
-        row: dict[str, Any] = {"seeds": len(seeds), "final": {}, "paired": {}, "reached": 0, "to_threshold": []}
+        row: dict[str, Any] = {"seeds": len(seeds), "final": {}, "paired": {}, "to_threshold": {}}
         for key in keys:
             row["final"][key] = interval([float(finals[(est, s)][key]) for s in seeds])
             if est != "grpo":
                 diffs = [float(finals[(est, s)][key]) - float(finals[("grpo", s)][key])
                          for s in seeds if ("grpo", s) in finals]
                 if diffs:
-                    row["paired"][key] = (*interval(diffs), sum(d > 0 for d in diffs), len(diffs))
-        for s in seeds:
-            rows = runs[(est, s)]
-            target = float(rows[0][task.success]) + THRESHOLD_GAIN
-            hit = next((int(r["step"]) for r in rows if float(r[task.success]) >= target), None)
-            if hit is not None:
-                row["reached"] += 1
-                row["to_threshold"].append(hit)
+                    row["paired"][key] = (*interval(diffs), sum(d > 0 for d in diffs), sum(d < 0 for d in diffs))
+        for key, gain in ((task.success, THRESHOLD_GAIN), ("score", SCORE_THRESHOLD_GAIN)):
+            hits = []
+            for s in seeds:
+                rows = runs[(est, s)]
+                target = float(rows[0][key]) + gain
+                hit = next((int(r["step"]) for r in rows if float(r[key]) >= target), None)
+                if hit is not None:
+                    hits.append(hit)
+            row["to_threshold"][key] = sorted(hits)
         tr = [r for s in seeds for r in train_runs.get((est, s), [])]
         row["max_abs_advantage"] = max((float(r.get("max_abs_advantage", 0.0)) for r in tr), default=math.nan)
 
@@ -141,20 +144,27 @@ def render_report(summary: Mapping[str, Any], records: RunRecords | None = None)
         lines.append(f"| {est} | " + " | ".join(_fmt(*row["final"][k]) for k in keys) + " |")
     paired = {e: r for e, r in summary["rows"].items() if r["paired"]}
     if paired:
-        lines += ["", "## Paired differences against grpo (same seed; wins = seeds where the estimator is higher)",
+        lines += ["", ("## Paired differences against grpo (estimator minus grpo on the same seed; "
+                  "(n+ m-): seeds where it is higher, lower)"),
                   "", "| estimator | " + " | ".join(keys) + " |", "|---" * (len(keys) + 1) + "|"]
         for est, row in paired.items():
-            cells = [f"{_fmt(m, h)} ({w}/{n})" for m, h, w, n in (row["paired"][k] for k in keys)]
+            cells = [f"{_fmt(m, h)} ({up}+ {down}-)" for m, h, up, down in (row["paired"][k] for k in keys)]
             lines.append(f"| {est} | " + " | ".join(cells) + " |")
     lines += ["", (f"## Training diagnostics (steps to threshold: first evaluation with {keys[0]} >= warm start "
-              f"+ {THRESHOLD_GAIN})"), "",
-              ("| estimator | reached | median steps | max abs advantage | mean c_q | c_q range (mean of step min/max) "
-              "| correlation sum | covariance sum | zero-std groups | s/step | rewards scored/s |"), "|---" * 11 + "|"]
+              f"+ {THRESHOLD_GAIN}, or score >= warm start + {SCORE_THRESHOLD_GAIN}; seeds that got there, median "
+              "step)"), "",
+              (f"| estimator | {keys[0]} threshold | score threshold | max abs advantage | mean c_q | c_q range (mean of "
+              "step min/max) | correlation sum | covariance sum | zero-std groups | s/step | rewards scored/s |"),
+              "|---" * 11 + "|"]
+
+    def reached(hits: Sequence[int], seeds: int) -> str:
+        return f"{len(hits)}/{seeds}" + (f", {hits[len(hits) // 2]}" if hits else "")
+
     for est, row in summary["rows"].items():
-        steps = sorted(row["to_threshold"])
-        median = f"{steps[len(steps) // 2]}" if steps else "-"
+        hits = row["to_threshold"]
         lines.append(
-            f"| {est} | {row['reached']}/{row['seeds']} | {median} | {row['max_abs_advantage']:.2f} | "
+            f"| {est} | {reached(hits[keys[0]], row['seeds'])} | {reached(hits['score'], row['seeds'])} | "
+            f"{row['max_abs_advantage']:.2f} | "
             f"{row['corrgrpo/c_q/mean']:.2f} | {row['corrgrpo/c_q/min']:.2f}-{row['corrgrpo/c_q/max']:.2f} | "
             f"{row['corrgrpo/correlation_sum/mean']:.2f} | {row['corrgrpo/covariance_sum/mean']:.2f} | "
             f"{row['frac_reward_zero_std']:.2f} | {row['step_time']:.2f} | {row['reward_samples_per_s']:.0f} |")
