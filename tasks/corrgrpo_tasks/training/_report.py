@@ -238,7 +238,7 @@ def write_outputs(records: RunRecords, out: str | Path) -> str:
               f"held-out reward components, greedy{band}")
         _plot(records.evals, [task.success], folder / "accuracy.png", f"held-out {task.success}{band}")
         _plot(records.steps, [*(f"rewards/{c}/mean" for c in task.components), *DIAGNOSTICS],
-              folder / "training.png", "training batches (sampled, T=1), 5-step windows", smooth=5)
+              folder / "training.png", f"training batches (sampled at T={records.config['temperature']}), 5-step windows", smooth=5)
     except ImportError:
         report += "\n\n(no plots: matplotlib is not installed; pip install 'corrgrpo-core[cli]')"
     if records.audits:

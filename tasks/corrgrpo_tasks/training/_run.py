@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+import tempfile
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -278,14 +279,15 @@ def _train_one(ctx: _Context, estimator: str, seed: int) -> None:
     tokenizer = AutoTokenizer.from_pretrained(ctx.checkpoint)
     model = AutoModelForCausalLM.from_pretrained(ctx.checkpoint, dtype=torch.float32)
     state = _RunState(ctx, estimator, seed, tokenizer)
-    state.trainer = CorrGRPOTrainer(
-        model=model, reward_funcs=state.meter.functions, processing_class=tokenizer,
-        args=_grpo_args(ctx.cfg, ctx.task, estimator, seed, ctx.out / "trl" / f"{estimator}-{seed}", ctx.max_len),
-        train_dataset=ctx.rl_rows, callbacks=[_callback_class()(state)])
-    quiet_trainer(state.trainer)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)  # transformers 5's checkpointing renames
-        state.trainer.train()
+    with tempfile.TemporaryDirectory(prefix="corrgrpo-trl-") as scratch:  # TRL's output_dir; nothing is saved
+        state.trainer = CorrGRPOTrainer(
+            model=model, reward_funcs=state.meter.functions, processing_class=tokenizer,
+            args=_grpo_args(ctx.cfg, ctx.task, estimator, seed, Path(scratch), ctx.max_len),
+            train_dataset=ctx.rl_rows, callbacks=[_callback_class()(state)])
+        quiet_trainer(state.trainer)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)  # transformers 5's checkpointing renames
+            state.trainer.train()
     if ctx.task.audit is not None:
         ctx.records.audits.append({**state.base, **ctx.task.audit(state.meter.kept)})
 
