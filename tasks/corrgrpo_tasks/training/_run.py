@@ -8,12 +8,13 @@ metrics, the largest |advantage| of every step, and greedy held-out scores every
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import tempfile
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -300,22 +301,44 @@ def run_training(cfg: TrainConfig, out: str | Path, *, on_step: Callable[[], Non
     """
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    with _quiet_libraries(cfg.threads):
+        return _run_all(cfg, Path(out), on_step, log)
+
+
+@contextlib.contextmanager
+def _quiet_libraries(threads: int) -> Iterator[None]:
+    """No library progress bars or info logs, ``threads`` torch threads; all restored afterwards."""
     import datasets
     import torch
     from transformers.utils import logging as hf_logging
 
-    from ._model import default_cache_dir, warm_start
-
+    saved = (hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled(),  # type: ignore[no-untyped-call,unused-ignore]
+             datasets.is_progress_bar_enabled(), torch.get_num_threads())
     hf_logging.set_verbosity_error()  # type: ignore[no-untyped-call,unused-ignore]
     hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call,unused-ignore]
     datasets.disable_progress_bars()
-    torch.set_num_threads(cfg.threads)
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(saved[0])
+        if saved[1]:
+            hf_logging.enable_progress_bar()  # type: ignore[no-untyped-call,unused-ignore]
+        if saved[2]:
+            datasets.enable_progress_bars()
+        torch.set_num_threads(saved[3])
+
+
+def _run_all(cfg: TrainConfig, out: Path, on_step: Callable[[], None], log: Callable[[str], None]) -> RunRecords:
+    import datasets
+
+    from ._model import default_cache_dir, warm_start
+
     start = time.monotonic()
     task = get_task(cfg.task)
     max_len = cfg.max_completion_length or task.max_completion_length
     train, held = task.make_examples(cfg.n_train, cfg.n_eval, cfg.data_seed)
     records = RunRecords(config=asdict(cfg))
-    out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
 
     def evaluate(model: Any, tokenizer: Any) -> dict[str, float]:

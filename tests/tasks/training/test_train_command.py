@@ -42,8 +42,13 @@ def _rows(path: Path) -> list[dict[str, str]]:
 
 def test_two_estimators_train_evaluate_and_write_every_output(train: Callable[..., tuple[int, str, str, Path]],
                                                               caplog: pytest.LogCaptureFixture) -> None:
+    import torch
+    from transformers.utils import logging as hf_logging
+
+    before = (torch.get_num_threads(), hf_logging.get_verbosity())
     code, text, _, out = train("--estimators", "grpo,corrgrpo")
     assert code == 0
+    assert (torch.get_num_threads(), hf_logging.get_verbosity()) == before  # library settings restored
     # The chat template and tokenizer pieces keep the prompt's tokens a prefix of prompt + completion.
     assert "not a prefix" not in caplog.text
     for name in ("evals.csv", "steps.csv", "rewards.png", "accuracy.png", "report.md"):
