@@ -38,9 +38,19 @@ the bubblewrap sandbox; success = tests pass).
 
 Writes into --out: evals.csv (every held-out evaluation), steps.csv (TRL's per-step logs, the largest
 |advantage| and the c_q / correlation-sum diagnostics), rewards.png (held-out reward components per
-estimator), accuracy.png (held-out success rate), report.md. The default run (grpo and corrgrpo,
-one seed) takes about 5-8 minutes on 2 cores including the warm start; a second run reuses the cached
-warm start. Needs the TRL extra: pip install "corrgrpo-core[trl,cli]"."""
+estimator), accuracy.png (held-out success rate), training.png (sampled training rewards and the
+diagnostics per step), report.md, run.json. The default run (grpo and corrgrpo, one seed) needs
+TIMING_HELP; a second run reuses the cached warm start. docs/experiments.md has the study and what it
+shows. Needs the TRL extra: pip install "corrgrpo-core[trl,cli]" "torch==2.13.0"."""
+
+
+def _default(field: str) -> str:
+    """A TrainConfig field's default for the help text, per task where the tasks differ."""
+    from corrgrpo_tasks.training import TrainConfig, task_defaults
+
+    base = getattr(TrainConfig(), field)
+    other = [f"{task}: {task_defaults(task)[field]}" for task in TASKS if field in task_defaults(task)]
+    return "; ".join([f"{base:g}" if isinstance(base, float) else str(base), *other])
 
 
 def add_train_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -64,7 +74,7 @@ def add_train_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         help="seeds per estimator (paired: seed s is the same sampling stream for every estimator) [1]",
     )
     p.add_argument("--first-seed", type=int, default=0, help="first seed [0]")
-    p.add_argument("--steps", type=int, default=None, help="GRPO steps per run [task default]")
+    p.add_argument("--steps", type=int, default=None, help=f"GRPO steps per run [{_default('steps')}]")
     p.add_argument("--task", choices=TASKS, default="tool_calling", help="[tool_calling]")
     p.add_argument(
         "--model",
@@ -74,33 +84,45 @@ def add_train_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "(e.g. a downloaded Qwen2.5-0.5B-Instruct folder; slow on CPU)",
     )
     p.add_argument("--out", default="corrgrpo-train", help="output folder [corrgrpo-train]")
-    p.add_argument("--eval-every", type=int, default=None, help="held-out evaluation interval [task default]")
-    p.add_argument("--eval-size", type=int, default=None, help="held-out prompts [task default]")
+    p.add_argument(
+        "--eval-every",
+        type=int,
+        default=None,
+        help=f"held-out evaluation interval [{_default('eval_every')}]",
+    )
+    p.add_argument("--eval-size", type=int, default=None, help=f"held-out prompts [{_default('n_eval')}]")
     p.add_argument(
         "--train-size",
         type=int,
         default=None,
-        help="synthetic training prompts (warm start and RL) [task default]",
+        help=f"synthetic training prompts (warm start and RL) [{_default('n_train')}]",
     )
     p.add_argument(
-        "--lr", type=float, default=None, help="GRPO learning rate (Adam, constant) [task default]"
+        "--lr", type=float, default=None, help=f"GRPO learning rate (Adam, constant) [{_default('lr')}]"
     )
     p.add_argument(
         "--temperature",
         type=float,
         default=None,
-        help="sampling temperature of the GRPO rollouts [task default]",
+        help=f"sampling temperature of the GRPO rollouts [{_default('temperature')}]",
     )
-    p.add_argument("--prompts-per-step", type=int, default=None, help="prompts per GRPO step [task default]")
+    p.add_argument(
+        "--prompts-per-step",
+        type=int,
+        default=None,
+        help=f"prompts per GRPO step [{_default('prompts_per_step')}]",
+    )
     p.add_argument("--generations", type=int, default=None, help="completions per prompt (group size) [8]")
     p.add_argument(
         "--warm-steps",
         type=int,
         default=None,
-        help="supervised warm-start steps; fewer leaves more to learn [task default]",
+        help=f"supervised warm-start steps; fewer leaves more to learn [{_default('warm_steps')}]",
     )
-    p.add_argument("--hidden-size", type=int, default=None, help="tiny model width [task default]")
-    p.add_argument("--layers", type=int, default=None, help="tiny model depth [task default]")
+    p.add_argument(
+        "--hidden-size", type=int, default=None, help=f"tiny model width [{_default('hidden_size')}]"
+    )
+    p.add_argument("--layers", type=int, default=None, help=f"tiny model depth [{_default('layers')}]")
     p.add_argument(
         "--min-correlation-sum",
         type=float,

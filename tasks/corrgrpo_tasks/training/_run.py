@@ -27,7 +27,7 @@ __all__ = ["RunRecords", "TrainConfig", "evaluate_policy", "load_records", "run_
 # Per-task defaults of the documented default runs (the TrainConfig defaults are the tool-calling ones).
 _TASK_DEFAULTS: dict[str, dict[str, Any]] = {
     "tool_calling": {},
-    "code": {"steps": 20, "eval_every": 5, "n_eval": 64, "n_train": 1000, "warm_steps": 200},
+    "code": {"steps": 20, "eval_every": 5, "n_eval": 64, "n_train": 1000},
 }
 
 
