@@ -40,8 +40,9 @@ Writes into --out: evals.csv (every held-out evaluation), steps.csv (TRL's per-s
 |advantage| and the c_q / correlation-sum diagnostics), rewards.png (held-out reward components per
 estimator), accuracy.png (held-out success rate), training.png (sampled training rewards and the
 diagnostics per step), report.md, run.json. The default run (grpo and corrgrpo, one seed) needs
-TIMING_HELP; a second run reuses the cached warm start. docs/experiments.md has the study and what it
-shows. Needs the TRL extra: pip install "corrgrpo-core[trl,cli]" "torch==2.13.0"."""
+about 4.5 minutes of one core (3 of them the warm start, which a second run reuses from the cache).
+docs/experiments.md has the study and what it shows. Needs the TRL extra:
+pip install "corrgrpo-core[trl,cli]" "torch==2.13.0"."""
 
 
 def _default(field: str) -> str:
