@@ -3,8 +3,8 @@
 Every ratio in a table is measured in the same process and run as the row itself:
 
 - against a per-group Python loop with the reference semantics (:mod:`benchmarks._loop`),
-- against verl's ``compute_grpo_outcome_advantage`` / ``compute_grpo_vectorized_outcome_advantage``
-  when verl is importable (:mod:`benchmarks._verl`),
+- against the frameworks' own functions in their own input formats, end to end:
+  ``python -m benchmarks.frameworks verl|trl`` (:mod:`benchmarks.frameworks`),
 - against the memory floor: one copy of the input array on the same backend.
 """
 

@@ -45,8 +45,6 @@ COLUMNS = [
     ("x floor", "x_floor", "{:.1f}"),
     ("vs loop (torch)", "x_loop", "{:.0f}x"),
     ("vs loop (numpy)", "x_loop_numpy", "{:.0f}x"),
-    ("vs verl", "x_verl", "{:.0f}x"),
-    ("vs verl vec", "x_verl_vec", "{:.1f}x"),
 ]
 
 
@@ -82,7 +80,6 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", nargs="+", choices=BACKENDS, default=["numpy", "torch"])
     p.add_argument("--dtype", choices=["float64", "float32"], default="float64")
     p.add_argument("--loop-max", type=_count, default=131_072, help="largest N timed with the loop baseline")
-    p.add_argument("--no-verl", action="store_true", help="skip verl's functions even when importable")
     p.add_argument(
         "--cold-malloc", action="store_true", help="skip the allocator warm-up (see warm_allocator)"
     )
@@ -129,7 +126,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         backends=backends,
         dtype=args.dtype,
         loop_max=args.loop_max,
-        verl=not args.no_verl,
         min_repeat=args.repeat,
         budget_s=args.budget,
         memory=not args.no_memory,

@@ -1,5 +1,9 @@
 """The loop baseline: the estimators as the reference code writes them, one group at a time.
 
+It runs in the dtype of the benchmark's data (float64 by default, where the reference uses
+float32: :mod:`benchmarks._reference` is the faithful float32 version, timed by
+``python -m benchmarks.frameworks verl``), with one index array per group as the reference builds.
+
 A dict maps each id to its row positions (``enumerate(index)``), then each group is gathered
 and reduced with per-group array operations (numpy, or torch as in the authors' verl fork).
 Reference semantics: verl's GRPO gives a group of one mean 0 and std 1; CorrGRPO's zero-variance
@@ -30,16 +34,20 @@ class _Ops:
         else:
             self.lib = np
 
-    def take(self, x: Any, pos: list[int]) -> Any:
+    def index(self, pos: list[int], like: Any) -> Any:
+        """The group's row positions as an index array, built once per group (as the reference does)."""
         if self.torch:
-            return x.index_select(0, self.lib.tensor(pos, device=x.device))
-        return x[np.asarray(pos)]
+            return self.lib.tensor(pos, dtype=self.lib.long, device=like.device)
+        return np.asarray(pos)
 
-    def put(self, out: Any, pos: list[int], v: Any) -> None:
+    def take(self, x: Any, idx: Any) -> Any:
+        return x.index_select(0, idx) if self.torch else x[idx]
+
+    def put(self, out: Any, idx: Any, v: Any) -> None:
         if self.torch:
-            out.index_copy_(0, self.lib.tensor(pos, device=out.device), v)
+            out.index_copy_(0, idx, v)
         else:
-            out[np.asarray(pos)] = v
+            out[idx] = v
 
     def std(self, x: Any) -> Any:
         return x.std(0) if self.torch else x.std(0, ddof=1)
@@ -56,12 +64,13 @@ def _group_z(x: Any, index: Any, ops: _Ops) -> Any:
     """verl's GRPO z-score of each column of x, group by group (singleton: mean 0, std 1)."""
     out = ops.lib.zeros_like(x)
     for pos in _groups(index).values():
-        g = ops.take(x, pos)
+        idx = ops.index(pos, x)
+        g = ops.take(x, idx)
         if len(pos) == 1:
             mean, std = ops.lib.zeros_like(g[0]), ops.lib.ones_like(g[0])
         else:
             mean, std = g.mean(0), ops.std(g)
-        ops.put(out, pos, (g - mean) / (std + EPS))
+        ops.put(out, idx, (g - mean) / (std + EPS))
     return out
 
 
@@ -76,7 +85,8 @@ def loop_corrgrpo(scores: Any, index: Any, weights: Any = None) -> Any:
     x = scores if weights is None else scores * weights
     out = lib.zeros_like(x[:, 0])
     for pos in _groups(index).values():
-        g = ops.take(x, pos)
+        idx = ops.index(pos, x)
+        g = ops.take(x, idx)
         centred = g - g.mean(0)
         total = centred.sum(-1)
         n = len(pos)
@@ -89,7 +99,7 @@ def loop_corrgrpo(scores: Any, index: Any, weights: Any = None) -> Any:
             c = c.clamp_min(0) if ops.torch else max(float(c), 0.0)
         else:
             c = 0.0
-        ops.put(out, pos, total / ((c + EPS) ** 0.5))
+        ops.put(out, idx, total / ((c + EPS) ** 0.5))
     return out
 
 

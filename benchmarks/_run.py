@@ -40,10 +40,6 @@ class Row:
     x_loop: float | None = None  # loop_s / median_s (speed-up)
     loop_numpy_s: float | None = None  # the same loop with per-group numpy ops (cheaper calls)
     x_loop_numpy: float | None = None
-    verl_s: float | None = None  # verl's compute_grpo_outcome_advantage (grpo rows only)
-    x_verl: float | None = None
-    verl_vec_s: float | None = None  # verl's grpo_vectorized
-    x_verl_vec: float | None = None
     max_abs_diff_vs_numpy: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
@@ -148,8 +144,8 @@ def estimator_call(estimator: str, case: Case, backend: Backend) -> Callable[[],
     return (lambda: fn(scores, ids)) if ids is not None else (lambda: fn(scores))
 
 
-def _time_loop(estimator: str, lib: str, case: Case) -> float | None:
-    """Seconds of one call of the loop baseline on the CPU (after a warm-up call)."""
+def _time_loop(estimator: str, lib: str, case: Case, repeats: int = 3) -> float | None:
+    """Least seconds of ``repeats`` calls of the loop baseline on the CPU (after a warm-up call)."""
     x: Any = case.flat
     if lib == "torch":
         try:
@@ -159,9 +155,12 @@ def _time_loop(estimator: str, lib: str, case: Case) -> float | None:
         x = torch.from_numpy(np.ascontiguousarray(x))
     loop = LOOPS[estimator]
     loop(x, case.flat_ids)
-    t0 = time.perf_counter()
-    loop(x, case.flat_ids)
-    return time.perf_counter() - t0
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        loop(x, case.flat_ids)
+        best = min(best, time.perf_counter() - t0)
+    return best
 
 
 def _to_numpy(a: Any) -> np.ndarray:
@@ -192,7 +191,6 @@ def run(
     backends: Iterable[str] = ("numpy",),
     dtype: str = "float64",
     loop_max: int = 131_072,
-    verl: bool = True,
     min_repeat: int = 3,
     budget_s: float = 0.3,
     memory: bool = True,
@@ -200,8 +198,6 @@ def run(
     log: Callable[[Row], None] | None = None,
 ) -> list[Row]:
     """Measure every (backend, layout, K, N, estimator); ratios come from the same process and run."""
-    from ._verl import verl_calls
-
     rows: list[Row] = []
     if not cold_malloc:
         warm_allocator()
@@ -217,7 +213,6 @@ def run(
                     floor = backend.time(
                         lambda x=x, b=backend: b.copy(x), min_repeat=min_repeat, budget_s=budget_s
                     )
-                    flat, flat_ids = backend.put(case.flat), case.flat_ids
                     for est in estimators:
                         call = estimator_call(est, case, backend)
                         t = backend.time(call, min_repeat=min_repeat, budget_s=budget_s)
@@ -252,11 +247,6 @@ def run(
                             row.loop_s, row.loop_numpy_s = loops[(est, "torch")], loops[(est, "numpy")]
                             row.x_loop = None if row.loop_s is None else row.loop_s / t
                             row.x_loop_numpy = None if row.loop_numpy_s is None else row.loop_numpy_s / t
-                        if verl and est == "grpo" and backend.name.startswith("torch"):
-                            for name, vcall in verl_calls(flat, flat_ids).items():
-                                vt = backend.time(vcall, min_repeat=min_repeat, budget_s=budget_s)
-                                setattr(row, f"{name}_s", vt)
-                                setattr(row, f"x_{name}", vt / t)
                         rows.append(row)
                         if log is not None:
                             log(row)

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# GPU rows of the benchmark: torch on CUDA (timed with CUDA events) and jax on the GPU, in one call.
+# GPU rows of the benchmark: torch on CUDA (timed with CUDA events) and jax on the GPU, in one call;
+# then, where verl / TRL are importable by the same python, verl end to end and TRL's own lines on
+# CUDA (python -m benchmarks.frameworks --device cuda: a synchronisation after each call).
 #
 # Run from the repository root on a machine with an NVIDIA GPU and a python whose torch has CUDA
-# (PYTHON=... to choose it; jax rows are added when jax sees a GPU). Writes gpu.json / gpu.md into
-# ${OUT:-.} and stops itself after 280 s, so the whole script fits in 5 minutes.
+# (PYTHON=... to choose it; jax rows are added when jax sees a GPU). Writes gpu*.json / gpu*.md into
+# ${OUT:-.}; each part stops itself (timeout), and the whole script takes at most 8 minutes.
 #
 # The estimator call itself reads nothing back to the host: the torch path labels ragged groups by
 # sorted position (no value-dependent shapes) and sums with index_add_. Input validation does one
@@ -11,7 +13,7 @@
 set -euo pipefail
 PY=${PYTHON:-python3}
 OUT=${OUT:-.}
-export OMP_NUM_THREADS=1 PYTHONPATH="${PWD}/src:${PWD}${PYTHONPATH:+:$PYTHONPATH}"
+export OMP_NUM_THREADS=1 PYTHONPATH="${PWD}/src:${PWD}/adapters:${PWD}${PYTHONPATH:+:$PYTHONPATH}"
 "$PY" - <<'PYCHECK'
 import torch
 assert torch.cuda.is_available(), "torch has no CUDA device here"
@@ -28,3 +30,19 @@ timeout 170 "$PY" -m benchmarks --backend numpy $backends --n 65536 1e6 --loop-m
 # 1e7 rows on the device alone.
 timeout 100 "$PY" -m benchmarks --backend $backends --n 1e7 --loop-max 0 "${common[@]}" \
   --json "$OUT/gpu_1e7.json" --markdown "$OUT/gpu_1e7.md"
+# verl end to end through its registry on CUDA (uuid4 strings, (N, L) float32 token rewards, int64
+# mask): verl's grpo_vectorized, the reference CorrGRPO loop as written, ours. verl's row loops
+# (its GRPO and GDPO) take minutes per call on a GPU and are left out here.
+if "$PY" -c "import verl" 2>/dev/null; then
+  timeout 150 "$PY" -m benchmarks.frameworks verl --device cuda --n 65536 --length 1 1024 --layout runs shuffled \
+    --repeats 7 --skip "row loop" "gdpo" --json "$OUT/gpu_verl.json" --markdown "$OUT/gpu_verl.md" || true
+else
+  echo "verl not importable by $PY: no verl rows" >&2
+fi
+# TRL's own advantage lines against our grpo / corrgrpo on CUDA float32 tensors.
+if "$PY" -c "import trl" 2>/dev/null; then
+  timeout 60 "$PY" -m benchmarks.frameworks trl --device cuda --repeats 7 \
+    --json "$OUT/gpu_trl.json" --markdown "$OUT/gpu_trl.md" || true
+else
+  echo "trl not importable by $PY: no TRL rows" >&2
+fi

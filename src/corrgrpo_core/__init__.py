@@ -19,6 +19,7 @@ from ._api import (
     rloo_advantage,
 )
 from ._diagnostics import AdvantageStats
+from ._groups import group_labels
 from ._registry import EstimatorSpec, compute_advantages, estimator_names, get_estimator, register_estimator
 from ._tokens import broadcast_to_tokens
 
@@ -38,6 +39,7 @@ __all__ = [
     "gdpo_advantage",
     "gdpo_corr_advantage",
     "get_estimator",
+    "group_labels",
     "grpo_advantage",
     "mo_grpo_advantage",
     "objectives",

@@ -6,11 +6,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import _estimators as est
+from . import _kernels
 from ._batch import EPS_PLACEMENTS, Batch, check_choice, check_ddof, check_nonnegative, prepare, resolve_rtol
-from ._diagnostics import AdvantageStats, stats_from_parts
+from ._diagnostics import AdvantageStats, check_stats_finite, empty_stats, stats_from_parts
 from ._lib._compat import Array, Namespace
 
 IdsLike = Array | Sequence[int] | None
+STD_SCOPES = ("group", "batch")
 WeightsLike = Array | Sequence[float] | None
 
 
@@ -36,6 +38,10 @@ def _run(
     if pieces is None:
         return batch.finish(compute(batch, rtol))
     return batch.finish(batch.xp.concat([compute(piece, rtol) for piece in pieces], axis=0))
+
+
+def _rtol_option(zero_variance_rtol: float | None) -> float | None:
+    return None if zero_variance_rtol is None else check_nonnegative("zero_variance_rtol", zero_variance_rtol)
 
 
 def _eps(eps: float, placement: str, name: str = "eps_placement") -> float:
@@ -112,20 +118,31 @@ def corr_normalized_advantage(
     eps = _eps(eps, eps_placement)
     ddof = check_ddof(ddof)
     floor = check_nonnegative("min_correlation_sum", min_correlation_sum)
+    if not return_stats:
+        fast = _kernels.dense_estimator(
+            "corrgrpo", scores, group_ids, xp, weights=weights, eps=eps, eps_placement=eps_placement,
+            ddof=ddof, zero_variance_rtol=_rtol_option(zero_variance_rtol), singleton=singleton,
+            min_correlation_sum=floor,
+        )
+        if fast is not None:
+            return fast
     stats: list[AdvantageStats] = []
 
     def compute(batch: Batch, rtol: float) -> Array:
         parts = est.corr_parts(batch, ddof=ddof, rtol=rtol)
-        den = est.corr_denominator(
-            parts, eps=eps, eps_placement=eps_placement, min_correlation_sum=floor, xp=batch.xp
-        )
         if return_stats:
+            den = est.corr_denominator(
+                parts, eps=eps, eps_placement=eps_placement, min_correlation_sum=floor, xp=batch.xp
+            )
             stats.append(
                 stats_from_parts(
                     batch, parts, den, eps=eps, eps_placement=eps_placement, ddof=ddof, rtol=rtol
                 )
             )
-        return est._rows_only(batch, est.safe_divide(parts.numerator, den, batch.xp))
+        return est.corrgrpo(
+            batch, eps=eps, eps_placement=eps_placement, ddof=ddof, rtol=rtol, min_correlation_sum=floor,
+            parts=parts,
+        )
 
     adv = _run(scores, group_ids, weights, nan_policy, singleton, xp, zero_variance_rtol, compute,
                group_local=not return_stats)
@@ -133,7 +150,7 @@ def corr_normalized_advantage(
         return adv
     if not stats:  # empty batch
         return adv, advantage_stats(scores, group_ids, weights=weights, nan_policy=nan_policy, xp=xp)
-    return adv, stats[0]
+    return adv, check_stats_finite(stats[0])
 
 
 def advantage_stats(
@@ -170,20 +187,24 @@ def advantage_stats(
     floor = check_nonnegative("min_correlation_sum", min_correlation_sum)
     threshold = check_nonnegative("degenerate_threshold", degenerate_threshold)
     batch = prepare(scores, group_ids, weights=weights, nan_policy=nan_policy, singleton="zero", xp=xp)
+    if 0 in batch.raw.shape[:-1]:
+        return empty_stats(batch)
     rtol = resolve_rtol(zero_variance_rtol, batch.xp, batch.raw.dtype)
     parts = est.corr_parts(batch, ddof=ddof, rtol=rtol)
     den = est.corr_denominator(
         parts, eps=eps, eps_placement=eps_placement, min_correlation_sum=floor, xp=batch.xp
     )
-    return stats_from_parts(
-        batch,
-        parts,
-        den,
-        eps=eps,
-        eps_placement=eps_placement,
-        ddof=ddof,
-        rtol=rtol,
-        degenerate_threshold=threshold,
+    return check_stats_finite(
+        stats_from_parts(
+            batch,
+            parts,
+            den,
+            eps=eps,
+            eps_placement=eps_placement,
+            ddof=ddof,
+            rtol=rtol,
+            degenerate_threshold=threshold,
+        )
     )
 
 
@@ -196,6 +217,7 @@ def grpo_advantage(
     eps: float = 1e-6,
     eps_placement: str = "outside",
     ddof: int = 1,
+    std_scope: str = "group",
     singleton: str = "zero",
     zero_variance_rtol: float | None = None,
     nan_policy: str = "raise",
@@ -205,7 +227,9 @@ def grpo_advantage(
 
     ``eps=1e-6`` outside the square root matches verl (TRL uses 1e-4, OpenRLHF 1e-9). Groups
     whose total does not vary, and groups of one, get 0 (verl gives a singleton R / (1 + eps)).
-    Other options as in :func:`corr_normalized_advantage`.
+    ``std_scope="batch"`` keeps the group mean but divides by one standard deviation of R over
+    the whole batch (TRL's ``scale_rewards="batch"``); the batch's rows must then all be passed
+    in one call. Other options as in :func:`corr_normalized_advantage`.
 
     Examples
     --------
@@ -213,9 +237,21 @@ def grpo_advantage(
     >>> s = np.array([[.1, .18, .8], [.18, .1, 7.28], [.82, .9, 8], [.9, .82, 1.52]])
     >>> np.round(cc.grpo_advantage(s), 4)
     array([-1.0954,  0.5477,  1.0954, -0.5477])
+    >>> np.round(cc.grpo_advantage(np.stack([s, 2 * s]), std_scope="batch"), 4)
+    array([[-0.6693,  0.3347,  0.6693, -0.3347],
+           [-1.3387,  0.6693,  1.3387, -0.6693]])
     """
     eps = _eps(eps, eps_placement)
     ddof = check_ddof(ddof)
+    check_choice("std_scope", std_scope, STD_SCOPES)
+    if std_scope == "group":
+        fast = _kernels.dense_estimator(
+            "grpo", scores, group_ids, xp, weights=weights, eps=eps, eps_placement=eps_placement, ddof=ddof,
+            zero_variance_rtol=_rtol_option(zero_variance_rtol), singleton=singleton,
+        )
+        if fast is not None:
+            return fast
+    kernel = est.grpo if std_scope == "group" else est.grpo_batch_std
     return _run(
         scores,
         group_ids,
@@ -224,8 +260,8 @@ def grpo_advantage(
         singleton,
         xp,
         zero_variance_rtol,
-        lambda b, rtol: est.grpo(b, eps=eps, eps_placement=eps_placement, ddof=ddof, rtol=rtol),
-        group_local=True,
+        lambda b, rtol: kernel(b, eps=eps, eps_placement=eps_placement, ddof=ddof, rtol=rtol),
+        group_local=std_scope == "group",
     )
 
 

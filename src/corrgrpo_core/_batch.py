@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
@@ -49,6 +50,15 @@ class Batch:
     out_dtype: Any
     device: Any
     unit_weights: bool = False  # no weights given: ``weighted`` is ``raw`` itself
+    # Powers of two that brought huge or tiny inputs into a safe range (see :func:`power_of_two_scale`):
+    # ``raw`` is the scores times ``scale``, ``weights`` the given weights times ``weight_scale``.
+    scale: float = 1.0
+    weight_scale: float = 1.0
+
+    @property
+    def unit(self) -> float:
+        """What ``weighted`` is multiplied by relative to the caller's weighted scores."""
+        return self.scale * self.weight_scale
 
     @cached_property
     def weighted(self) -> Array:
@@ -97,9 +107,21 @@ class Batch:
                        row_valid=None if self.row_valid is None else self.row_valid[part, ...])
 
     def finish(self, adv: Array) -> Array:
-        """(rows..., 1) internal advantages -> the scores' leading shape and floating dtype."""
+        """(rows..., 1) internal advantages -> the scores' leading shape and floating dtype.
+
+        An advantage too large for the output dtype is an error, never a silent inf.
+        """
         xp = self.xp
-        return xp.astype(xp.reshape(adv, self.lead_shape), self.out_dtype)
+        adv = xp.reshape(adv, self.lead_shape)
+        if not is_lazy_array(adv) and math.prod(adv.shape):
+            largest = float(xp.finfo(self.out_dtype).max)
+            top = max_abs(adv, xp)
+            if not top <= largest:  # NaN included
+                raise ValueError(
+                    f"the advantages overflow {self.out_dtype}: the largest is {top:.4g}, beyond its largest "
+                    f"finite value {largest:.4g}; pass the scores in a wider dtype or rescale them"
+                )
+        return xp.astype(adv, self.out_dtype)
 
 
 def check_choice(name: str, value: object, choices: Sequence[str]) -> None:
@@ -110,6 +132,8 @@ def check_choice(name: str, value: object, choices: Sequence[str]) -> None:
 def check_nonnegative(name: str, value: float) -> float:
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not value >= 0:
         raise ValueError(f"{name} must be a non-negative number, got {value!r}")
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be a non-negative number, got {value!r} (it must be finite)")
     return float(value)
 
 
@@ -171,12 +195,22 @@ def prepare(
     if scores.ndim == 2 and group_ids is None:
         x = xp.reshape(x, (1, *x.shape))
     valid = row_valid = None
-    if not lazy:
-        _check_finite(x, nan_policy, dense=group_ids is None, xp=xp)
-    if nan_policy == "ignore":
+    lo, hi = safe_range(xp, dtype)
+    has_nan, in_range = (True, True) if lazy else _check_finite(x, nan_policy, dense=group_ids is None, xp=xp,
+                                                              bounds=(lo, hi))
+    if nan_policy == "ignore" and has_nan:  # without NaN the complete-data path is exact and faster
         valid = ~xp.isnan(x)
         x = xp.where(valid, x, xp.zeros_like(x))
         row_valid = xp.any(valid, axis=-1, keepdims=True)
+    scale = weight_scale = 1.0
+    if not in_range:
+        scale = power_of_two_scale(max_abs(x, xp), lo, hi, smallest_normal_exponent(xp, dtype))
+        if scale != 1.0:
+            x = x * scale  # exact: a power of two (see power_of_two_scale)
+    if weights is not None and not lazy and not is_lazy_array(w):
+        weight_scale = power_of_two_scale(max_abs(w, xp), lo, hi, smallest_normal_exponent(xp, dtype))
+        if weight_scale != 1.0:
+            w = w * weight_scale
 
     if group_ids is None:
         groups = dense_groups(xp, tuple(x.shape), dtype, dev)
@@ -205,7 +239,53 @@ def prepare(
         out_dtype=out_dtype,
         device=dev,
         unit_weights=weights is None,
+        scale=scale,
+        weight_scale=weight_scale,
     )
+
+
+def safe_range(xp: Namespace, dtype: Any) -> tuple[float, float]:
+    """Magnitudes [lo, hi] that need no rescaling: products of two such values, their squares and
+    sums of many of those stay normal and finite (2**-127 .. 2**128 in float64)."""
+    info = xp.finfo(dtype)
+    max_exp = math.frexp(float(info.max))[1]
+    min_exp = math.frexp(float(info.smallest_normal))[1]
+    return math.ldexp(1.0, min_exp // 8), math.ldexp(1.0, max_exp // 8)
+
+
+def smallest_normal_exponent(xp: Namespace, dtype: Any) -> int:
+    """e with 2**e the smallest normal number of ``dtype`` (-1022 in float64)."""
+    return math.frexp(float(xp.finfo(dtype).smallest_normal))[1] - 1
+
+
+def power_of_two_scale(top: float, lo: float, hi: float, normal_exponent: int = -1022) -> float:
+    """1, or the power of two that brings a largest magnitude ``top`` outside [lo, hi] to about 1.
+
+    Every estimator is covariant under a common rescaling (its eps rescaled with it), and a power of
+    two rescales floating-point values exactly, so huge finite rewards (1e308) give the exact
+    advantages instead of inf or NaN, and tiny ones (1e-162) keep their squares normal.
+    """
+    if top == 0.0 or lo <= top <= hi:
+        return 1.0
+    exponent = math.frexp(top)[1]  # top = m * 2**exponent, 0.5 <= m < 1
+    # Down to about 1; up only to about lo, so that an eps scaled with the data stays finite. The
+    # factor itself stays a normal number (jax and GPUs flush subnormals to zero): at least 2**-1022
+    # in float64, which leaves 1e308 at about 2.
+    target = 0 if top > hi else math.frexp(lo)[1]
+    return math.ldexp(1.0, max(target - exponent, normal_exponent))
+
+
+def max_abs(x: Array, xp: Namespace) -> float:
+    """The largest magnitude in a concrete array (0 for an empty one), as a Python float."""
+    if math.prod(x.shape) == 0:
+        return 0.0
+    return max(abs(_to_float(xp.max(x))), abs(_to_float(xp.min(x))))
+
+
+def _to_float(value: Array) -> float:
+    """A 0-d array's value (torch: without its autograd graph)."""
+    detach = getattr(value, "detach", None)
+    return float(detach() if callable(detach) else value)
 
 
 def _weights(
@@ -214,12 +294,17 @@ def _weights(
     if weights is None:
         return xp.ones((k,), dtype=dtype, device=dev)
     if is_array_api_obj(weights):
+        wxp, wdtype = array_namespace(weights), getattr(weights, "dtype", None)
+        if not (wxp.isdtype(wdtype, "real floating") or wxp.isdtype(wdtype, "integral")):
+            raise TypeError(f"weights must be real numbers, got dtype {wdtype}")
         w = (
             xp.astype(weights, dtype)
             if array_namespace(weights) is xp
             else xp.asarray(weights, dtype=dtype, device=dev)
         )
     else:
+        if any(isinstance(v, complex) or getattr(getattr(v, "dtype", None), "kind", "") == "c" for v in weights):
+            raise TypeError(f"weights must be real numbers, got {list(weights)!r}")
         try:
             w = xp.asarray([float(v) for v in weights], dtype=dtype, device=dev)
         except (TypeError, ValueError) as exc:
@@ -267,21 +352,41 @@ def _rows(mask: Array, xp: Namespace, dense: bool) -> str:
     return ", ".join(shown) + more
 
 
-def _check_finite(x: Array, nan_policy: str, *, dense: bool, xp: Namespace) -> None:
-    # One reduction without a temporary decides the common case: the sum is finite only if
-    # every entry is (a finite sum that overflows falls through to the exact checks below).
-    if bool(xp.isfinite(xp.sum(x))):
-        return
+def _check_finite(
+    x: Array, nan_policy: str, *, dense: bool, xp: Namespace, bounds: tuple[float, float]
+) -> tuple[bool, bool]:
+    """Raise on inf (and on NaN under ``nan_policy="raise"``); return (has NaN, magnitudes in range).
+
+    One pass decides the common case: the sum of squares is finite only if every entry is, and
+    when it lies in [n lo^2, hi^2] no entry needs rescaling (see :func:`safe_range`).
+    """
+    n = math.prod(x.shape)
+    if n == 0:
+        return False, True
+    lo, hi = bounds
+    if is_numpy_namespace(xp):
+        import numpy as np
+
+        flat = np.reshape(x, (-1,))
+        ss = float(np.vdot(flat, flat))  # BLAS: one pass, no temporary, no floating-point warnings
+        if math.isfinite(ss):
+            return False, n * lo * lo <= ss <= hi * hi  # 0: all zero, or squares that underflow
+    else:  # max and min: no overflow (and no warning) on any backend
+        top, bottom = _to_float(xp.max(x)), _to_float(xp.min(x))
+        if math.isfinite(top) and math.isfinite(bottom):
+            largest = max(abs(top), abs(bottom))
+            return False, largest == 0.0 or lo <= largest <= hi
     infinite = xp.any(xp.isinf(x), axis=-1)
     if bool(xp.any(infinite)):
         raise ValueError(f"scores contain inf in rows {_rows(infinite, xp, dense)}")
-    if nan_policy == "raise":
-        nan = xp.any(xp.isnan(x), axis=-1)
-        if bool(xp.any(nan)):
-            raise ValueError(
-                f"scores contain NaN in rows {_rows(nan, xp, dense)} "
-                "(pass nan_policy='ignore' to leave missing rewards out of the statistics)"
-            )
+    nan = xp.any(xp.isnan(x), axis=-1)
+    has_nan = bool(xp.any(nan))
+    if has_nan and nan_policy == "raise":
+        raise ValueError(
+            f"scores contain NaN in rows {_rows(nan, xp, dense)} "
+            "(pass nan_policy='ignore' to leave missing rewards out of the statistics)"
+        )
+    return has_nan, False  # a finite sum of squares that overflowed, or NaN: measure exactly
 
 
 def _check_no_singletons(groups: Groups, x: Array, dense: bool, xp: Namespace) -> None:

@@ -113,12 +113,13 @@ def stats_from_parts(
     degenerate_threshold: float = 0.01,
 ) -> AdvantageStats:
     """Assemble :class:`AdvantageStats` from the pieces CorrGRPO computed anyway."""
-    from ._estimators import denominator, safe_divide, total_moments
+    from ._estimators import denominator, safe_divide, total_moments, unscaled
 
     xp = batch.xp
+    unit = batch.unit  # the weighted scores were multiplied by this power of two (1 almost always)
     total = total_moments(batch, ddof=ddof, rtol=rtol)
-    covariance_sum = total.var
-    grpo_den = denominator(covariance_sum, eps, eps_placement, xp)
+    covariance_sum = total.var  # in units of unit**2
+    grpo_den = denominator(covariance_sum, eps, eps_placement, xp, unit)
     comps = parts.components
     lead = batch.lead_shape
     k = batch.raw.shape[-1]
@@ -136,14 +137,58 @@ def stats_from_parts(
 
     return AdvantageStats(
         group_size=per_row(batch.groups.count),
-        covariance_sum=per_row(covariance_sum),
+        covariance_sum=per_row(
+            unscaled(unscaled(covariance_sum, unit, "covariance_sum"), unit, "covariance_sum")
+        ),
         correlation_sum=per_row(corr),
-        c_q=per_row(safe_divide(grpo_den, corr_den, xp)),
+        c_q=per_row(unscaled(safe_divide(grpo_den, corr_den, xp), unit, "c_q")),
         variance_share=per_comp(safe_divide(comps.var, covariance_sum, xp)),
-        advantage_contribution=per_comp(safe_divide(comps.centred, corr_den, xp)),
+        advantage_contribution=per_comp(
+            unscaled(safe_divide(comps.centred, corr_den, xp), unit, "advantage_contribution")
+            * xp.astype(parts.components.scope.expand(parts.spread_g), corr.dtype)
+        ),
         zero_variance_count=per_row(zero),
         degenerate=per_row(varying & (corr < degenerate_threshold)),
-        total_std=per_row(total.std),
+        total_std=per_row(unscaled(total.std, unit, "total_std")),
         total_varies=per_row(total.varies),
         xp=xp,
     )
+
+
+def empty_stats(batch: Batch) -> AdvantageStats:
+    """The diagnostics of a batch without rows: every field empty."""
+    xp = batch.xp
+    lead, k = batch.lead_shape, batch.raw.shape[-1]
+    int_dtype = xp.__array_namespace_info__().default_dtypes(device=batch.device)["integral"]
+
+    def empty(*shape: int, dtype: object = batch.raw.dtype) -> Array:
+        return xp.zeros(shape, dtype=dtype, device=batch.device)
+
+    return AdvantageStats(
+        group_size=empty(*lead),
+        covariance_sum=empty(*lead),
+        correlation_sum=empty(*lead),
+        c_q=empty(*lead),
+        variance_share=empty(*lead, k),
+        advantage_contribution=empty(*lead, k),
+        zero_variance_count=empty(*lead, dtype=int_dtype),
+        degenerate=empty(*lead, dtype=xp.bool),
+        total_std=empty(*lead),
+        total_varies=empty(*lead, dtype=xp.bool),
+        xp=xp,
+    )
+
+
+def check_stats_finite(stats: AdvantageStats) -> AdvantageStats:
+    """Raise, naming the field, when a diagnostic overflows its dtype (never a silent inf)."""
+    from ._lib._compat import is_lazy_array
+
+    xp = stats.xp
+    for name in ("covariance_sum", "c_q", "advantage_contribution", "total_std"):
+        value = getattr(stats, name)
+        if not is_lazy_array(value) and not bool(xp.all(xp.isfinite(value))):
+            raise ValueError(
+                f"advantage_stats: {name} overflows {value.dtype} (the rewards' spread is too large to "
+                "represent it); rescale the rewards"
+            )
+    return stats

@@ -7,18 +7,51 @@ group, z_ik = c_ik / s_k the group z-score (zero for a component that does not v
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
+from typing import Any
 
-from ._batch import Batch
-from ._lib._compat import Array, Namespace
+from ._batch import Batch, max_abs
+from ._lib._compat import Array, Namespace, array_namespace, is_lazy_array
 from ._stats import Moments, _sum_k, batch_moments, group_moments
 
 
-def denominator(spread_sq: Array, eps: float, placement: str, xp: Namespace) -> Array:
-    """sqrt(S + eps) ("inside", the reference code) or sqrt(S) + eps ("outside", the paper)."""
+def denominator(spread_sq: Array, eps: float, placement: str, xp: Namespace, unit: float = 1.0) -> Array:
+    """sqrt(S + eps) ("inside", the reference code) or sqrt(S) + eps ("outside", the paper).
+
+    ``unit``: S is the spread of data multiplied by this power of two (see ``Batch.scale``); the
+    result is then in those units, and equals the unscaled denominator times ``unit`` exactly.
+    """
+    if unit != 1.0:
+        scaled = eps * unit if placement == "outside" else eps * unit * unit
+        if not math.isfinite(scaled):  # tiny data scaled up, eps dominates: unscale S instead
+            return denominator(spread_sq / unit / unit, eps, placement, xp) * unit
+        eps = scaled
     if placement == "inside":
         return xp.sqrt(spread_sq + eps)
     return xp.sqrt(spread_sq) + eps
+
+
+def unscaled(x: Array, unit: float, what: str = "the advantages") -> Array:
+    """A value of degree one in the data, back in the caller's units (exact: a power of two).
+
+    Data scaled down because it was huge can give a value beyond the dtype's range: an error
+    naming it, never a silent inf.
+    """
+    if unit == 1.0:
+        return x
+    xp = array_namespace(x)
+    if unit < 1.0 and not is_lazy_array(x) and math.prod(x.shape):
+        top = max_abs(x, xp)
+        largest = float(xp.finfo(x.dtype).max)
+        if top > largest * unit:
+            raise ValueError(
+                f"{what} overflow {x.dtype}: their magnitude, {top:.4g} * 2**{-math.frexp(unit)[1] + 1}, "
+                f"exceeds its largest value {largest:.4g}; rescale the rewards"
+            )
+        if unit == 0.0:  # the two rescalings' product underflowed, and x passed the check: all zero
+            return x
+    return x / unit
 
 
 def safe_divide(num: Array, den: Array, xp: Namespace) -> Array:
@@ -27,15 +60,15 @@ def safe_divide(num: Array, den: Array, xp: Namespace) -> Array:
     return xp.where(ok, num / xp.where(ok, den, xp.ones_like(den)), xp.zeros_like(num))
 
 
-def _zscore_den(m: Moments, eps: float, placement: str, xp: Namespace) -> Array:
+def _zscore_den(m: Moments, eps: float, placement: str, xp: Namespace, unit: float = 1.0) -> Array:
     """Scope level: the z-score denominator, inf where the z-score is 0 (no variation, or 0)."""
-    den = denominator(m.var_g, eps, placement, xp)
+    den = denominator(m.var_g, eps, placement, xp, unit)
     return xp.where(m.varies_g & (den > 0), den, xp.full_like(den, float("inf")))
 
 
-def _zscores(m: Moments, eps: float, placement: str, xp: Namespace) -> Array:
+def _zscores(m: Moments, eps: float, placement: str, xp: Namespace, unit: float = 1.0) -> Array:
     """GDPO-style z-scores (x - mean) / (std + eps), zero for components that do not vary."""
-    return m.centred / m.scope.expand(_zscore_den(m, eps, placement, xp))
+    return m.centred / m.scope.expand(_zscore_den(m, eps, placement, xp, unit))
 
 
 def _rows_only(batch: Batch, adv: Array) -> Array:
@@ -58,12 +91,23 @@ def total_moments(batch: Batch, *, ddof: int, rtol: float) -> Moments:
 
 def grpo(batch: Batch, *, eps: float, eps_placement: str, ddof: int, rtol: float) -> Array:
     """(R - mean_g R) / (std_g R + eps); zero for groups whose total does not vary."""
-    return _zscores(total_moments(batch, ddof=ddof, rtol=rtol), eps, eps_placement, batch.xp)
+    m = total_moments(batch, ddof=ddof, rtol=rtol)
+    return _zscores(m, eps, eps_placement, batch.xp, batch.unit)
+
+
+def grpo_batch_std(batch: Batch, *, eps: float, eps_placement: str, ddof: int, rtol: float) -> Array:
+    """(R - mean_g R) / (std_B R + eps): centred in the group, one standard deviation of R over the
+    whole batch (TRL's ``scale_rewards="batch"``); zero when R does not vary over the batch."""
+    xp = batch.xp
+    centred = total_moments(batch, ddof=ddof, rtol=rtol).centred
+    spread = batch_moments(_sum_k(batch.weighted, xp), batch.row_valid, batch.groups, ddof=ddof, rtol=rtol)
+    den = _zscore_den(spread, eps, eps_placement, xp, batch.unit)
+    return _rows_only(batch, centred / den)
 
 
 def dr_grpo(batch: Batch, *, rtol: float) -> Array:
     """R - mean_g R."""
-    return total_moments(batch, ddof=0, rtol=rtol).centred
+    return unscaled(total_moments(batch, ddof=0, rtol=rtol).centred, batch.unit)
 
 
 def rloo(batch: Batch, *, rtol: float) -> Array:
@@ -74,7 +118,7 @@ def rloo(batch: Batch, *, rtol: float) -> Array:
     factor = xp.where(
         many, m.count / xp.where(many, m.count - 1, xp.ones_like(m.count)), xp.zeros_like(m.count)
     )
-    return m.centred * factor
+    return unscaled(m.centred * factor, batch.unit)
 
 
 # --- CorrGRPO -------------------------------------------------------------------------------
@@ -87,6 +131,7 @@ class CorrParts:
     components: Moments  # group moments of the weighted components
     numerator: Array  # centred total, sum_k c_ik
     correlation_sum_g: Array  # sum_{l,m} rho_lm of each group, group level (before the floor)
+    spread_g: Array  # group level: the group has degrees of freedom left (rows > ddof)
 
     @property
     def correlation_sum(self) -> Array:
@@ -98,18 +143,58 @@ def corr_parts(batch: Batch, *, ddof: int, rtol: float) -> CorrParts:
     """Numerator and correlation sum, via sum_{l,m} rho_lm = Var_g(sum_k z_ik).
 
     The identity holds because z is centred and scaled with the same ddof as the variance of
-    its row sums, so the K x K Pearson matrix is never formed.
+    its row sums, so the K x K Pearson matrix is never formed. With missing entries it does not
+    hold; the correlations are then taken over pairwise-complete rows (:func:`pairwise_correlation_sum`).
     """
     xp = batch.xp
     g = batch.groups
     m = group_moments(batch.weighted, batch.valid, g, ddof=ddof, rtol=rtol)
-    zsum = m.z_row_sum()
-    rows = g.count_g if batch.row_valid is None else g.reduce(xp.astype(batch.row_valid, zsum.dtype))
+    rows = g.count_g if batch.row_valid is None else g.reduce(xp.astype(batch.row_valid, m.var_g.dtype))
     dof = rows - ddof
-    corr = xp.where(
-        dof > 0, g.reduce_sq(zsum) / xp.where(dof > 0, dof, xp.ones_like(dof)), xp.zeros_like(dof)
-    )
-    return CorrParts(components=m, numerator=m.row_sum(), correlation_sum_g=corr)
+    spread = dof > 0
+    if batch.valid is None:
+        zsum = m.z_row_sum()
+        corr = xp.where(spread, g.reduce_sq(zsum) / xp.where(spread, dof, xp.ones_like(dof)), xp.zeros_like(dof))
+    else:
+        corr = xp.where(spread, pairwise_correlation_sum(m, batch.valid, g, rtol=rtol), xp.zeros_like(dof))
+    return CorrParts(components=m, numerator=m.row_sum(), correlation_sum_g=corr, spread_g=spread)
+
+
+def pairwise_correlation_sum(m: Moments, valid: Array, scope: Any, *, rtol: float) -> Array:
+    r"""Scope level: :math:`\sum_{l,m} \rho_{lm}`, each Pearson correlation over the rows where both
+    components are present (pairwise-complete rows, as ``pandas.DataFrame.corr``).
+
+    :math:`\rho_{ll}` is 1 for a component that varies over its own present rows, else 0; an
+    off-diagonal :math:`\rho_{lm}` is 0 when fewer than two rows have both, or when either does
+    not vary on them. Without missing entries this equals the z-score identity's value.
+    """
+    xp = array_namespace(m.shifted)
+    c = m.centred  # 0 where missing
+    v = xp.astype(valid, c.dtype)
+    varies = xp.astype(m.varies_g, c.dtype)
+    total = xp.sum(varies, axis=-1, keepdims=True)
+    k = c.shape[-1]
+    for a in range(k):
+        for b in range(a + 1, k):
+            both = v[..., a : a + 1] * v[..., b : b + 1]
+            n = scope.reduce(both)
+            safe_n = xp.where(n > 0, n, xp.ones_like(n))
+            ca, cb = c[..., a : a + 1] * both, c[..., b : b + 1] * both
+            da = (ca - scope.expand(scope.reduce(ca) / safe_n)) * both
+            db = (cb - scope.expand(scope.reduce(cb) / safe_n)) * both
+            va, vb = scope.reduce(da * da), scope.reduce(db * db)
+            # varies on these rows: spread above rtol times the root mean square (as group_moments)
+            ok = (
+                (n > 1)
+                & (va > rtol * rtol * scope.reduce(ca * ca))
+                & (vb > rtol * rtol * scope.reduce(cb * cb))
+                & (va > 0)
+                & (vb > 0)
+            )
+            den = xp.sqrt(xp.where(ok, va, xp.ones_like(va))) * xp.sqrt(xp.where(ok, vb, xp.ones_like(vb)))
+            rho = xp.where(ok, scope.reduce(da * db) / den, xp.zeros_like(den))
+            total = total + 2.0 * (rho * varies[..., a : a + 1] * varies[..., b : b + 1])
+    return total
 
 
 def _corr_denominator_g(
@@ -142,16 +227,25 @@ def corr_advantage(
     den = _corr_denominator_g(
         parts, eps=eps, eps_placement=eps_placement, min_correlation_sum=min_correlation_sum, xp=xp
     )
-    den = xp.where(den > 0, den, xp.full_like(den, float("inf")))
+    # no spread (rows <= ddof): 0, as GRPO gives, not the numerator over sqrt(eps)
+    den = xp.where((den > 0) & parts.spread_g, den, xp.full_like(den, float("inf")))
     return numerator / parts.components.scope.expand(den)
 
 
 def corrgrpo(
-    batch: Batch, *, eps: float, eps_placement: str, ddof: int, rtol: float, min_correlation_sum: float
+    batch: Batch,
+    *,
+    eps: float,
+    eps_placement: str,
+    ddof: int,
+    rtol: float,
+    min_correlation_sum: float,
+    parts: CorrParts | None = None,
 ) -> Array:
-    """sum_k c_ik / sqrt(max(sum_{l,m} rho_lm, floor) + eps)."""
+    """sum_k c_ik / sqrt(max(sum_{l,m} rho_lm, floor) + eps) (``parts``: computed already)."""
     xp = batch.xp
-    parts = corr_parts(batch, ddof=ddof, rtol=rtol)
+    if parts is None:
+        parts = corr_parts(batch, ddof=ddof, rtol=rtol)
     adv = corr_advantage(
         parts,
         parts.numerator,
@@ -160,7 +254,7 @@ def corrgrpo(
         min_correlation_sum=min_correlation_sum,
         xp=xp,
     )
-    return _rows_only(batch, adv)
+    return _rows_only(batch, unscaled(adv, batch.unit))
 
 
 # --- per-component z-score family (MO-GRPO, GDPO, GDPO-corr, DARA) --------------------------
@@ -169,14 +263,17 @@ def corrgrpo(
 def component_zscores(batch: Batch, *, eps: float, eps_placement: str, ddof: int, rtol: float) -> Array:
     """Unweighted group z-scores of each component, (rows, K)."""
     m = group_moments(batch.raw, batch.valid, batch.groups, ddof=ddof, rtol=rtol)
-    return _zscores(m, eps, eps_placement, batch.xp)
+    return _zscores(m, eps, eps_placement, batch.xp, batch.scale)
 
 
 def _weighted_zscores(batch: Batch, *, eps: float, eps_placement: str, ddof: int, rtol: float) -> Moments:
-    """Group moments of the unweighted components, whose ``inv_std_g`` is replaced by w_k / (std + eps)."""
+    """Group moments of the unweighted components, whose ``inv_std_g`` is replaced by w_k / (std + eps).
+
+    The z-scores are in units of ``batch.weight_scale`` (the weights' power-of-two rescaling).
+    """
     xp = batch.xp
     m = group_moments(batch.raw, batch.valid, batch.groups, ddof=ddof, rtol=rtol)
-    return replace(m, inv_std_g=batch.weights / _zscore_den(m, eps, eps_placement, xp))
+    return replace(m, inv_std_g=batch.weights / _zscore_den(m, eps, eps_placement, xp, batch.scale))
 
 
 def batch_zscore(batch: Batch, h: Array, *, eps: float, eps_placement: str, ddof: int, rtol: float) -> Array:
@@ -189,7 +286,7 @@ def batch_zscore(batch: Batch, h: Array, *, eps: float, eps_placement: str, ddof
 def mo_grpo(batch: Batch, *, eps: float, eps_placement: str, ddof: int, rtol: float) -> Array:
     """sum_k w_k z_ik."""
     m = _weighted_zscores(batch, eps=eps, eps_placement=eps_placement, ddof=ddof, rtol=rtol)
-    return _rows_only(batch, m.z_row_sum())
+    return _rows_only(batch, unscaled(m.z_row_sum(), batch.weight_scale))
 
 
 def gdpo(batch: Batch, *, eps: float, eps_placement: str, ddof: int, rtol: float) -> Array:
@@ -213,16 +310,17 @@ def gdpo_corr(
     u = _weighted_zscores(batch, eps=eps, eps_placement=group_eps_placement, ddof=ddof, rtol=rtol).z
     valid = None if batch.row_valid is None else xp.broadcast_to(batch.row_valid, u.shape)
     m = batch_moments(u, valid, batch.groups, ddof=ddof, rtol=rtol)
-    zsum = m.z_row_sum()
     rows = m.count[..., :1]
     dof = rows - ddof
-    corr = xp.where(
-        dof > 0,
-        batch.groups.batch_sum(zsum * zsum) / xp.where(dof > 0, dof, xp.ones_like(dof)),
-        xp.zeros_like(rows),
-    )
+    # U is complete (a missing reward has z = 0, its group mean), so the z-score identity holds.
+    zsum = m.z_row_sum()
+    total = batch.groups.batch_sum(zsum * zsum) / xp.where(dof > 0, dof, xp.ones_like(dof))
+    corr = xp.where(dof > 0, total, xp.zeros_like(rows))
     corr = xp.maximum(corr, xp.full_like(corr, min_correlation_sum))
-    return _rows_only(batch, safe_divide(m.row_sum(), denominator(corr, eps, eps_placement, xp), xp))
+    den = denominator(corr, eps, eps_placement, xp)
+    den = xp.where(dof > 0, den, xp.zeros_like(den))  # no spread left (rows <= ddof): advantage 0
+    adv = safe_divide(m.row_sum(), den, xp)
+    return _rows_only(batch, unscaled(adv, batch.weight_scale))
 
 
 def dara_weights(batch: Batch, varies: Array, *, max_weight: float) -> Array:
@@ -268,8 +366,8 @@ def dara(
     if base == "gdpo":
         m = group_moments(batch.raw, batch.valid, batch.groups, ddof=ddof, rtol=rtol)
         density = dara_weights(batch, m.varies, max_weight=max_weight)
-        z = _zscores(m, eps, eps_placement, xp)
-        s = _sum_k(batch.weights * _dara_calibrate(z, density, variant, xp), xp)
+        z = _zscores(m, eps, eps_placement, xp, batch.scale)
+        s = unscaled(_sum_k(batch.weights * _dara_calibrate(z, density, variant, xp), xp), batch.weight_scale)
         return batch_zscore(batch, s, eps=eps, eps_placement=eps_placement, ddof=ddof, rtol=rtol)
     parts = corr_parts(batch, ddof=ddof, rtol=rtol)
     density = dara_weights(batch, parts.components.varies, max_weight=max_weight)
@@ -277,4 +375,4 @@ def dara(
     adv = corr_advantage(
         parts, num, eps=eps, eps_placement=eps_placement, min_correlation_sum=min_correlation_sum, xp=xp
     )
-    return _rows_only(batch, adv)
+    return _rows_only(batch, unscaled(adv, batch.unit))

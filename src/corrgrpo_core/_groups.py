@@ -406,3 +406,96 @@ def _numpy_index(ids: Array, runs: Runs | None) -> RaggedIndex:
     member = np.empty(num, dtype=np.intp)
     member[labels] = np.arange(n, dtype=np.intp)  # any row of the group serves as its shift
     return RaggedIndex(labels=labels, num=num, member=member, size=size)
+
+
+def group_labels(ids: Any, /) -> Array:
+    """Integer group labels ``0..G-1`` (in order of first appearance) for ids of any hashable type.
+
+    For ids that are not integers, such as verl's ``uid`` strings (a numpy object array of uuid4
+    strings). Ids in runs, each group's rows adjacent as verl lays out a batch, are labelled in
+    O(N) without hashing every row: one comparison of neighbours, then a set of the run ids checks
+    that no id comes back. Scattered ids are factorised with a dict (O(N), exact), never sorted:
+    ``numpy.unique`` over Python strings costs several times more. Integer numpy ids are returned
+    unchanged (the estimators label those themselves).
+
+    Examples
+    --------
+    >>> import numpy as np, corrgrpo_core as cc
+    >>> cc.group_labels(np.array(["b", "b", "a", "a", "c"], dtype=object))
+    array([0, 0, 1, 1, 2])
+    >>> cc.group_labels(["x", "y", "x"])
+    array([0, 1, 0])
+    """
+    import numpy as np
+
+    if not isinstance(ids, np.ndarray):
+        ids = np.asarray(ids) if not isinstance(ids, (list, tuple)) else _object_array(ids)
+    if ids.ndim != 1:
+        raise ValueError(f"group ids must be one-dimensional, got shape {tuple(ids.shape)}")
+    if ids.dtype.kind in "iu":
+        return ids
+    n = ids.shape[0]
+    if n == 0:
+        return np.zeros(0, dtype=np.intp)
+    try:  # where the id changes between neighbours: runs of one id need hashing only once
+        change = np.asarray(ids[1:] != ids[:-1], dtype=bool)
+        if change.shape != (n - 1,):
+            raise ValueError
+    except (TypeError, ValueError):  # ids whose comparison is not a plain bool: every row is a head
+        change = np.ones(n - 1, dtype=bool)
+    heads = ids[np.concatenate(([0], np.flatnonzero(change) + 1))].tolist()
+    # Each run head -> the first head of its id (dict.setdefault mapped in C, no Python frame per
+    # row), then those -> 0..G-1 by direct addressing (they lie in [0, runs)).
+    seen: dict[Any, int] = {}
+    runs = len(heads)
+    try:
+        first = np.fromiter(map(seen.setdefault, heads, range(runs)), dtype=np.intp, count=runs)
+    except TypeError as exc:
+        raise TypeError(f"group ids must be hashable: {exc}") from None
+    run_of_row = np.empty(n, dtype=np.intp)
+    run_of_row[0] = 0
+    np.cumsum(change, out=run_of_row[1:])
+    if len(seen) == runs:  # every id is one run (verl's layout): the run index is the label
+        return run_of_row
+    present = np.zeros(runs, dtype=bool)
+    present[first] = True
+    return (np.cumsum(present, dtype=np.intp) - 1)[first][run_of_row]
+
+
+def _object_array(values: Any) -> Array:
+    import numpy as np
+
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out
+
+
+def run_length(ids: Array) -> int:
+    """n when host ids (any hashable type) form runs of n >= 2 adjacent rows each, else 0.
+
+    Such a batch is dense, ``(N / n, n, K)``: verl's usual layout (each prompt's n rollouts
+    adjacent). No labels are built, and only the run heads are hashed, and only once the runs
+    have one length (scattered ids cost one comparison of neighbours).
+    """
+    import numpy as np
+
+    ids = np.asarray(ids)
+    rows = ids.shape[0] if ids.ndim == 1 else 0
+    if rows < 2:
+        return 0
+    try:
+        change = np.asarray(ids[1:] != ids[:-1], dtype=bool)
+    except (TypeError, ValueError):  # ids whose comparison is not a plain bool
+        return 0
+    if change.shape != (rows - 1,):
+        return 0
+    ends = np.flatnonzero(change)  # the last row of each run but the final one
+    runs = ends.shape[0] + 1
+    n = rows // runs
+    if n < 2 or n * runs != rows or not bool(np.all(ends == np.arange(n - 1, rows - 1, n))):
+        return 0
+    heads = ids[::n].tolist()
+    try:
+        return n if len(set(heads)) == runs else 0  # no id comes back after another
+    except TypeError:
+        return 0

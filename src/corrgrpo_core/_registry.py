@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -11,14 +11,39 @@ from typing import Any
 from . import _api
 from ._lib._compat import Array
 
+# advantage_stats options that mean the same thing whatever the estimator is.
+SHARED_DIAGNOSTIC_OPTIONS = ("ddof", "nan_policy", "zero_variance_rtol")
+# ... and those that also define CorrGRPO's own denominator, for the estimators that use it.
+CORRELATION_DIAGNOSTIC_OPTIONS = (*SHARED_DIAGNOSTIC_OPTIONS, "eps", "eps_placement", "min_correlation_sum")
+
 
 @dataclass(frozen=True)
 class EstimatorSpec:
-    """A registered estimator: ``fn(scores, group_ids=None, **options)`` and a one-line summary."""
+    """A registered estimator: ``fn(scores, group_ids=None, **options)`` and a one-line summary.
+
+    ``diagnostic_options`` names the estimator options that :func:`advantage_stats` takes with the
+    same meaning: the diagnostics of a batch are computed with exactly those of the advantages
+    (see :meth:`diagnostic_kwargs`); every adapter asks here instead of filtering on its own.
+    """
 
     name: str
     fn: Callable[..., Array]
     summary: str
+    diagnostic_options: tuple[str, ...] = SHARED_DIAGNOSTIC_OPTIONS
+
+    def diagnostic_kwargs(self, options: Mapping[str, Any]) -> dict[str, Any]:
+        """The subset of ``options`` (for this estimator) to pass on to :func:`advantage_stats`.
+
+        Examples
+        --------
+        >>> import corrgrpo_core as cc
+        >>> opts = {"eps": 1e-4, "nan_policy": "ignore", "min_correlation_sum": 0.5}
+        >>> cc.get_estimator("corrgrpo").diagnostic_kwargs(opts) == opts
+        True
+        >>> cc.get_estimator("gdpo").diagnostic_kwargs({"eps": 1e-4, "nan_policy": "ignore"})
+        {'nan_policy': 'ignore'}
+        """
+        return {k: v for k, v in options.items() if k in self.diagnostic_options}
 
     @cached_property
     def options(self) -> tuple[str, ...]:
@@ -30,7 +55,13 @@ class EstimatorSpec:
 _REGISTRY: dict[str, EstimatorSpec] = {}
 
 
-def register_estimator(name: str, fn: Callable[..., Array], summary: str) -> EstimatorSpec:
+def register_estimator(
+    name: str,
+    fn: Callable[..., Array],
+    summary: str,
+    *,
+    diagnostic_options: tuple[str, ...] = SHARED_DIAGNOSTIC_OPTIONS,
+) -> EstimatorSpec:
     """Add an estimator under ``name`` (an existing name is an error).
 
     ``fn(scores, group_ids=None, **options)`` must follow the calling convention of the
@@ -46,7 +77,8 @@ def register_estimator(name: str, fn: Callable[..., Array], summary: str) -> Est
     """
     if name in _REGISTRY:
         raise ValueError(f"an estimator named {name!r} is already registered")
-    spec = EstimatorSpec(name, fn, summary)
+    taken = EstimatorSpec(name, fn, summary).options  # only options fn takes can be shared
+    spec = EstimatorSpec(name, fn, summary, tuple(o for o in diagnostic_options if o in taken))
     _REGISTRY[name] = spec
     return spec
 
@@ -106,7 +138,7 @@ for _name, _fn, _summary in (
         _api.corr_normalized_advantage,
         "centred total reward over the correlation norm of the group (CorrGRPO)",
     ),
-    ("grpo", _api.grpo_advantage, "group z-score of the weighted total reward"),
+    ("grpo", _api.grpo_advantage, "group z-score of the weighted total reward (std_scope='batch': one batch std)"),
     ("dr_grpo", _api.dr_grpo_advantage, "centred total reward, no std division (Dr.GRPO)"),
     ("rloo", _api.rloo_advantage, "leave-one-out baseline (RLOO)"),
     ("mo_grpo", _api.mo_grpo_advantage, "sum of per-component group z-scores (MO-GRPO)"),
@@ -114,4 +146,9 @@ for _name, _fn, _summary in (
     ("gdpo_corr", _api.gdpo_corr_advantage, "GDPO with the batch std replaced by a correlation norm"),
     ("dara", _api.dara_advantage, "density-aware weights on GDPO or CorrGRPO (DARA)"),
 ):
-    register_estimator(_name, _fn, _summary)
+    register_estimator(
+        _name,
+        _fn,
+        _summary,
+        diagnostic_options=CORRELATION_DIAGNOSTIC_OPTIONS if _name == "corrgrpo" else SHARED_DIAGNOSTIC_OPTIONS,
+    )

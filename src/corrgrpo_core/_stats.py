@@ -214,7 +214,7 @@ def moments(
     mean = reference + shifted_mean
     mean_sq = _update(inplace, "add", _update(inplace, "multiply", mean, mean), sum_sq / safe_count)
     threshold = _update(inplace, "multiply", _update(inplace, "multiply", mean_sq, rtol * rtol), safe_count)
-    varies = (sum_sq > threshold) & positive
+    varies = (sum_sq > threshold) & positive & (var > 0)  # var: a subnormal sum of squares over dof can round to 0
     std = xp.sqrt(var)
     if inplace:
         import numpy as np

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from . import _kernels
 from ._lib._compat import Array, Namespace, array_namespace
 
 
@@ -9,7 +10,9 @@ def broadcast_to_tokens(advantages: Array, response_mask: Array, /, *, xp: Names
     """Give every response token its sequence's advantage, and 0 outside the mask.
 
     ``advantages`` is ``(..., N)`` and ``response_mask`` ``(..., N, T)`` (bool or 0/1); the
-    result has the mask's shape and the advantages' dtype.
+    result has the mask's shape and the advantages' dtype. On torch it is the product
+    ``advantages[..., None] * response_mask`` in one pass (as verl writes it), whose only
+    difference for a 0/1 mask is a -0.0 outside the mask of a negative advantage.
 
     Examples
     --------
@@ -27,6 +30,9 @@ def broadcast_to_tokens(advantages: Array, response_mask: Array, /, *, xp: Names
             f"response_mask must be advantages' shape plus a token axis: got advantages "
             f"{tuple(advantages.shape)} and mask {tuple(response_mask.shape)}"
         )
+    kernel = _kernels.for_namespace(xp)
+    if kernel is not None:  # torch: one fused pass, no temporary as large as the output
+        return kernel.broadcast_to_tokens(advantages, response_mask)
     mask = response_mask if response_mask.dtype == xp.bool else response_mask != 0
     values = xp.broadcast_to(advantages[..., None], tuple(response_mask.shape))
     return xp.where(mask, values, xp.zeros_like(values))

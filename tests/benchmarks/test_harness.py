@@ -143,7 +143,6 @@ def test_markdown_leaves_out_columns_nobody_measured():
         loop_max=0,
         min_repeat=1,
         budget_s=0.0,
-        verl=False,
         memory=False,
     )
     header = markdown(rows).splitlines()[0]

@@ -178,3 +178,41 @@ def test_example_batch_is_a_copy():
     batch = example_batch()
     batch.scores[0, 0] = 99.0
     assert EXAMPLE[0, 0] == 0.10
+
+
+@pytest.mark.parametrize("estimator", ["grpo", "corrgrpo", "gdpo", "rloo", "mo_grpo"])
+def test_slices_of_whole_groups_give_the_same_numbers(monkeypatch, estimator):
+    # the CLI hands the core slices of whole groups (bounded memory); the numbers must not change
+    import corrgrpo_core.cli.explain as ex
+
+    rng = np.random.default_rng(5)
+    ids = rng.permutation(np.repeat(np.arange(40), rng.integers(1, 7, 40)))
+    scores = rng.normal(size=(ids.size, 3)) * np.array([0.1, 1.0, 10.0])
+    batch = RewardBatch(scores, ids.astype(np.int64), tuple(map(str, range(40))), ("x", "y", "z"), "r")
+    whole = explain(batch, estimators=[estimator])
+    monkeypatch.setattr(ex, "SLICE_ROWS", 7)
+    sliced = explain(batch, estimators=[estimator])
+    np.testing.assert_allclose(sliced.advantages[estimator], whole.advantages[estimator], rtol=1e-12, atol=0)
+    np.testing.assert_allclose(
+        sliced.advantages[estimator], cc.compute_advantages(scores, ids, estimator=estimator), rtol=1e-12
+    )
+    for a, b in zip(sliced.groups, whole.groups, strict=True):
+        assert a.degenerate == b.degenerate
+        np.testing.assert_allclose([a.c_q, a.correlation_sum], [b.c_q, b.correlation_sum], rtol=1e-12)
+        np.testing.assert_allclose(a.correlation, b.correlation)
+    np.testing.assert_allclose(sliced.mean_correlation, whole.mean_correlation)
+    assert sliced.summary == pytest.approx(whole.summary)
+
+
+def test_group_locality_is_detected():
+    from corrgrpo_core.cli.explain import is_group_local
+
+    assert is_group_local("grpo")
+    assert is_group_local("corrgrpo")
+    assert not is_group_local("gdpo")  # its batch z-score couples the groups
+
+
+def test_group_labels_are_trimmed_on_the_dictionary(write_csv):
+    batch = read_rewards(write_csv("group,r\n a,1\nb,2\na ,3\nb,4\n"))
+    assert batch.group_labels == ("a", "b")
+    np.testing.assert_array_equal(batch.group_ids, [0, 1, 0, 1])

@@ -77,7 +77,7 @@ def test_missing_requested_component(write_csv):
     [
         (['{"group": "g", "r": 1}', '{"group": "g", "r": '], r"row 2 \(line 2\): invalid JSON"),
         (['{"group": "g", "r": 1}', "[1, 2]"], r"row 2 \(line 2\): expected a JSON object, got list"),
-        (['{"group": "g", "r": 1}', '{"group": "g"}'], r"row 2 \(line 2\): missing column 'r'"),
+        (['{"group": "g", "r": 1}', '{"group": "g"}'], r"row 2 \(line 2\): column 'r': missing value"),
         (['{"group": "g", "r": 1}', '{"group": null, "r": 1}'], r"row 2 \(line 2\): empty group label"),
         (
             ['{"group": "g", "r": 1}', '{"group": "g", "r": [1]}'],

@@ -165,11 +165,14 @@ def _log_stats(config: AdapterConfig, experiences: Sequence[Any], scores: Any, g
 
 
 def _stats_kwargs(config: AdapterConfig) -> dict[str, Any]:
-    """The estimator's options that mean the same to ``advantage_stats`` (which describes CorrGRPO)."""
-    shared = {"weights", "ddof", "zero_variance_rtol", "nan_policy"}
-    if config.estimator == "corrgrpo":
-        shared |= {"eps", "eps_placement", "min_correlation_sum"}
-    return {k: v for k, v in config.core_kwargs().items() if k in shared}
+    """The estimator's options that mean the same to ``advantage_stats``: the core's registry decides
+    (``EstimatorSpec.diagnostic_kwargs``), the same for every adapter."""
+    import corrgrpo_core as cc
+
+    kwargs = cc.get_estimator(config.estimator).diagnostic_kwargs(config.options)
+    if config.weights is not None:
+        kwargs["weights"] = list(config.weights)
+    return kwargs
 
 
 def _group_reward_std(experiences: Sequence[Any], index: Any, n_samples_per_prompt: int) -> Any:

@@ -1,6 +1,7 @@
 """CorrGRPO and every other ``corrgrpo_core`` estimator inside TRL's ``GRPOTrainer``.
 
-Switching an existing TRL script takes two lines::
+Swapping ``trl.GRPOTrainer`` for ``CorrGRPOTrainer`` alone changes nothing (TRL's own ``GRPOConfig``
+gives TRL's own advantages, computed by the core); switching the estimator is one more line::
 
     from corrgrpo_adapters.trl import CorrGRPOConfig as GRPOConfig, CorrGRPOTrainer as GRPOTrainer
     args = GRPOConfig(..., advantage_estimator="corrgrpo")   # or "grpo", "gdpo", "gdpo_corr", "dara", ...
@@ -18,15 +19,18 @@ from ._advantages import advantage_diagnostics, group_advantages
 
 if TYPE_CHECKING:
     from ._compat import SUPPORTED_TRL, UnsupportedTRLError, check_trl_compatibility
-    from ._config import CorrGRPOConfig
+    from ._config import TRL_EPS, AdvantagePlan, CorrGRPOConfig, advantage_plan
     from ._trainer import CorrGRPOTrainer
 
 __all__ = [
     "SUPPORTED_TRL",
+    "TRL_EPS",
+    "AdvantagePlan",
     "CorrGRPOConfig",
     "CorrGRPOTrainer",
     "UnsupportedTRLError",
     "advantage_diagnostics",
+    "advantage_plan",
     "check_trl_compatibility",
     "group_advantages",
 ]
@@ -36,6 +40,9 @@ _LAZY = {
     "UnsupportedTRLError": "_compat",
     "check_trl_compatibility": "_compat",
     "CorrGRPOConfig": "_config",
+    "AdvantagePlan": "_config",
+    "TRL_EPS": "_config",
+    "advantage_plan": "_config",
     "CorrGRPOTrainer": "_trainer",
 }
 

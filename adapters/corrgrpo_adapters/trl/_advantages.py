@@ -14,12 +14,6 @@ import corrgrpo_core as cc
 
 __all__ = ["advantage_diagnostics", "group_advantages"]
 
-# advantage_stats options that mean the same thing for every estimator; eps and its placement only
-# mean CorrGRPO's denominator when the estimator *is* CorrGRPO.
-_SHARED_STATS_OPTIONS = ("ddof", "zero_variance_rtol", "min_correlation_sum", "nan_policy")
-_CORR_STATS_OPTIONS = ("eps", "eps_placement")
-
-
 def _as_groups(rewards: Any, num_generations: int) -> Any:
     n, k = rewards.shape
     if num_generations < 1 or n % num_generations:
@@ -75,11 +69,10 @@ def advantage_diagnostics(
     """The core's diagnostics of a gathered reward matrix, as flat metrics (``AdvantageStats.summary``).
 
     They describe the batch under CorrGRPO versus GRPO whatever ``estimator`` is, so a GRPO or GDPO run
-    can log how much one component dominates GRPO's denominator; ``eps`` and ``eps_placement`` are
-    passed on only when the estimator is CorrGRPO, where they define the same denominator.
+    can log how much one component dominates GRPO's denominator. They are computed with exactly the
+    estimator's options that ``advantage_stats`` shares with it (the core's registry says which:
+    ``EstimatorSpec.diagnostic_kwargs``), so with CorrGRPO they describe the advantages used.
     """
-    options = dict(options or {})
-    keep = _SHARED_STATS_OPTIONS + (_CORR_STATS_OPTIONS if estimator == "corrgrpo" else ())
-    stats = cc.advantage_stats(_as_groups(rewards, num_generations), weights=weights,
-                               **{k: v for k, v in options.items() if k in keep})
+    kwargs = cc.get_estimator(estimator).diagnostic_kwargs(dict(options or {}))
+    stats = cc.advantage_stats(_as_groups(rewards, num_generations), weights=weights, **kwargs)
     return stats.summary(component_names=list(component_names))

@@ -9,14 +9,16 @@ shuffles the returned batch right after, and group membership is lost.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, cast
 
 import torch
-from trl import GRPOTrainer  # type: ignore[attr-defined]
+from trl import GRPOConfig, GRPOTrainer  # type: ignore[attr-defined]
 
 from ._advantages import advantage_diagnostics, group_advantages
 from ._compat import check_trainer_attributes, check_trl_compatibility
-from ._config import CorrGRPOConfig
+from ._config import AdvantagePlan, CorrGRPOConfig, advantage_plan
 
 __all__ = ["CorrGRPOTrainer"]
 
@@ -24,11 +26,18 @@ METRIC_PREFIX = "corrgrpo/"
 
 
 class CorrGRPOTrainer(GRPOTrainer):
-    """A ``trl.GRPOTrainer`` whose advantages come from ``args.advantage_estimator``.
+    """A ``trl.GRPOTrainer`` whose advantages come from a ``corrgrpo_core`` estimator.
 
-    Takes the same arguments as ``GRPOTrainer``, with ``args`` a :class:`CorrGRPOConfig`. Everything
-    else (generation, loss types, ``num_iterations``, gradient accumulation, eval, multiple processes)
-    is TRL's. The advantages TRL logs in its completions table are the ones used for the loss.
+    Takes the same arguments as ``GRPOTrainer``. With TRL's own ``GRPOConfig`` it computes TRL's own
+    advantages (every ``scale_rewards`` and ``multi_objective_aggregation``, TRL's eps) with the core, so
+    swapping the class name changes nothing; with a :class:`CorrGRPOConfig`, ``advantage_estimator``
+    picks the estimator. Everything else (generation, loss types, ``num_iterations``, gradient
+    accumulation, eval, multiple processes) is TRL's. The advantages TRL logs in its completions table
+    are the ones used for the loss.
+
+    ``trainer.advantage_estimator`` names the core estimator in use; ``trainer.scale_rewards`` and
+    ``trainer.multi_objective_aggregation`` are TRL's names for the advantages used, None where TRL has
+    no equivalent (CorrGRPO, MO-GRPO, RLOO, GDPO-corr, DARA).
 
     Example::
 
@@ -38,25 +47,30 @@ class CorrGRPOTrainer(GRPOTrainer):
         trainer.train()
     """
 
-    args: CorrGRPOConfig
+    args: GRPOConfig
 
-    def __init__(self, model: Any, reward_funcs: Any, args: CorrGRPOConfig | None = None, **kwargs: Any) -> None:
+    def __init__(self, model: Any, reward_funcs: Any, args: GRPOConfig | None = None, **kwargs: Any) -> None:
         check_trl_compatibility()
         if args is None:
             name = model if isinstance(model, str) else model.config._name_or_path
             args = CorrGRPOConfig(f"{str(name).rstrip('/').split('/')[-1] or 'model'}-CorrGRPO")
-        elif not isinstance(args, CorrGRPOConfig):
-            raise TypeError(f"CorrGRPOTrainer needs args=CorrGRPOConfig(...), got {type(args).__name__}; "
-                            "CorrGRPOConfig takes every GRPOConfig option plus advantage_estimator")
+        elif not isinstance(args, GRPOConfig):
+            raise TypeError(f"CorrGRPOTrainer needs args=GRPOConfig(...) or CorrGRPOConfig(...), got "
+                            f"{type(args).__name__}")
+        plan = advantage_plan(args)
         super().__init__(model, reward_funcs, args=args, **kwargs)
         check_trainer_attributes(self)
-        self._advantage_options = args.advantage_options()
+        self.advantage_plan: AdvantagePlan = plan
+        self.advantage_estimator = plan.estimator
+        # TRL's names for the advantages actually used (None: TRL has no equivalent).
+        self.scale_rewards = plan.scale_rewards  # type: ignore[assignment]
+        self.multi_objective_aggregation = plan.multi_objective_aggregation  # type: ignore[assignment]
         self._gathered_rewards: torch.Tensor | None = None
         self._check_estimator_runs()
 
     def _estimator_call(self) -> dict[str, Any]:
-        return {"estimator": self.args.advantage_estimator, "weights": self.reward_weights.tolist(),
-                "options": self._advantage_options}
+        return {"estimator": self.advantage_plan.estimator, "weights": self.reward_weights.tolist(),
+                "options": self.advantage_plan.options}
 
     def _check_estimator_runs(self) -> None:
         # Option *values* (a misspelt placement, a negative floor) are checked by the core; one call on
@@ -73,8 +87,21 @@ class CorrGRPOTrainer(GRPOTrainer):
         self._gathered_rewards = rewards
         return rewards
 
+    @contextmanager
+    def _trl_switches(self) -> Iterator[None]:
+        """TRL's own block runs inside super(): give it valid switches, those of the advantages used when
+        TRL has an equivalent (so its frac_reward_zero_std describes them), and restore ours after."""
+        ours = (self.scale_rewards, self.multi_objective_aggregation)
+        self.scale_rewards = ours[0] or "group"
+        self.multi_objective_aggregation = ours[1] or "sum_then_normalize"
+        try:
+            yield
+        finally:
+            self.scale_rewards, self.multi_objective_aggregation = ours
+
     def _generate_and_score_completions(self, inputs: Any) -> Any:
-        output = super()._generate_and_score_completions(inputs)
+        with self._trl_switches():
+            output = super()._generate_and_score_completions(inputs)
         rewards, self._gathered_rewards = self._gathered_rewards, None
         if rewards is None:
             raise RuntimeError("GRPOTrainer._generate_and_score_completions did not call _calculate_rewards; "
@@ -92,12 +119,23 @@ class CorrGRPOTrainer(GRPOTrainer):
         output["advantages"] = advantages[start:start + rows].to(dtype=local.dtype, device=local.device)
 
         self._replace_logged_advantages(advantages)
-        if self.args.log_advantage_diagnostics:
+        self._replace_zero_std_metric(mode, advantages, group_size)
+        if self.advantage_plan.log_diagnostics:
             metrics = advantage_diagnostics(rewards, group_size, component_names=self.reward_func_names,
                                             **self._estimator_call())
             for key, value in metrics.items():
                 self._metrics[mode][METRIC_PREFIX + key].append(value)
         return output
+
+    def _replace_zero_std_metric(self, mode: str, advantages: torch.Tensor, group_size: int) -> None:
+        # Where TRL has an equivalent estimator, TRL computed this metric for the same advantages. Elsewhere
+        # its value described TRL's GRPO: replace it with the share of completions whose group gets no
+        # signal from the estimator in use (every advantage of the group is 0).
+        logged = self._metrics[mode].get("frac_reward_zero_std")
+        if self.advantage_plan.trl_equivalent or not logged:
+            return
+        silent = (advantages.reshape(-1, group_size) == 0).all(dim=1)
+        logged[-1] = silent.float().mean().item()
 
     def _replace_logged_advantages(self, advantages: torch.Tensor) -> None:
         # TRL appended its own (now unused) advantages for these rows to the completions-table log;

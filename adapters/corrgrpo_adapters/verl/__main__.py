@@ -32,6 +32,8 @@ def main() -> int:
     ]
     modes = [m for m in _config.TRAINER_MODES if m in trainer_base.TRAINER_REGISTRY]
     print(f"verl {verl.__version__}: estimators {estimators}; V1 trainer modes {modes}")
+    for name, owner in _config.TAKEN.items():
+        print(f"note: estimator name {name!r} belongs to {owner} (registered by another package first)")
     if plugin.FAILURES:
         print(f"corrgrpo verl plugin FAILED: {plugin.failure_report()}", file=sys.stderr)
         return 1

@@ -12,8 +12,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # verl estimator name -> core estimator name. ``grpo_covariance_coefficient`` is the name the paper's own
-# verl fork uses for CorrGRPO, so its launch scripts select our estimator unchanged.
+# verl fork uses for CorrGRPO, so its launch scripts select our estimator unchanged. ``core_grpo`` is the
+# core's GRPO under a name verl does not use: verl's GRPO maths (eps 1e-6 outside the std, ddof 1), a
+# group of one gets 0, and the whole call costs less than verl's own ``grpo_vectorized``.
 ESTIMATORS: Mapping[str, str] = {
+    "core_grpo": "grpo",
     "corrgrpo": "corrgrpo",
     "grpo_covariance_coefficient": "corrgrpo",
     "gdpo_corr": "gdpo_corr",
@@ -25,7 +28,7 @@ ESTIMATORS: Mapping[str, str] = {
 # keeps the centred score (Dr.GRPO). The CorrGRPO counterpart keeps the centred weighted total, which is
 # exactly the core's ``dr_grpo``. The other estimators normalise each component before combining them;
 # they have no std-free form, so the flag is rejected for them instead of being silently ignored.
-UNNORMALISED: Mapping[str, str] = {"corrgrpo": "dr_grpo"}
+UNNORMALISED: Mapping[str, str] = {"corrgrpo": "dr_grpo", "grpo": "dr_grpo"}
 
 # V1 trainer modes we register: our name -> the verl mode whose behaviour it keeps.
 TRAINER_MODES: Mapping[str, str] = {
@@ -39,6 +42,14 @@ TRAINER_MODES: Mapping[str, str] = {
 COMPONENTS_FILTER_METRIC = "reward_components"
 
 METRICS_PREFIX = "corrgrpo/"
+
+#: our estimator names that another package registered first in this process -> its function (left to it).
+TAKEN: dict[str, str] = {}
+
+
+def ours(name: str) -> bool:
+    """Whether ``name`` is one of our estimator names and not left to another package that took it first."""
+    return name in ESTIMATORS and name not in TAKEN
 
 
 class ConfigError(ValueError):
@@ -164,15 +175,42 @@ def reward_spec(algorithm: Any, estimator: str | None = None) -> RewardSpec:
                 f"algorithm.estimator_kwargs may not set {reserved!r}; it comes from "
                 "algorithm.reward_weights and the batch"
             )
+    _check_core_options(core, kwargs, len(keys) or 1, weights)
     return RewardSpec(verl_name=name, core_estimator=core, keys=keys, weights=weights, core_kwargs=kwargs)
+
+
+def _check_core_options(core: str, kwargs: dict[str, Any], k: int, weights: tuple[float, ...] | None) -> None:
+    """Unknown ``estimator_kwargs`` names and bad values fail here, at config time, not at the first step.
+
+    The core is imported lazily (this module stays importable when it is broken; the plugin reports that).
+    """
+    try:
+        import numpy as np
+
+        import corrgrpo_core as cc
+    except ImportError:
+        return
+    spec = cc.get_estimator(core)
+    unknown = sorted(set(kwargs) - set(spec.options))
+    if unknown:
+        raise ConfigError(
+            f"algorithm.estimator_kwargs sets {unknown}, which estimator {core!r} does not take; "
+            f"its options: {', '.join(o for o in spec.options if o not in ('weights', 'return_stats', 'xp'))}"
+        )
+    probe = np.arange(4 * k, dtype=np.float64).reshape(2, 2, k) % 3  # two groups of two
+    try:
+        cc.compute_advantages(probe, estimator=core, weights=weights, **kwargs)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"algorithm.estimator_kwargs={kwargs} is rejected by estimator {core!r}: {exc}") from None
 
 
 def check_trainer(config: Any) -> RewardSpec | None:
     """Cross-check a full verl config (``algorithm``, ``trainer``) before anything starts.
 
-    Returns the reward spec when a corrgrpo estimator is selected, else ``None``. Raises
-    :class:`ConfigError` when reward components would never reach the estimator (V1 trainer with verl's
-    own trainer mode) or when component-aware filtering is asked for without the components.
+    Returns the reward spec when a corrgrpo estimator is selected (and registered as ours), else ``None``.
+    Raises :class:`ConfigError` when reward components would never reach the estimator (V1 trainer with
+    verl's own trainer mode), when ``reward_keys`` would be ignored (an estimator that is not ours), or when
+    component-aware filtering is asked for without the components.
     """
     algorithm, trainer = _get(config, "algorithm"), _get(config, "trainer")
     use_v1 = bool(_get(trainer, "use_v1", True))
@@ -184,10 +222,19 @@ def check_trainer(config: Any) -> RewardSpec | None:
         and _get(filter_groups, "metric") == COMPONENTS_FILTER_METRIC
     )
     name = str(_get(algorithm, "adv_estimator"))
-    spec = reward_spec(algorithm) if name in ESTIMATORS else None
+    spec = reward_spec(algorithm) if ours(name) else None
     keys = spec.keys if spec is not None else reward_keys(algorithm)
-    ours = use_v1 and mode in TRAINER_MODES
-    if spec is not None and spec.keys and use_v1 and not ours:
+    our_mode = use_v1 and mode in TRAINER_MODES
+    own_keys = _as_list(_get(algorithm, "reward_keys"), "reward_keys")
+    if spec is None and own_keys and not component_filter and name not in ESTIMATORS:
+        raise ConfigError(
+            f"algorithm.reward_keys={own_keys} is read only by the corrgrpo estimators; "
+            f"algorithm.adv_estimator={name} would ignore it and train on the summed reward. Choose one of "
+            f"{sorted(ESTIMATORS)}"
+            + (" (verl's own gdpo reads +algorithm.gdpo_reward_keys)" if name == "gdpo" else "")
+            + ", or remove reward_keys"
+        )
+    if spec is not None and spec.keys and use_v1 and not our_mode:
         raise ConfigError(
             f"algorithm.adv_estimator={name} with reward_keys={list(spec.keys)} on verl's V1 trainer needs "
             f"trainer.v1.trainer_mode={_our_mode(mode)} (verl's own '{mode}' mode does not pass reward "
@@ -199,7 +246,7 @@ def check_trainer(config: Any) -> RewardSpec | None:
                 f"algorithm.filter_groups.metric={COMPONENTS_FILTER_METRIC} needs "
                 "+algorithm.reward_keys=[...] naming the components to check"
             )
-        if not ours:
+        if not our_mode:
             raise ConfigError(
                 f"algorithm.filter_groups.metric={COMPONENTS_FILTER_METRIC} is implemented by "
                 f"the corrgrpo trainer modes; set trainer.v1.trainer_mode={_our_mode(mode)} "

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,7 +18,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from corrgrpo_core import advantage_stats, broadcast_to_tokens, compute_advantages
+from corrgrpo_core import (
+    advantage_stats,
+    broadcast_to_tokens,
+    compute_advantages,
+    get_estimator,
+    group_labels,
+)
+from corrgrpo_core._groups import run_length
 
 from ._config import METRICS_PREFIX, ConfigError, RewardSpec, reward_spec
 
@@ -121,22 +129,33 @@ def component_matrix(
 
 
 def group_ids(index: Any) -> np.ndarray:
-    """verl's ``uid`` strings (any hashable, any order) -> integer group ids."""
+    """verl's ``uid`` values (any hashable, any order, mixed types as verl's own dict allows) -> integer
+    group ids, numbered in order of first appearance.
+
+    ``corrgrpo_core.group_labels``: ids in runs (verl's layout) hash one id per run, scattered ids
+    go through a dict; neither sorts the strings as ``numpy.unique`` would.
+    """
     if index is None:
         raise ConfigError(
             "the advantage call got no 'uid' index; corrgrpo estimators group responses by "
             "verl's non_tensor_batch['uid']"
         )
-    return np.unique(np.asarray(index), return_inverse=True)[1].reshape(-1)
+    uids = np.asarray(index, dtype=object).reshape(-1)
+    try:
+        return np.asarray(group_labels(uids))
+    except TypeError:  # unhashable uids (lists, arrays): group by their text, as a log would show them
+        return np.asarray(group_labels(np.array([repr(u) for u in uids], dtype=object)))
 
 
 def _scores(
     spec: RewardSpec, token_level_rewards: torch.Tensor, non_tensor_batch: Mapping[str, Any] | None
-) -> np.ndarray:
+) -> np.ndarray | torch.Tensor:
+    """(N, K) scores: float64 numpy components, or for one component verl's sequence reward as an
+    (N, 1) tensor in the token rewards' dtype and device (the core computes there)."""
     n_rows = token_level_rewards.shape[0]
     if not spec.keys:
         # One component: the sequence reward verl's own GRPO uses (in-reward KL included, if enabled).
-        return token_level_rewards.detach().sum(-1).to("cpu", torch.float64).numpy()[:, None]
+        return token_level_rewards.detach().sum(-1).unsqueeze(-1)
     source = active_source()
     if non_tensor_batch is not None:
         values, origin = non_tensor_batch, "non_tensor_batch"
@@ -152,15 +171,52 @@ def _scores(
     return component_matrix(values, spec.keys, n_rows, origin=origin)
 
 
+def _host(scores: np.ndarray | torch.Tensor) -> np.ndarray:
+    if isinstance(scores, torch.Tensor):
+        return scores.to("cpu", torch.float64).numpy()
+    return scores
+
+
 def reward_metrics(scores: np.ndarray, ids: np.ndarray, spec: RewardSpec) -> dict[str, float]:
-    """The core's diagnostics plus each component's batch mean/std, under ``corrgrpo/``."""
+    """The core's diagnostics plus each component's batch mean/std (missing values left out), under
+    ``corrgrpo/``. The diagnostics take exactly the options of the advantages that the core's registry
+    says they share (``EstimatorSpec.diagnostic_kwargs``): a floor, an eps or ``nan_policy="ignore"``
+    apply to both."""
     names = list(spec.keys) or ["reward"]
-    stats = advantage_stats(scores, ids, weights=None if spec.weights is None else np.asarray(spec.weights))
+    options = get_estimator(spec.core_estimator).diagnostic_kwargs(spec.core_kwargs)
+    weights = None if spec.weights is None else np.asarray(spec.weights)
+    stats = advantage_stats(scores, ids, weights=weights, **options)
     metrics = {f"{METRICS_PREFIX}{k}": float(v) for k, v in stats.summary(component_names=names).items()}
     for j, name in enumerate(names):
-        metrics[f"{METRICS_PREFIX}reward/{name}/mean"] = float(np.mean(scores[:, j]))
-        metrics[f"{METRICS_PREFIX}reward/{name}/std"] = float(np.std(scores[:, j]))
+        present = scores[:, j][~np.isnan(scores[:, j])]
+        metrics[f"{METRICS_PREFIX}reward/{name}/mean"] = float(np.mean(present)) if present.size else math.nan
+        metrics[f"{METRICS_PREFIX}reward/{name}/std"] = float(np.std(present)) if present.size else math.nan
     return metrics
+
+
+def _check_missing(scores: np.ndarray | torch.Tensor, spec: RewardSpec) -> None:
+    """Missing rewards (None or NaN) name their key, unless nan_policy='ignore' leaves them out."""
+    if spec.core_kwargs.get("nan_policy", "raise") != "raise":
+        return
+    if isinstance(scores, torch.Tensor):  # one reduction where it lives; rows only when some are missing
+        if not bool(torch.isnan(scores).any()):
+            return
+        scores = _host(scores)
+    missing = np.isnan(scores)
+    if not missing.any():
+        return
+    names = list(spec.keys) or ["the summed token_level_rewards"]
+    parts = []
+    for j, name in enumerate(names):
+        rows = np.flatnonzero(missing[:, j])
+        if rows.size:
+            more = f" and {rows.size - 10} more" if rows.size > 10 else ""
+            parts.append(f"{name!r} in rows {', '.join(map(str, rows[:10]))}{more}")
+    raise ConfigError(
+        f"reward component(s) missing (None or NaN): {'; '.join(parts)}. Return a number from "
+        "compute_score, or set +algorithm.estimator_kwargs.nan_policy=ignore to leave missing rewards out "
+        "of the statistics"
+    )
 
 
 def advantages_for_verl(
@@ -180,21 +236,34 @@ def advantages_for_verl(
     ``algorithm.estimator_kwargs``.
     """
     spec = reward_spec(config if config is not None else {}, estimator)
-    ids = group_ids(index)
+    if index is None:
+        group_ids(index)  # raises, naming the missing uid
     scores = _scores(spec, token_level_rewards, non_tensor_batch)
+    _check_missing(scores, spec)
     source = active_source()
     final_row = source.final_row if source is not None else None
-    if final_row is not None:
-        finals, to_final = np.unique(final_row, return_inverse=True)
-        ids, scores = group_ids(np.asarray(index)[finals]), scores[finals]
     weights = None if spec.weights is None else np.asarray(spec.weights)
-    adv = np.asarray(
-        compute_advantages(scores, ids, estimator=spec.core_estimator, weights=weights, **spec.core_kwargs)
-    )
-    if final_row is not None:
-        adv = adv[to_final.reshape(-1)]
+    run = run_length(np.asarray(index, dtype=object).reshape(-1)) if final_row is None else 0
+    ids: np.ndarray | None = None
+    if run:  # verl's layout, groups of one size in runs: dense groups, no labels, no host copy of scores
+        dense = scores.reshape(-1, run, scores.shape[-1])
+        adv = compute_advantages(dense, estimator=spec.core_estimator, weights=weights, **spec.core_kwargs)
+        adv = adv.reshape(-1)
+    else:
+        ids, host = group_ids(index), _host(scores)
+        if final_row is not None:
+            finals, to_final = np.unique(final_row, return_inverse=True)
+            ids, host = group_ids(np.asarray(index, dtype=object).reshape(-1)[finals]), host[finals]
+        adv = compute_advantages(host, ids, estimator=spec.core_estimator, weights=weights, **spec.core_kwargs)
+        if final_row is not None:
+            adv = np.asarray(adv)[to_final.reshape(-1)]
     adv_t = torch.as_tensor(adv, dtype=token_level_rewards.dtype, device=token_level_rewards.device)
     tokens = broadcast_to_tokens(adv_t, response_mask)
     if source is not None:
-        source.metrics.update(reward_metrics(scores, ids, spec))
+        if ids is None:
+            ids = group_ids(index)
+        host = _host(scores)
+        if final_row is not None:
+            host = host[np.unique(final_row)]
+        source.metrics.update(reward_metrics(host, ids, spec))
     return tokens, tokens

@@ -16,7 +16,7 @@ import functools
 from types import ModuleType
 from typing import Any
 
-from ._config import ESTIMATORS
+from ._config import ours
 from ._estimator import active_source, component_source
 
 META_KEY = "corrgrpo_metrics"
@@ -35,7 +35,7 @@ def patch(ray_trainer: ModuleType) -> None:
 
     @functools.wraps(original_advantage)
     def compute_advantage(data: Any, adv_estimator: Any, *args: Any, **kwargs: Any) -> Any:
-        if str(adv_estimator) not in ESTIMATORS or active_source() is not None:
+        if not ours(str(adv_estimator)) or active_source() is not None:
             return original_advantage(data, adv_estimator, *args, **kwargs)
         with component_source(data.non_tensor_batch, origin=ORIGIN) as source:
             data = original_advantage(data, adv_estimator, *args, **kwargs)

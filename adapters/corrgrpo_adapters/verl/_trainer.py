@@ -12,6 +12,7 @@ mode's name, so verl's mode-dependent branches and ``trainer.v1.<mode>`` setting
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from types import ModuleType
 from typing import Any
@@ -20,13 +21,13 @@ import numpy as np
 
 from ._config import (
     COMPONENTS_FILTER_METRIC,
-    ESTIMATORS,
     TRAINER_MODES,
     check_trainer,
+    ours,
     reward_keys,
     reward_spec,
 )
-from ._estimator import component_source, components_from_extra_fields, group_ids
+from ._estimator import active_source, component_source, components_from_extra_fields, group_ids
 
 
 def _fetch_components(
@@ -67,7 +68,7 @@ class ComponentTrainerMixin:
 
     def _reward_keys(self) -> tuple[str, ...]:
         algorithm = self.config.algorithm
-        if algorithm.get("adv_estimator") in ESTIMATORS:
+        if ours(str(algorithm.get("adv_estimator"))):
             return reward_spec(algorithm).keys
         return ()
 
@@ -115,8 +116,8 @@ class ComponentFilterMixin:
             columns = _fetch_components(trajectories, partition_id, self.component_keys)
             scores = np.stack([columns[k] for k in self.component_keys], axis=1)
             uids = np.array([key.split("_")[0] for key in trajectories], dtype=object)
-            ids = group_ids(uids)
-            for g, uid in enumerate(np.unique(uids)):
+            ids = group_ids(uids)  # numbered in order of first appearance, as dict.fromkeys lists them
+            for g, uid in enumerate(dict.fromkeys(uids)):
                 rows = scores[ids == g]
                 tied = rows.shape[0] > 1 and bool(np.all(rows == rows[0]))
                 # verl's diagnostic counts filtered groups by their shared value; ours is the shared total.
@@ -134,6 +135,30 @@ def _component_filter_class(base: type) -> type:
     if base not in _FILTER_CLASSES:
         _FILTER_CLASSES[base] = type(f"ComponentFilter{base.__name__}", (ComponentFilterMixin, base), {})
     return _FILTER_CLASSES[base]
+
+
+V1_ORIGIN = "verl's own V1 trainer mode (no reward components; set trainer.v1.trainer_mode=corrgrpo for them)"
+
+
+def patch_multi_trajectories(trainer_base: ModuleType) -> None:
+    """verl's V1 ``_compute_advantage`` picks each session's final output only for its own ``grpo``; wrap
+    the dispatcher it calls so that our estimators do the same in verl's own trainer modes too (each
+    multi-output session counts once in its group, its other outputs take its advantage). Inside our
+    trainer modes their component source is open already and carries the same final rows."""
+    original = trainer_base.compute_advantage_for_multi_trajectories
+    if getattr(original, "corrgrpo_wrapped", False):
+        return
+
+    @functools.wraps(original)
+    def compute_advantage_for_multi_trajectories(data: Any, batch_keys: Any, adv_estimator: Any,
+                                                 *args: Any, **kwargs: Any) -> Any:
+        if not ours(str(adv_estimator)) or active_source() is not None:
+            return original(data, batch_keys, adv_estimator, *args, **kwargs)
+        with component_source(None, origin=V1_ORIGIN, final_row=_final_rows(list(batch_keys))):
+            return original(data, batch_keys, adv_estimator, *args, **kwargs)
+
+    compute_advantage_for_multi_trajectories.corrgrpo_wrapped = True  # type: ignore[attr-defined]
+    vars(trainer_base)["compute_advantage_for_multi_trajectories"] = compute_advantage_for_multi_trajectories
 
 
 def register(v1: ModuleType) -> None:

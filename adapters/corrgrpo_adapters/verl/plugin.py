@@ -18,6 +18,7 @@ reason, by the config check, by the corrgrpo trainer modes and by placeholder es
 
 from __future__ import annotations
 
+import difflib
 import functools
 import importlib
 import logging
@@ -36,6 +37,8 @@ logger = logging.getLogger("corrgrpo_adapters.verl")
 FAILURES: dict[str, str] = {}
 #: step names that completed in this process.
 DONE: set[str] = set()
+TAKEN = _config.TAKEN
+ours = _config.ours
 
 
 class PluginError(RuntimeError):
@@ -91,14 +94,22 @@ def _register_estimators(core_algos: ModuleType) -> None:
         if getattr(current, "corrgrpo_estimator", None) == name:
             continue  # this process registered it already (the plugin loaded twice)
         if current is not None:
-            owner = f"{getattr(current, '__module__', '?')}.{getattr(current, '__qualname__', repr(current))}"
-            raise PluginError(
-                f"verl's estimator name {name!r} is already registered to {owner}; uninstall or "
-                "rename the other plugin (corrgrpo does not override estimators it did not register)"
+            # Another package owns this name: leave it theirs, register every other name, and say so.
+            TAKEN[name] = _owner(current)
+            logger.warning(
+                "corrgrpo verl plugin: estimator name %r is registered to %s by another package; "
+                "corrgrpo registered its other estimators and leaves %r to that package",
+                name, TAKEN[name], name,
             )
+            continue
         fn = functools.partial(_estimator.advantages_for_verl, estimator=name)
         fn.corrgrpo_estimator = name  # type: ignore[attr-defined]
         core_algos.register_adv_est(name)(fn)
+
+
+def _owner(fn: Any) -> str:
+    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
+
 
 
 @_guarded("legacy trainer hooks")
@@ -113,6 +124,7 @@ def _register_trainer_modes(v1: ModuleType) -> None:
     from . import _trainer
 
     _trainer.register(v1)
+    _trainer.patch_multi_trajectories(v1.trainer_base)
 
 
 @_guarded("config check")
@@ -134,13 +146,23 @@ def _patch_validate_config(config_module: ModuleType) -> None:
 def check_config(config: Any) -> _config.RewardSpec | None:
     """Validate the corrgrpo parts of a full verl config and the plugin's registration in this process.
 
-    verl's ``validate_config`` calls this in the driver (``main_ppo``) once the plugin is loaded.
+    verl's ``validate_config`` calls this in the driver (``main_ppo``) once the plugin is loaded. Only our
+    names are checked: an estimator that is not ours may be registered in the workers alone (a team's own,
+    through ``VERL_USE_EXTERNAL_MODULES`` in Ray's runtime_env), which verl itself accepts.
     """
     algorithm = config.get("algorithm", {})
     trainer = config.get("trainer", {})
     name = str(algorithm.get("adv_estimator"))
     mode = str(trainer.get("v1", {}).get("trainer_mode", "sync")) if trainer.get("use_v1", True) else None
-    selected = name in _config.ESTIMATORS or mode in _config.TRAINER_MODES
+    if name in TAKEN:
+        logger.warning(
+            "algorithm.adv_estimator=%s runs %s, which another package registered under that name before "
+            "corrgrpo; corrgrpo's checks do not apply to it%s",
+            name, TAKEN[name], " (corrgrpo's CorrGRPO is also registered as grpo_covariance_coefficient)"
+            if name == "corrgrpo" and ours("grpo_covariance_coefficient") else "",
+        )
+    estimator_ours = ours(name)
+    selected = estimator_ours or mode in _config.TRAINER_MODES
     # Trigger (and so check) the registrations this run needs here in the driver, before Ray starts; the
     # TaskRunner process repeats them when it imports the same modules.
     if selected:
@@ -160,17 +182,15 @@ def check_config(config: Any) -> _config.RewardSpec | None:
         from verl.trainer.ppo.v1 import get_trainer_cls
 
         get_trainer_cls(mode)  # verl's error lists the registered modes
-    from verl.trainer.ppo.core_algos import get_adv_estimator_fn
+    from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY
 
-    try:
-        get_adv_estimator_fn(name)  # type: ignore[no-untyped-call,unused-ignore]
-    except ValueError:
-        from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY
-
-        raise _config.ConfigError(
-            f"unknown algorithm.adv_estimator={name!r}; registered estimators: "
-            f"{sorted(ADV_ESTIMATOR_REGISTRY)}"
-        ) from None
+    if name not in ADV_ESTIMATOR_REGISTRY:
+        near = difflib.get_close_matches(name, list(_config.ESTIMATORS), n=1, cutoff=0.8)
+        if near:  # a misspelling of one of ours; anything else may be registered in the workers only
+            raise _config.ConfigError(
+                f"unknown algorithm.adv_estimator={name!r}; did you mean {near[0]!r}? corrgrpo's estimators: "
+                f"{sorted(_config.ESTIMATORS)}"
+            )
     return _config.check_trainer(config)
 
 

@@ -8,11 +8,12 @@ from array_api_compat import (
     array_namespace,
     device,
     is_array_api_obj,
+    is_jax_array,
     is_jax_namespace,
-    is_lazy_array,
     is_numpy_namespace,
     is_torch_namespace,
 )
+from array_api_compat import is_lazy_array as _is_lazy_array
 
 # Arrays of any backend; kept as Any so that numpy, torch and jax arrays all type-check.
 Array: TypeAlias = Any
@@ -30,6 +31,18 @@ __all__ = [
     "is_torch_namespace",
     "work_dtype",
 ]
+
+
+def is_lazy_array(x: Any) -> bool:
+    """Whether ``x``'s values are unknown now (a jax tracer under ``jit``, a dask array, ...), so that
+    value checks must be skipped. array-api-compat counts every jax array; an eager one is concrete."""
+    if not _is_lazy_array(x):
+        return False
+    if is_jax_array(x):
+        import jax
+
+        return isinstance(x, jax.core.Tracer)
+    return True
 
 
 def work_dtype(xp: Namespace, dev: Any) -> Any:

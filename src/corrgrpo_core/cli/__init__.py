@@ -46,18 +46,38 @@ def _parser() -> argparse.ArgumentParser:
         description="Read a reward batch (one row per rollout: a group column and one column "
         "per reward component) and print, per group and for the batch, each "
         "component's share of GRPO's denominator, the correlation matrix, c_q, "
-        "degenerate groups and the advantages under each estimator.",
+        "degenerate groups and the advantages under each estimator. Given a run (a folder of "
+        "verl rollout dumps or logs, or a file with a step column), print the same per step, how "
+        "much each estimator would change the run's advantages, and whether switching matters.",
     )
-    ex.add_argument("file", nargs="?", help="CSV, JSONL or Parquet file")
+    ex.add_argument(
+        "file",
+        nargs="?",
+        help="CSV, JSONL or Parquet file; a file with a step column, or a folder (verl rollout dumps "
+        "<step>.jsonl, corrgrpo train logs, any CSV/JSONL/Parquet logs), is read as a run, step by step",
+    )
     ex.add_argument(
         "--example", action="store_true", help="use the paper's Figure 2 example instead of a file"
     )
-    ex.add_argument("--group-col", default="group", help="column holding the group (prompt) id [group]")
+    ex.add_argument(
+        "--group-col",
+        default=None,
+        help="column holding the group (prompt) id [group; input for verl rollout dumps]",
+    )
+    ex.add_argument("--step-col", default="step", help="column holding the training step of a run [step]")
+    ex.add_argument(
+        "--run-estimator",
+        default="grpo",
+        help="the estimator the run trained with, compared against (on score when it needs only the "
+        "total) [grpo]",
+    )
+    ex.add_argument("--max-steps", type=int, default=20, help="steps printed in a run's tables [20]")
     ex.add_argument(
         "--components",
         type=_names,
         default=None,
-        help="comma-separated reward columns [every column but the group column]",
+        help="comma-separated reward columns [every column but the group column; for a run, every "
+        "numeric column but score and the step and group columns]",
     )
     ex.add_argument(
         "--weights",
@@ -68,7 +88,7 @@ def _parser() -> argparse.ArgumentParser:
         "--estimators",
         type=_names,
         default=None,
-        help="comma-separated estimators to compare [grpo,corrgrpo,gdpo]",
+        help="comma-separated estimators to compare [grpo,corrgrpo,gdpo; corrgrpo,gdpo for a run]",
     )
     ex.add_argument(
         "--format",
@@ -84,7 +104,12 @@ def _parser() -> argparse.ArgumentParser:
         help="missing values: an error, or left out of their component's statistics [raise]",
     )
     ex.add_argument("--max-groups", type=int, default=10, help="groups printed in detail [10]")
-    ex.add_argument("--plot", default=None, metavar="PNG", help="draw the Figure 2 view of one group to PNG")
+    ex.add_argument(
+        "--plot",
+        default=None,
+        metavar="PNG",
+        help="draw the Figure 2 view of one group (a run: its trends over steps) to a .png/.pdf/.svg file",
+    )
     ex.add_argument("--plot-group", default=None, metavar="LABEL", help="group to plot [the first]")
 
     sim = sub.add_parser(
@@ -177,30 +202,70 @@ def _cmd_explain(args: argparse.Namespace, out: TextIO) -> int:
         raise CliError("give a reward file or --example (not both)")
     if args.max_groups < 0:
         raise CliError("--max-groups must be >= 0")
+    if args.plot:
+        from .plots import check_plot_path
+
+        check_plot_path(args.plot)
+    if args.file is not None and not args.example:
+        from .runs import is_run
+
+        if is_run(Path(args.file), step_col=args.step_col, file_format=args.file_format):
+            return _cmd_explain_run(args, out)
     if args.example:
         batch = example_batch()
     else:
         batch = read_rewards(
             args.file,
-            group_col=args.group_col,
+            group_col=args.group_col or "group",
             components=args.components,
             file_format=args.file_format,
             allow_nan=args.nan_policy == "ignore",
         )
     weights = parse_weights(args.weights, batch.components)
+    group = 0
+    if args.plot_group is not None:
+        if args.plot_group not in batch.group_labels:
+            raise CliError(f"--plot-group {args.plot_group!r} is not a group in the file")
+        group = batch.group_labels.index(args.plot_group)
+    detail = sorted({*range(min(args.max_groups, batch.n_groups)), group})
     report = explain(
-        batch, estimators=args.estimators or DEFAULT_ESTIMATORS, weights=weights, nan_policy=args.nan_policy
+        batch,
+        estimators=args.estimators or DEFAULT_ESTIMATORS,
+        weights=weights,
+        nan_policy=args.nan_policy,
+        detail=detail,
     )
     out.write(render_explanation(report, max_groups=args.max_groups) + "\n")
     if args.plot:
         from .plots import plot_explanation
 
-        group = 0
-        if args.plot_group is not None:
-            if args.plot_group not in batch.group_labels:
-                raise CliError(f"--plot-group {args.plot_group!r} is not a group in the file")
-            group = batch.group_labels.index(args.plot_group)
-        out.write(f"plot written to {plot_explanation(report, args.plot, group=group)}\n")
+        path = plot_explanation(report, args.plot, group=detail.index(group))
+        out.write(f"plot written to {path}\n")
+    return 0
+
+
+def _cmd_explain_run(args: argparse.Namespace, out: TextIO) -> int:
+    from .io import parse_weights
+    from .runs import analyse_run, find_run, render_run
+
+    if args.max_steps < 1:
+        raise CliError("--max-steps must be >= 1")
+    source = find_run(
+        Path(args.file), group_col=args.group_col, step_col=args.step_col, file_format=args.file_format
+    )
+    report = analyse_run(
+        source,
+        components=args.components,
+        estimators=args.estimators or ("corrgrpo", "gdpo"),
+        run_estimator=args.run_estimator,
+        nan_policy=args.nan_policy,
+        parse_weights=lambda names: parse_weights(args.weights, names),
+    )
+    out.write(render_run(report, max_steps=args.max_steps) + "\n")
+    if args.plot:
+        from .plots import plot_run
+
+        out.write(f"plot written to {plot_run(report, args.plot)}\n")
     return 0
 
 
@@ -293,4 +358,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _cmd_estimators(out)
     except CliError as err:
         print(f"corrgrpo {args.command}: error: {err}", file=sys.stderr)
+        return 2
+    except MemoryError:
+        print(
+            f"corrgrpo {args.command}: error: out of memory; read fewer columns (--components)",
+            file=sys.stderr,
+        )
         return 2

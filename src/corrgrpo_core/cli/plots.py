@@ -11,9 +11,12 @@ from .io import CliError
 
 if TYPE_CHECKING:
     from .explain import Explanation
+    from .runs import RunReport
     from .simulate import ScenarioResult
 
-__all__ = ["plot_explanation", "plot_scenario"]
+__all__ = ["check_plot_path", "plot_explanation", "plot_run", "plot_scenario"]
+
+_SUFFIXES = {".png", ".pdf", ".svg"}
 
 
 def _pyplot() -> Any:
@@ -29,11 +32,28 @@ def _pyplot() -> Any:
     return plt
 
 
-def _save(fig: Any, path: str | Path) -> Path:
+def check_plot_path(path: str | Path) -> Path:
+    """Create the plot's folder and check the suffix before any work, so a typo fails fast."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=80)
-    fig.clf()
+    if path.is_dir():
+        raise CliError(f"--plot {path}: is a folder; give a file name such as {path / 'plot.png'}")
+    if path.suffix.lower() not in _SUFFIXES:
+        raise CliError(f"--plot {path}: use a .png, .pdf or .svg file name")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise CliError(f"--plot {path}: cannot create the folder {path.parent} ({err.strerror})") from None
+    return path
+
+
+def _save(fig: Any, path: str | Path) -> Path:
+    path = check_plot_path(path)
+    try:
+        fig.savefig(path, dpi=80)
+    except OSError as err:
+        raise CliError(f"--plot {path}: cannot write it ({err.strerror})") from None
+    finally:
+        fig.clf()
     return path
 
 
@@ -129,6 +149,67 @@ def plot_scenario(result: ScenarioResult, path: str | Path, *, baseline: str | N
     band = "95% band; dotted: threshold" if baseline is None else "paired 95% band"
     fig.suptitle(f"{result.scenario.name}: {what} (mean of {seeds} seeds, {band})", fontsize=10)
     fig.tight_layout(rect=(0, 0.06, 1, 1))
+    out = _save(fig, path)
+    plt.close(fig)
+    return out
+
+
+def plot_run(report: RunReport, path: str | Path) -> Path:
+    """A run's trends over steps: each component's share of GRPO's denominator, c_q (median and
+    10th-90th percentile), the groups at risk, and how far each estimator is from the run's own."""
+    plt = _pyplot()
+    steps = report.steps
+    x = np.arange(len(steps))
+    labels = [s.step for s in steps]
+    marker = "." if len(steps) <= 50 else None
+    fig, axes = plt.subplots(2, 2, figsize=(12, 7), sharex=True)
+    ax = axes[0, 0]
+    for name in report.components:
+        ax.plot(x, [100 * s.share[name] for s in steps], marker=marker, label=name)
+    ax.set_title("share of GRPO's denominator^2 (%, median group)", fontsize=10)
+    ax.legend(fontsize=8)
+    ax = axes[0, 1]
+    ax.plot(x, [s.c_q[2] for s in steps], color="C0", label="median")
+    ax.fill_between(
+        x,
+        [s.c_q[1] for s in steps],
+        [s.c_q[3] for s in steps],
+        alpha=0.2,
+        color="C0",
+        label="10th-90th percentile",
+    )
+    ax.set_title("c_q (CorrGRPO advantage / GRPO's), groups with a reward spread", fontsize=10)
+    ax.legend(fontsize=8)
+    ax = axes[1, 0]
+    for key, label in [
+        ("singleton", "one rollout"),
+        ("flat", "no reward spread"),
+        ("collapsed", "collapsed"),
+    ]:
+        ax.plot(x, [100 * getattr(s, key) / max(s.groups, 1) for s in steps], marker=marker, label=label)
+    ax.set_title("groups (% of the step's groups)", fontsize=10)
+    ax.legend(fontsize=8)
+    ax = axes[1, 1]
+    for i, name in enumerate(report.estimators):
+        color = f"C{i}"
+        ax.plot(x, [s.changes[name].rank for s in steps], color=color, label=f"{name}: rank agreement")
+        ax.plot(
+            x,
+            [s.changes[name].flips for s in steps],
+            color=color,
+            linestyle="--",
+            label=f"{name}: sign flips (share)",
+        )
+    ax.set_ylim(-0.05, 1.05)
+    ax.set_title(f"against the run's {report.run_estimator}", fontsize=10)
+    if report.estimators:
+        ax.legend(fontsize=8)
+    every = max(1, len(steps) // 12)
+    for ax in axes[1]:
+        ax.set_xticks(x[::every], labels[::every])
+        ax.set_xlabel("step")
+    fig.suptitle(f"{report.source.path}", fontsize=11)
+    fig.tight_layout()
     out = _save(fig, path)
     plt.close(fig)
     return out

@@ -16,6 +16,7 @@ from corrgrpo_adapters.trl import (
     UnsupportedTRLError,
     check_trl_compatibility,
 )
+from corrgrpo_adapters.trl._config import advantage_plan
 
 CPU = {"output_dir": "unused", "bf16": False, "use_cpu": True, "report_to": "none"}
 
@@ -24,6 +25,7 @@ def test_defaults_pass_only_the_nan_policy() -> None:
     args = CorrGRPOConfig(**CPU)
     assert args.advantage_estimator == "corrgrpo"
     assert args.advantage_options() == {"nan_policy": "ignore"}
+    assert args.advantage_plan().options == {"nan_policy": "ignore"}
 
 
 def test_named_fields_and_kwargs_become_core_options() -> None:
@@ -48,9 +50,7 @@ def test_cli_parsing() -> None:
     ({"advantage_kwargs": {"weights": [1, 2]}}, "set reward_weights instead"),
     ({"advantage_kwargs": {"eps_placement": "x"}, "advantage_eps_placement": "inside"}, "its own config field"),
     ({"advantage_kwargs": {"varaint": "sym"}, "advantage_estimator": "dara"}, "takes no such option"),
-    ({"scale_rewards": "none"}, "advantage_estimator='dr_grpo'"),
-    ({"scale_rewards": "batch"}, "leave it at 'group'"),
-    ({"multi_objective_aggregation": "normalize_then_sum"}, "advantage_estimator='gdpo'"),
+    ({"advantage_kwargs": {"std_scope": "batch"}, "advantage_estimator": "grpo"}, "set scale_rewards='batch'"),
 ])
 def test_bad_configs_are_named(kwargs: dict[str, Any], match: str) -> None:
     with pytest.raises(ValueError, match=match):
@@ -59,7 +59,73 @@ def test_bad_configs_are_named(kwargs: dict[str, Any], match: str) -> None:
 
 def test_every_core_estimator_is_selectable() -> None:
     for name in cc.estimator_names():
-        assert CorrGRPOConfig(**CPU, advantage_estimator=name).advantage_options() == {"nan_policy": "ignore"}
+        plan = CorrGRPOConfig(**CPU, advantage_estimator=name).advantage_plan()
+        assert plan.estimator == name
+        # TRL's eps for TRL's two estimators (so "grpo" and "gdpo" reproduce TRL), the core's elsewhere
+        assert plan.options == {"nan_policy": "ignore", **({"eps": 1e-4} if name in ("grpo", "gdpo") else {})}
+
+
+# (advantage_estimator, scale_rewards, multi_objective_aggregation) -> core estimator, extra option, TRL's names
+MAPPED = [
+    ("grpo", "group", "sum_then_normalize", "grpo", {}, ("group", "sum_then_normalize")),
+    ("grpo", True, "sum_then_normalize", "grpo", {}, ("group", "sum_then_normalize")),
+    ("grpo", "batch", "sum_then_normalize", "grpo", {"std_scope": "batch"}, ("batch", "sum_then_normalize")),
+    ("grpo", "none", "sum_then_normalize", "dr_grpo", {}, ("none", "sum_then_normalize")),
+    ("grpo", False, "sum_then_normalize", "dr_grpo", {}, ("none", "sum_then_normalize")),
+    ("corrgrpo", "none", "sum_then_normalize", "dr_grpo", {}, ("none", "sum_then_normalize")),
+    ("dr_grpo", "none", "sum_then_normalize", "dr_grpo", {}, ("none", "sum_then_normalize")),
+    ("dr_grpo", "group", "sum_then_normalize", "dr_grpo", {}, ("none", "sum_then_normalize")),
+    ("rloo", "none", "sum_then_normalize", "rloo", {}, (None, None)),
+    ("gdpo", "group", "normalize_then_sum", "gdpo", {}, ("group", "normalize_then_sum")),
+    ("gdpo", "none", "normalize_then_sum", "gdpo", {}, ("none", "normalize_then_sum")),  # TRL ignores it too
+    ("gdpo", "group", "sum_then_normalize", "gdpo", {}, ("group", "normalize_then_sum")),
+    ("gdpo", "batch", "sum_then_normalize", "gdpo", {}, ("batch", "normalize_then_sum")),  # TRL's GDPO ignores it
+    ("corrgrpo", "group", "sum_then_normalize", "corrgrpo", {}, (None, None)),
+    ("mo_grpo", "group", "sum_then_normalize", "mo_grpo", {}, (None, None)),
+]
+
+
+@pytest.mark.parametrize(("name", "scale", "aggregation", "core", "extra", "trl_names"), MAPPED)
+def test_trl_switches_map_onto_the_estimator(name: str, scale: Any, aggregation: str, core: str,
+                                            extra: dict[str, Any], trl_names: tuple[Any, Any]) -> None:
+    plan = CorrGRPOConfig(**CPU, advantage_estimator=name, scale_rewards=scale,
+                          multi_objective_aggregation=aggregation).advantage_plan()
+    assert plan.estimator == core
+    assert {k: plan.options[k] for k in extra} == extra
+    assert (plan.scale_rewards, plan.multi_objective_aggregation) == trl_names
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"multi_objective_aggregation": "normalize_then_sum"}, ("conflicts with advantage_estimator='corrgrpo'; set "
+     "advantage_estimator='gdpo'")),
+    ({"advantage_estimator": "grpo", "multi_objective_aggregation": "normalize_then_sum"}, "set advantage_estimator='gdpo'"),
+    ({"scale_rewards": "batch"}, ("conflicts with advantage_estimator='corrgrpo'; for TRL's batch scaling set "
+     "advantage_estimator='grpo'")),
+    ({"advantage_estimator": "dr_grpo", "scale_rewards": "batch"}, "set advantage_estimator='grpo'"),
+    ({"advantage_estimator": "mo_grpo", "scale_rewards": "none"}, "set advantage_estimator='dr_grpo'"),
+    ({"advantage_estimator": "gdpo_corr", "scale_rewards": False}, "set advantage_estimator='dr_grpo'"),
+    ({"scale_rewards": "none", "advantage_eps": 1e-4},
+     "estimator 'dr_grpo' takes no 'eps'.*scale_rewards='none' turns advantage_estimator='corrgrpo' into 'dr_grpo'"),
+])
+def test_conflicting_trl_switches_name_the_equivalent(kwargs: dict[str, Any], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        CorrGRPOConfig(**CPU, **kwargs)
+
+
+@pytest.mark.parametrize(("scale", "aggregation", "core", "extra"), [
+    ("group", "sum_then_normalize", "grpo", {"eps": 1e-4}),
+    (True, "sum_then_normalize", "grpo", {"eps": 1e-4}),
+    ("batch", "sum_then_normalize", "grpo", {"eps": 1e-4, "std_scope": "batch"}),
+    ("none", "sum_then_normalize", "dr_grpo", {}),
+    (False, "sum_then_normalize", "dr_grpo", {}),
+    ("group", "normalize_then_sum", "gdpo", {"eps": 1e-4}),
+    ("batch", "normalize_then_sum", "gdpo", {"eps": 1e-4}),
+])
+def test_trl_grpo_config_maps_onto_the_core(scale: Any, aggregation: str, core: str, extra: dict[str, Any]) -> None:
+    plan = advantage_plan(GRPOConfig(**CPU, scale_rewards=scale, multi_objective_aggregation=aggregation))
+    assert plan.estimator == core
+    assert dict(plan.options) == {"nan_policy": "ignore", **extra}
+    assert plan.multi_objective_aggregation == aggregation
 
 
 def test_bad_option_values_fail_at_construction(trainer_factory: Any) -> None:
@@ -69,9 +135,11 @@ def test_bad_option_values_fail_at_construction(trainer_factory: Any) -> None:
         trainer_factory(advantage_min_correlation_sum=-1.0)
 
 
-def test_plain_grpo_config_is_refused(tiny_model: str) -> None:
-    with pytest.raises(TypeError, match="CorrGRPOConfig"):
-        CorrGRPOTrainer(model=tiny_model, reward_funcs=[len], args=GRPOConfig(**CPU))
+def test_other_args_are_refused(tiny_model: str) -> None:
+    from transformers import TrainingArguments
+
+    with pytest.raises(TypeError, match=r"GRPOConfig\(...\) or CorrGRPOConfig"):
+        CorrGRPOTrainer(model=tiny_model, reward_funcs=[len], args=TrainingArguments(**CPU))
 
 
 def test_installed_trl_is_compatible() -> None:

@@ -10,8 +10,10 @@ import pytest
 import torch
 import trl_fixtures
 from transformers import TrainerCallback
+from trl import GRPOConfig
 
 import corrgrpo_core as cc
+from corrgrpo_adapters.trl import CorrGRPOConfig
 
 COMPONENTS = [f.__name__ for f in trl_fixtures.REWARD_FUNCS]
 DIAGNOSTICS = ["corrgrpo/c_q/mean", "corrgrpo/correlation_sum/mean", "corrgrpo/degenerate_groups",
@@ -61,17 +63,96 @@ def test_training_uses_core_advantages_and_logs_diagnostics(trainer_factory: Any
         assert entry["corrgrpo/groups"] == 2.0
 
 
-@pytest.mark.parametrize(("estimator", "aggregation"), [("grpo", "sum_then_normalize"),
-                                                        ("gdpo", "normalize_then_sum")])
-def test_grpo_and_gdpo_equal_trl_builtin(trainer_factory: Any, estimator: str, aggregation: str) -> None:
-    trainer = trainer_factory(advantage_estimator=estimator, advantage_eps=1e-4, max_steps=3)
-    # CorrGRPOConfig refuses TRL's estimator switches; flipping the trainer's attribute makes TRL's
-    # built-in block compute its GDPO on the same rewards, in the same run, for comparison.
-    trainer.multi_objective_aggregation = aggregation
-    train_and_check(trainer, steps=3)
-    for ours, theirs in zip(trainer.record["advantages"], trainer.record["trl_advantages"], strict=True):
+def sometimes_missing(completions: list[str], **_: Any) -> list[float | None]:
+    """A fourth reward that returns None for some completions (TRL's "not applicable")."""
+    return [None if len(c) % 3 == 0 else float(c.count("1")) for c in completions]
+
+
+def all_missing_for_odd(fn: Any) -> Any:
+    """``fn``, returning None where the answer is odd, so that some completions have no reward at all."""
+    def wrapped(completions: list[str], answer: list[str], **kw: Any) -> list[float | None]:
+        values = fn(completions=completions, answer=answer, **kw)
+        return [None if int(a) % 2 else v for v, a in zip(values, answer, strict=True)]
+
+    wrapped.__name__ = fn.__name__
+    return wrapped
+
+
+MATRIX_FUNCS = [trl_fixtures.length_bonus, all_missing_for_odd(trl_fixtures.vowel_count),
+                all_missing_for_odd(trl_fixtures.answer_digit), all_missing_for_odd(sometimes_missing)]
+
+# TRL's option matrix: (config class, estimator, scale_rewards, multi_objective_aggregation, TRL's names)
+TRL_MATRIX = [
+    *[(GRPOConfig, None, scale, agg, ({True: "group", False: "none"}.get(scale, scale), agg))
+      for scale, agg in [("group", "sum_then_normalize"), (True, "sum_then_normalize"),
+                         ("batch", "sum_then_normalize"), ("none", "sum_then_normalize"),
+                         (False, "sum_then_normalize"), ("group", "normalize_then_sum"),
+                         ("none", "normalize_then_sum")]],
+    (CorrGRPOConfig, "grpo", "group", "sum_then_normalize", ("group", "sum_then_normalize")),
+    (CorrGRPOConfig, "grpo", "batch", "sum_then_normalize", ("batch", "sum_then_normalize")),
+    (CorrGRPOConfig, "grpo", False, "sum_then_normalize", ("none", "sum_then_normalize")),
+    (CorrGRPOConfig, "dr_grpo", "group", "sum_then_normalize", ("none", "sum_then_normalize")),
+    (CorrGRPOConfig, "gdpo", "group", "sum_then_normalize", ("group", "normalize_then_sum")),
+    (CorrGRPOConfig, "gdpo", "batch", "normalize_then_sum", ("batch", "normalize_then_sum")),
+]
+
+
+@pytest.mark.parametrize(("config_cls", "estimator", "scale", "aggregation", "names"), TRL_MATRIX,
+                         ids=[f"{c.__name__}-{e}-{s}-{a}" for c, e, s, a, _ in TRL_MATRIX])
+def test_trl_options_reproduce_trl_own_advantages(trainer_factory: Any, config_cls: type, estimator: str | None,
+                                                  scale: Any, aggregation: str, names: tuple[str, str]) -> None:
+    # TRL's own advantage block runs inside the same step on the same gathered rewards (the recording
+    # trainer keeps what it returned): ours must equal it, whatever TRL option selected it.
+    logs = LogCapture()
+    extra = {} if estimator is None else {"advantage_estimator": estimator}
+    trainer = trainer_factory(config_cls=config_cls, scale_rewards=scale, multi_objective_aggregation=aggregation,
+                              reward_funcs=MATRIX_FUNCS, max_steps=2, callbacks=[logs], **extra)
+    assert (trainer.scale_rewards, trainer.multi_objective_aggregation) == names
+    train_and_check(trainer, steps=2)
+    assert (trainer.scale_rewards, trainer.multi_objective_aggregation) == names
+    for rewards, ours, theirs in zip(trainer.record["rewards"], trainer.record["advantages"],
+                                     trainer.record["trl_advantages"], strict=True):
         assert ours.abs().max() > 0.1
-        torch.testing.assert_close(ours, theirs, rtol=1e-4, atol=1e-5)
+        assert torch.isnan(rewards).any()  # missing rewards exercised
+        torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-5)
+    # TRL's frac_reward_zero_std was computed for these same advantages
+    assert all("frac_reward_zero_std" in entry for entry in logs.logs if "loss" in entry)
+
+
+@pytest.mark.parametrize("estimator", ["corrgrpo", "mo_grpo", "rloo"])
+def test_attributes_and_zero_std_metric_describe_the_advantages_used(trainer_factory: Any, estimator: str) -> None:
+    logs = LogCapture()
+    trainer = trainer_factory(advantage_estimator=estimator, max_steps=3, callbacks=[logs])
+    assert trainer.advantage_estimator == estimator
+    # TRL has no name for these advantages: its switches do not pretend to describe them
+    assert trainer.scale_rewards is None
+    assert trainer.multi_objective_aggregation is None
+    train_and_check(trainer, steps=3)
+    step_logs = [entry for entry in logs.logs if "loss" in entry]
+    assert len(step_logs) == len(trainer.record["advantages"]) == 3
+    for entry, adv in zip(step_logs, trainer.record["advantages"], strict=True):
+        # the share of completions whose group gets no signal from the advantages used
+        silent = (adv.reshape(-1, 4) == 0).all(dim=1).float().mean().item()
+        assert entry["frac_reward_zero_std"] == pytest.approx(silent)
+    assert trainer.scale_rewards is None
+
+
+def test_diagnostics_use_the_options_of_the_advantages(trainer_factory: Any) -> None:
+    # With a floor on the correlation sum, the logged c_q is the floored one the advantages used.
+    floor = 50.0
+    trainer = trainer_factory(advantage_estimator="corrgrpo", advantage_min_correlation_sum=floor, max_steps=2)
+    train_and_check(trainer, steps=2)
+    rewards = trainer.record["rewards"][0]
+    options = trainer.advantage_plan.diagnostic_options()
+    assert options["min_correlation_sum"] == floor
+    stats = cc.advantage_stats(rewards.double().reshape(-1, 4, rewards.shape[1]), **options)
+    grpo = cc.grpo_advantage(rewards.double().reshape(-1, 4, rewards.shape[1]), eps_placement="inside",
+                             nan_policy="ignore").reshape(-1)
+    ours = trainer.record["advantages"][0].double()
+    # A_corr = c_q * A_grpo, with the floored c_q the logs report
+    torch.testing.assert_close(ours, stats.c_q.reshape(-1) * grpo, rtol=1e-4, atol=1e-5)
+    logged = [e["corrgrpo/c_q/max"] for e in trainer.state.log_history if "corrgrpo/c_q/max" in e]
+    assert logged[0] <= (1.0 / floor) ** 0.5 * float(stats.covariance_sum.max()) ** 0.5 + 1e-6
 
 
 def test_num_iterations_gradient_accumulation_and_eval(trainer_factory: Any) -> None:
@@ -87,19 +168,11 @@ def test_num_iterations_gradient_accumulation_and_eval(trainer_factory: Any) -> 
 
 
 def test_rows_without_any_reward_get_zero_advantage(trainer_factory: Any) -> None:
-    def unscored(fn: Any) -> Any:
-        # every function returns None for the prompts whose answer is odd; one also for a single digit
-        def wrapped(completions: list[str], answer: list[str], **kw: Any) -> list[float | None]:
-            values = fn(completions=completions, answer=answer, **kw)
-            return [None if int(a) % 2 else v for v, a in zip(values, answer, strict=True)]
-
-        wrapped.__name__ = fn.__name__
-        return wrapped
-
     def sometimes(completions: list[str], **_: Any) -> list[float | None]:
         return [None if len(c) % 2 else 1.0 for c in completions]  # missing for some scored rows too
 
-    funcs = [unscored(f) for f in [*trl_fixtures.REWARD_FUNCS, sometimes]]
+    # every function returns None for the prompts whose answer is odd
+    funcs = [all_missing_for_odd(f) for f in [*trl_fixtures.REWARD_FUNCS, sometimes]]
     trainer = trainer_factory(reward_funcs=funcs, max_steps=2)
     train_and_check(trainer, steps=2)
     saw_unscored = saw_partial = False

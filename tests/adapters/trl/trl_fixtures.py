@@ -86,10 +86,12 @@ class RecordingTrainer(CorrGRPOTrainer, _RecordTRL):
 
 
 def make_trainer(model: str, out: Path, *, reward_funcs: list[Any] | None = None, eval_dataset: Any = None,
-                 callbacks: list[Any] | None = None, **config: Any) -> RecordingTrainer:
+                 callbacks: list[Any] | None = None, config_cls: type = CorrGRPOConfig,
+                 **config: Any) -> RecordingTrainer:
+    """``config_cls``: CorrGRPOConfig, or TRL's own GRPOConfig (the trainer then reproduces TRL's estimator)."""
     from transformers import AutoTokenizer
 
-    args = CorrGRPOConfig(**{**BASE_CONFIG, "output_dir": str(out), **config})
+    args = config_cls(**{**BASE_CONFIG, "output_dir": str(out), **config})
     return RecordingTrainer(model=model, reward_funcs=reward_funcs or REWARD_FUNCS, args=args,
                             train_dataset=dataset(), eval_dataset=eval_dataset,
                             processing_class=AutoTokenizer.from_pretrained(model), callbacks=callbacks)
@@ -99,8 +101,9 @@ def core_advantages(trainer: CorrGRPOTrainer, rewards: torch.Tensor, group_size:
     """The core's advantages for a gathered reward matrix, through the ragged group_ids path (the
     adapter uses the dense one), so the test also checks the adapter's reading of TRL's group layout."""
     group_ids = torch.arange(rewards.shape[0]) // group_size
-    return cc.compute_advantages(rewards, group_ids, estimator=trainer.args.advantage_estimator,
-                                 weights=trainer.reward_weights.tolist(), **trainer.args.advantage_options())
+    plan = trainer.advantage_plan
+    return cc.compute_advantages(rewards, group_ids, estimator=plan.estimator,
+                                 weights=trainer.reward_weights.tolist(), **plan.options)
 
 
 def check_core_advantages_used(trainer: RecordingTrainer) -> int:

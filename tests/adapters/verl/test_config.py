@@ -88,9 +88,19 @@ def test_components_missing_names_the_trainer_mode(batch: Any, algo: Any) -> Non
         call("corrgrpo", batch, algo(reward_keys=["acc"]))
 
 
-def test_unknown_core_option_is_reported_by_the_core(batch: Any, algo: Any) -> None:
-    with pytest.raises(TypeError, match="no option"):
-        call("corrgrpo", batch, algo(estimator_kwargs={"epsilon": 1e-3}))
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"epsilon": 1e-3}, r"sets \['epsilon'\], which estimator 'corrgrpo' does not take; its options: eps, "),
+    ({"eps_placement": "middle"}, "rejected by estimator 'corrgrpo': unknown eps_placement 'middle'"),
+    ({"min_correlation_sum": -1}, "rejected by estimator 'corrgrpo': min_correlation_sum must be"),
+])
+def test_bad_estimator_kwargs_fail_at_config_time(algo: Any, kwargs: dict[str, Any], message: str) -> None:
+    # at config time (verl's validate_config, in the driver), not at the first training step
+    from omegaconf import OmegaConf
+
+    config = OmegaConf.create({"algorithm": {"adv_estimator": "corrgrpo", "estimator_kwargs": kwargs},
+                               "trainer": {"v1": {"trainer_mode": "corrgrpo"}}})
+    with pytest.raises(ConfigError, match=message):
+        check_trainer(config)
 
 
 def test_core_options_pass_through(batch: Any, algo: Any) -> None:
@@ -187,3 +197,37 @@ def test_trainer_cross_checks_accept_valid_setups() -> None:
         )
         is None
     )
+
+
+@pytest.mark.parametrize(("algorithm", "message"), [
+    ({"adv_estimator": "grpo", "reward_keys": ["acc", "fmt"]},
+     (r"reward_keys=\['acc', 'fmt'\] is read only by the corrgrpo estimators; algorithm.adv_estimator=grpo would "
+     "ignore it")),
+    ({"adv_estimator": "gdpo", "reward_keys": ["acc"]}, r"verl's own gdpo reads \+algorithm.gdpo_reward_keys"),
+])
+def test_reward_keys_that_would_be_ignored_are_refused(algorithm: dict[str, Any], message: str) -> None:
+    from omegaconf import OmegaConf
+
+    with pytest.raises(ConfigError, match=message):
+        check_trainer(OmegaConf.create({"algorithm": algorithm, "trainer": {"use_v1": False}}))
+
+
+def test_reward_keys_for_component_filtering_with_verl_grpo_are_kept() -> None:
+    from omegaconf import OmegaConf
+
+    config = OmegaConf.create({
+        "algorithm": {"adv_estimator": "grpo", "reward_keys": ["acc"],
+                      "filter_groups": {"enable": True, "metric": "reward_components"}},
+        "trainer": {"v1": {"trainer_mode": "corrgrpo"}},
+    })
+    assert check_trainer(config) is None
+
+
+def test_estimators_registered_only_in_the_workers_pass_the_config_check(compose: Any, recipes: Any) -> None:
+    from corrgrpo_adapters.verl.plugin import check_config
+
+    # a team's own estimator, registered only in the workers: stock verl accepts the config, so do we
+    assert check_config(compose([*recipes.grpo, "algorithm.adv_estimator=team_private_estimator"])) is None
+    # a misspelling of one of ours is still caught in the driver
+    with pytest.raises(ConfigError, match="did you mean 'corrgrpo'"):
+        check_config(compose([*recipes.grpo, "algorithm.adv_estimator=corrgrp"]))

@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 import torch
 
+from corrgrpo_adapters.verl import ConfigError
+
 pytestmark = pytest.mark.usefixtures("verl_imported")
 
 
@@ -136,3 +138,66 @@ def test_single_component_matches_verl_grpo(make_batch: Any, algo: Any, norm_by_
     torch.testing.assert_close(mine[~singleton], theirs[~singleton], rtol=1e-5, atol=1e-6)
     assert torch.all(mine[singleton] == 0)
     assert theirs[singleton].abs().sum() > 0
+
+
+# --- issue 17: diagnostics with the advantages' options, mixed uids, missing components ---
+
+
+def metrics_of(data: Any) -> dict[str, float]:
+    from corrgrpo_adapters.verl._legacy import META_KEY
+
+    return dict(data.meta_info[META_KEY])
+
+
+def test_metrics_take_nan_policy_ignore(batch: Any, algo: Any) -> None:
+    """The NaN error recommends nan_policy=ignore; the step must then not crash inside the metrics."""
+    data = legacy_data(batch)
+    acc = data.non_tensor_batch["acc"].astype(object)
+    acc[[1, 4]] = None
+    data.non_tensor_batch["acc"] = acc
+    config = algo(reward_keys=list(batch.keys), estimator_kwargs={"nan_policy": "ignore"})
+    out = run(data, "corrgrpo", config)
+    metrics = metrics_of(out)
+    assert np.isfinite(metrics["corrgrpo/c_q/mean"])
+    present = np.delete(batch.components["acc"], [1, 4])
+    assert metrics["corrgrpo/reward/acc/mean"] == pytest.approx(present.mean())
+    assert torch.isfinite(out.batch["advantages"]).all()
+
+
+def test_metrics_take_the_correlation_floor(batch: Any, algo: Any) -> None:
+    """With min_correlation_sum the logged c_q is the one of the advantages used (A_corr = c_q * A_grpo)."""
+    import corrgrpo_core as cc
+
+    floor = 40.0
+    config = algo(reward_keys=list(batch.keys), estimator_kwargs={"min_correlation_sum": floor})
+    out = run(legacy_data(batch), "corrgrpo", config)
+    metrics = metrics_of(out)
+    stats = cc.advantage_stats(batch.matrix(), batch.group_ids(), min_correlation_sum=floor)
+    assert metrics["corrgrpo/c_q/max"] == pytest.approx(float(stats.c_q.max()))
+    grpo = cc.grpo_advantage(batch.matrix(), batch.group_ids(), eps_placement="inside")
+    np.testing.assert_allclose(batch.core("corrgrpo", min_correlation_sum=floor)[:, 0], stats.c_q * grpo,
+                               rtol=1e-6, atol=1e-9)
+    unfloored = cc.advantage_stats(batch.matrix(), batch.group_ids())
+    assert float(unfloored.c_q.max()) > metrics["corrgrpo/c_q/max"]  # what the log showed before
+
+
+def test_uids_of_mixed_types_group_as_verl_groups_them(batch: Any, algo: Any) -> None:
+    from corrgrpo_adapters.verl._estimator import group_ids
+
+    mixed = np.array([1, "1", 2.5, 1, "1", None, 2.5, None], dtype=object)
+    np.testing.assert_array_equal(group_ids(mixed), [0, 1, 2, 0, 1, 3, 2, 3])
+    data = legacy_data(batch)
+    numbers = {u: i for i, u in enumerate(dict.fromkeys(batch.uids))}
+    uids = np.array([numbers[u] if numbers[u] % 2 else u for u in batch.uids], dtype=object)  # str and int
+    data.non_tensor_batch["uid"] = uids
+    out = run(data, "corrgrpo", algo(reward_keys=list(batch.keys)))
+    np.testing.assert_allclose(out.batch["advantages"].numpy(), batch.core("corrgrpo"), rtol=1e-5, atol=1e-6)
+
+
+def test_a_missing_component_names_its_key(batch: Any, algo: Any) -> None:
+    data = legacy_data(batch)
+    fmt = data.non_tensor_batch["fmt"].astype(object)
+    fmt[2] = None
+    data.non_tensor_batch["fmt"] = fmt
+    with pytest.raises(ConfigError, match=r"missing \(None or NaN\): 'fmt' in rows 2\. .*nan_policy=ignore"):
+        run(data, "corrgrpo", algo(reward_keys=list(batch.keys)))

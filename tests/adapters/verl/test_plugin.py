@@ -4,13 +4,14 @@ broken registration (which verl itself would only log at DEBUG level) fails loud
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-ESTIMATORS = ["corrgrpo", "grpo_covariance_coefficient", "gdpo_corr", "mo_grpo", "dara"]
+ESTIMATORS = ["core_grpo", "corrgrpo", "grpo_covariance_coefficient", "gdpo_corr", "mo_grpo", "dara"]
 MODES = ["corrgrpo", "corrgrpo_colocate_async", "corrgrpo_separate_async"]
 
 REPORT = f"""
@@ -77,7 +78,7 @@ def test_broken_core_fails_loudly(run_python: Any, tmp_path: Path) -> None:
     fake = tmp_path / "corrgrpo_core"
     fake.mkdir()
     (fake / "__init__.py").write_text("raise ImportError('simulated broken corrgrpo_core install')\n")
-    result = run_python(CHECK, env={"PYTHONPATH": str(tmp_path)})
+    result = run_python(CHECK, env={"PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])})
     assert result.returncode == 0, result.stderr[-3000:]
     # Logged at ERROR level in every process, with the reason, as soon as verl is imported ...
     assert "corrgrpo verl plugin: estimators failed" in result.stderr
@@ -92,27 +93,46 @@ def test_broken_core_fails_loudly(run_python: Any, tmp_path: Path) -> None:
     assert "simulated broken corrgrpo_core install" in call
 
 
-def test_name_collision_fails_loudly(run_python: Any, tmp_path: Path) -> None:
-    """Another package already registered 'corrgrpo' (loaded first through VERL_USE_EXTERNAL_MODULES)."""
+COLLISION = """
+import logging, verl
+from omegaconf import OmegaConf
+from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY
+from corrgrpo_adapters.verl.plugin import check_config
+ours = sorted(k for k, v in ADV_ESTIMATOR_REGISTRY.items() if getattr(v, "corrgrpo_estimator", None) == k)
+print("OURS", ours)
+print("CORRGRPO_OWNER", ADV_ESTIMATOR_REGISTRY["corrgrpo"].__module__)
+for name in ("gdpo_corr", "corrgrpo"):
+    config = OmegaConf.create({"algorithm": {"adv_estimator": name}, "trainer": {"use_v1": True,
+                               "v1": {"trainer_mode": "corrgrpo"}}})
+    print("CHECK", name, check_config(config) is not None)
+"""
+
+
+def test_name_collision_leaves_that_name_and_registers_the_others(run_python: Any, tmp_path: Path) -> None:
+    """Another package already registered 'corrgrpo' (loaded first through VERL_USE_EXTERNAL_MODULES): that
+    name stays theirs, every other name is ours, and a run selecting either is told which it gets."""
     (tmp_path / "other_corrgrpo.py").write_text(
         "from verl.trainer.ppo.core_algos import register_adv_est\n"
         "@register_adv_est('corrgrpo')\n"
         "def someone_elses(**kwargs):\n    raise AssertionError('wrong estimator')\n"
     )
-    result = run_python(
-        CHECK, env={"PYTHONPATH": str(tmp_path), "VERL_USE_EXTERNAL_MODULES": "other_corrgrpo"}
-    )
+    path = os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])
+    result = run_python(COLLISION, env={"PYTHONPATH": path, "VERL_USE_EXTERNAL_MODULES": "other_corrgrpo"})
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "corrgrpo verl plugin: estimators failed" in result.stderr
-    check = next(line for line in result.stdout.splitlines() if line.startswith("CHECK"))
-    assert "PluginError" in check
-    assert "already registered" in check
+    lines = dict(line.split(" ", 1) for line in result.stdout.splitlines() if line.split(" ")[0].isupper())
+    assert lines["OURS"] == str(sorted(n for n in ESTIMATORS if n != "corrgrpo"))
+    assert lines["CORRGRPO_OWNER"] == "other_corrgrpo"
+    assert result.stdout.count("CHECK gdpo_corr True") == 1  # ours, checked as ours
+    assert result.stdout.count("CHECK corrgrpo False") == 1  # theirs: not checked as ours, no error
+    assert "estimator name 'corrgrpo' is registered to other_corrgrpo.someone_elses" in result.stderr
+    assert "also registered as grpo_covariance_coefficient" in result.stderr
+    assert "estimators failed" not in result.stderr
 
 
 @pytest.mark.parametrize(
     ("env", "code", "needle"),
     [
-        ({}, 0, "estimators ['corrgrpo', 'grpo_covariance_coefficient', 'gdpo_corr', 'mo_grpo', 'dara']"),
+        ({}, 0, "estimators ['core_grpo', 'corrgrpo', 'grpo_covariance_coefficient', 'gdpo_corr', 'mo_grpo', 'dara']"),
         ({"VERL_USE_EXTERNAL_PLUGINS": "none"}, 1, "did not load the verl.plugins entry point"),
     ],
 )

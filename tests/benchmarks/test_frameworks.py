@@ -1,0 +1,68 @@
+"""The framework benchmark (``python -m benchmarks.frameworks``): its measuring helpers, and tiny
+verl / TRL runs where those frameworks are installed. Checks what the tables claim, not the speed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from benchmarks import frameworks as fw
+
+
+def test_interleaved_minimum_calls_every_function_each_round_and_slow_ones_less():
+    seen: list[str] = []
+    calls = {
+        "a": lambda: seen.append("a"),
+        "b": lambda: seen.append("b"),
+        "slow": lambda: seen.append("slow"),
+    }
+    best = fw.interleaved_min(calls, 4, slow=["slow"], slow_repeats=2)
+    assert seen == ["a", "b", "slow"] + ["a", "b", "slow"] * 2 + ["a", "b"] * 2  # warm-up, then rounds
+    assert set(best) == {"a", "b", "slow"}
+    assert all(t >= 0 for t in best.values())
+
+
+def test_peak_extra_sees_a_large_temporary():
+    peak = fw.peak_extra(lambda: np.ones(2**23).sum())  # a 64 MiB temporary, freed before returning
+    if peak is None:
+        pytest.skip("no /proc/self/clear_refs here")
+    assert peak >= 32 * 2**20
+
+
+def test_reference_corrgrpo_matches_the_core_on_a_verl_batch():
+    torch = pytest.importorskip("torch")
+    import corrgrpo_core as cc
+    from benchmarks._reference import reference_corrgrpo
+
+    batch = fw.verl_batch(256, 5, shuffled=True)
+    adv, _ = reference_corrgrpo(batch["mask"], batch["index"], batch["non_tensor_batch"], fw.KEYS)
+    scores = np.stack([batch["non_tensor_batch"][k] for k in fw.KEYS], axis=1)
+    want = cc.corr_normalized_advantage(scores, cc.group_labels(batch["index"]))
+    got = adv.sum(-1) / batch["mask"].sum(-1)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-4, atol=1e-4)
+    assert adv.dtype == torch.float32
+
+
+def test_verl_suite_runs_and_our_grpo_equals_verls():
+    pytest.importorskip("verl")
+    rows = fw.run_verl([256], [1, 5], ["runs", "shuffled"], repeats=1)
+    by = {(r.case, r.size, r.call): r for r in rows}
+    for layout in ("runs", "shuffled"):
+        for length in (1, 5):
+            ours = by[(layout, length, "ours core_grpo")]
+            assert ours.diff_against == "verl grpo_vectorized"
+            assert ours.max_abs_diff is not None
+            assert ours.max_abs_diff <= 1e-5
+            assert by[(layout, length, "ours corrgrpo (K=3)")].max_abs_diff <= 1e-4
+            assert by[(layout, length, "verl grpo_vectorized")].x_baseline == 1.0
+
+
+def test_trl_suite_runs_and_our_grpo_equals_trls_lines():
+    pytest.importorskip("trl")
+    rows = fw.run_trl([64], [1, 3], repeats=1)
+    ours = [r for r in rows if r.call == "ours grpo"]
+    assert len(ours) == 2
+    assert all(r.max_abs_diff is not None for r in ours)
+    assert all(r.max_abs_diff <= 1e-5 for r in ours)
+    table = fw.markdown(rows)
+    assert table.startswith("| suite | case |")

@@ -1,0 +1,201 @@
+"""The backend kernels (``corrgrpo_core._kernels``) against the generic float64 path.
+
+torch float32 batches are computed in float32 by the kernels: these properties bound the error
+at float32 tolerance against the generic path run in float64 on the same (float32) values.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import corrgrpo_core as cc
+
+torch = pytest.importorskip("torch")
+torch.set_num_threads(1)
+
+from corrgrpo_core._kernels import _torch as kernel
+
+
+@st.composite
+def dense_float32(draw):
+    """(B, n, K) float32 scores: binary pass/fail columns, continuous ones, constants, any scale."""
+    b = draw(st.integers(1, 5))
+    n = draw(st.integers(2, 9))
+    k = draw(st.integers(1, 4))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    cols = []
+    for _ in range(k):
+        kind = draw(st.sampled_from(["binary", "normal", "constant", "offset"]))
+        if kind == "binary":
+            col = (rng.random((b, n)) < 0.5).astype(np.float64)
+        elif kind == "normal":
+            col = rng.normal(size=(b, n))
+        elif kind == "constant":
+            col = np.full((b, n), rng.normal())
+        else:  # a small spread on a large mean
+            col = 100.0 + rng.normal(size=(b, n)) * 1e-2
+        cols.append(col * 10.0 ** draw(st.integers(-3, 3)))
+    return np.stack(cols, axis=-1).astype(np.float32)
+
+
+def _close(got, want):
+    got, want = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
+    scale = max(1.0, float(np.max(np.abs(want), initial=0.0)))
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * scale)
+
+
+ESTIMATORS = {"grpo": cc.grpo_advantage, "corrgrpo": cc.corr_normalized_advantage}
+
+
+@pytest.mark.parametrize("name", sorted(ESTIMATORS))
+@settings(max_examples=60, deadline=None)
+@given(x=dense_float32(), weighted=st.booleans(), placement=st.sampled_from(["inside", "outside"]))
+def test_float32_kernel_matches_float64_generic_path(name, x, weighted, placement):
+    fn = ESTIMATORS[name]
+    weights = np.linspace(-1.0, 2.0, x.shape[-1]) if weighted else None
+    kw = {"weights": weights, "eps_placement": placement}
+    got = fn(torch.from_numpy(x), **kw)
+    assert got.dtype == torch.float32
+    assert got.shape == x.shape[:-1]
+    _close(got.numpy(), fn(x.astype(np.float64), **kw))
+
+
+@pytest.mark.parametrize("name", sorted(ESTIMATORS))
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@settings(max_examples=25, deadline=None)
+@given(x=dense_float32())
+def test_torch_ops_path_matches_host_path(name, dtype, x):
+    """dense_ops (the path for tensors off the host) computes what the host path computes."""
+    t = torch.from_numpy(x.astype(dtype))
+    opts = {
+        "eps": 1e-6,
+        "outside": name == "grpo",
+        "ddof": 1,
+        "rtol": 64 * 2.220446049250313e-16,
+        "floor": 0.0,
+    }
+    got = kernel.dense_ops(name, t, None, shape=t.shape[:-1], **opts)
+    want = ESTIMATORS[name](t)
+    _close(got.numpy(), want.numpy())
+
+
+def test_one_group_of_n_rows_and_the_paper_example():
+    s = np.array([[0.1, 0.18, 0.8], [0.18, 0.1, 7.28], [0.82, 0.9, 8], [0.9, 0.82, 1.52]], dtype=np.float32)
+    got = cc.corr_normalized_advantage(torch.from_numpy(s))
+    np.testing.assert_allclose(got.numpy(), [-1.86071, 0.93036, 1.86071, -0.93036], atol=1e-4)
+    np.testing.assert_allclose(
+        cc.grpo_advantage(torch.from_numpy(s)).numpy(), [-1.09544, 0.54772, 1.09544, -0.54772], atol=1e-4
+    )
+
+
+def test_constant_groups_give_exact_zeros_in_float32():
+    x = torch.full((3, 7, 2), 0.1, dtype=torch.float32)  # 0.1 is not dyadic: a mean would round
+    assert torch.equal(cc.corr_normalized_advantage(x), torch.zeros(3, 7))
+    assert torch.equal(cc.grpo_advantage(x), torch.zeros(3, 7))
+
+
+def test_inputs_are_not_mutated_and_the_kernel_declines_what_it_does_not_cover():
+    x = torch.rand(4, 8, 3)
+    before = x.clone()
+    cc.corr_normalized_advantage(x, weights=[1.0, 2.0, 3.0])
+    cc.grpo_advantage(x)
+    assert torch.equal(x, before)
+    opts = {
+        "eps": 1e-6,
+        "eps_placement": "inside",
+        "ddof": 1,
+        "zero_variance_rtol": None,
+        "singleton": "zero",
+    }
+    assert kernel.dense("corrgrpo", x.half(), None, **opts) is None  # no half-precision statistics
+    assert kernel.dense("corrgrpo", x.bfloat16(), None, **opts) is None  # (nor a numpy view of it)
+    assert kernel.dense("grpo", x.long(), None, **opts) is None
+    assert kernel.dense("corrgrpo", x, [1.0, 2.0], **opts) is None  # wrong weights: the generic error
+    assert kernel.dense("corrgrpo", x[:, :1], None, **{**opts, "ddof": 1}) is None  # n <= ddof
+    assert kernel.dense("corrgrpo", x.requires_grad_(), None, **opts) is None  # gradients: generic path
+    nan = torch.rand(2, 4, 3)
+    nan[1, 2, 0] = float("nan")
+    assert kernel.dense("corrgrpo", nan, None, **opts) is None
+
+
+def test_nan_and_inf_reach_the_generic_path():
+    x = torch.rand(2, 4, 3)
+    x[1, 2, 0] = float("nan")
+    with pytest.raises(ValueError, match="NaN"):
+        cc.corr_normalized_advantage(x)
+    got = cc.corr_normalized_advantage(x, nan_policy="ignore")
+    want = cc.corr_normalized_advantage(x.double().numpy(), nan_policy="ignore")
+    _close(got.numpy(), want)
+    x[1, 2, 0] = float("inf")
+    with pytest.raises(ValueError, match="inf"):
+        cc.grpo_advantage(x)
+
+
+def test_gradients_flow_through_the_generic_path():
+    x = torch.rand(3, 4, 2, dtype=torch.float64, requires_grad=True)
+    cc.corr_normalized_advantage(x).sum().backward()
+    assert x.grad is not None
+
+
+# --- token broadcast -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mask_dtype", ["bool", "int64", "float32"])
+@pytest.mark.parametrize(("n", "t"), [(5, 3), (1100, 1024), (3, 0)])
+def test_token_broadcast_matches_the_generic_where(mask_dtype, n, t):
+    rng = np.random.default_rng(0)
+    adv = rng.normal(size=n).astype(np.float32)
+    lengths = rng.integers(0, t + 1, n)
+    mask = (np.arange(t)[None, :] < lengths[:, None]).astype(mask_dtype)
+    got = cc.broadcast_to_tokens(torch.from_numpy(adv), torch.from_numpy(mask))
+    want = np.where(mask != 0, adv[:, None], np.float32(0))
+    assert got.dtype == torch.float32
+    assert got.shape == (n, t)
+    np.testing.assert_array_equal(got.numpy(), want)
+
+
+def test_token_broadcast_keeps_leading_axes_and_float64():
+    adv = torch.rand(2, 3, dtype=torch.float64)
+    mask = torch.ones(2, 3, 4, dtype=torch.bool)
+    mask[..., -1] = False
+    got = cc.broadcast_to_tokens(adv, mask)
+    np.testing.assert_array_equal(got.numpy(), np.where(mask.numpy(), adv.numpy()[..., None], 0.0))
+
+
+# --- string ids ------------------------------------------------------------------------------
+
+
+def _same_partition(labels, ids):
+    _, inverse = np.unique(np.asarray(ids, dtype=object).astype(str), return_inverse=True)
+    pairs = set(zip(labels.tolist(), inverse.tolist(), strict=True))
+    assert len(pairs) == len(set(labels.tolist())) == len(set(inverse.tolist()))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    sizes=st.lists(st.integers(1, 5), min_size=1, max_size=12), shuffle=st.booleans(), seed=st.integers(0, 99)
+)
+def test_group_labels_partition_string_ids_like_unique(sizes, shuffle, seed):
+    ids = np.array([f"uid-{g}" for g, s in enumerate(sizes) for _ in range(s)], dtype=object)
+    if shuffle:
+        ids = ids[np.random.default_rng(seed).permutation(len(ids))]
+    labels = cc.group_labels(ids)
+    assert labels.dtype.kind == "i"
+    _same_partition(labels, ids)
+    first = [labels[list(ids).index(u)] for u in dict.fromkeys(ids.tolist())]
+    assert first == list(range(len(first)))  # labels in order of first appearance
+
+
+def test_group_labels_inputs():
+    assert cc.group_labels(["b", "a", "b"]).tolist() == [0, 1, 0]  # a returning id: not runs
+    assert cc.group_labels(np.array(["x", "x", "y"])).tolist() == [0, 0, 1]  # numpy str dtype
+    ints = np.array([5, 5, 2])
+    assert cc.group_labels(ints) is ints
+    assert cc.group_labels(np.array([], dtype=object)).shape == (0,)
+    with pytest.raises(TypeError, match="hashable"):
+        cc.group_labels([[1], [2], [1]])
+    with pytest.raises(ValueError, match="one-dimensional"):
+        cc.group_labels(np.array([["a"], ["b"]], dtype=object))
