@@ -145,6 +145,14 @@ def add_train_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         help="train nothing: redraw the plots and report.md from the CSVs already in --out "
         "(e.g. while a long study is still running)",
     )
+    p.add_argument(
+        "--merge",
+        type=_names,
+        default=None,
+        metavar="DIRS",
+        help="train nothing: merge the outputs of runs over different seeds (comma-separated --out "
+        "folders, e.g. a study split with --first-seed) into --out, keeping the seeds every estimator finished",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--quiet", action="store_true", help="print only the report")
 
@@ -181,13 +189,21 @@ def run_train(args: argparse.Namespace, out: TextIO) -> int:
     if args.model is not None and not Path(args.model).is_dir():
         raise CliError(f"--model {args.model!r} is not a local checkpoint folder (nothing is downloaded)")
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    if args.report_only:
-        from corrgrpo_tasks.training import load_records, write_outputs
+    if args.report_only or args.merge:
+        from corrgrpo_tasks.training import load_records, merge_records, write_outputs
 
         try:
-            records = load_records(args.out)
+            records = (
+                merge_records([load_records(f) for f in args.merge]) if args.merge else load_records(args.out)
+            )
         except (FileNotFoundError, ValueError) as err:
             raise CliError(str(err)) from None
+        if args.merge:
+            from corrgrpo_tasks.training import write_csv
+
+            Path(args.out).mkdir(parents=True, exist_ok=True)
+            write_csv(Path(args.out) / "evals.csv", records.evals)
+            write_csv(Path(args.out) / "steps.csv", records.steps)
         out.write(write_outputs(records, args.out) + "\n")
         return 0
     from corrgrpo_tasks.training import TrainConfig, run_training, task_defaults, write_outputs

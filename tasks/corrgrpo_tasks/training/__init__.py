@@ -6,8 +6,32 @@ estimator and seed, evaluated greedily on held-out prompts. See ``docs/experimen
 """
 
 from ._report import interval, load_csv, summarise, write_outputs
-from ._run import RunRecords, TrainConfig, evaluate_policy, load_records, run_training, task_defaults
+from ._run import (
+    RunRecords,
+    TrainConfig,
+    evaluate_policy,
+    load_records,
+    merge_records,
+    run_training,
+    task_defaults,
+    write_csv,
+)
 from ._tasks import TASKS, Task, get_task
 
-__all__ = ["TASKS", "RunRecords", "Task", "TrainConfig", "evaluate_policy", "get_task", "interval", "load_csv",
-           "load_records", "run_training", "summarise", "task_defaults", "write_outputs"]
+__all__ = [
+    "TASKS",
+    "RunRecords",
+    "Task",
+    "TrainConfig",
+    "evaluate_policy",
+    "get_task",
+    "interval",
+    "load_csv",
+    "load_records",
+    "merge_records",
+    "run_training",
+    "summarise",
+    "task_defaults",
+    "write_csv",
+    "write_outputs",
+]

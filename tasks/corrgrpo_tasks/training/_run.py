@@ -21,8 +21,8 @@ from typing import Any
 
 from ._tasks import Task, get_task
 
-__all__ = ["RunRecords", "TrainConfig", "evaluate_policy", "load_records", "run_training", "task_defaults",
-           "write_csv"]
+__all__ = ["RunRecords", "TrainConfig", "evaluate_policy", "load_records", "merge_records", "run_training",
+           "task_defaults", "write_csv"]
 
 # Per-task defaults of the documented default runs (the TrainConfig defaults are the tool-calling ones).
 _TASK_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -377,6 +377,30 @@ def _write_run_file(out: Path, records: RunRecords) -> None:
     data = {"config": records.config, "warm": records.warm, "wall_seconds": records.wall_seconds,
             "audits": records.audits}
     (out / "run.json").write_text(json.dumps(data, indent=1, default=str))
+
+
+def merge_records(parts: Sequence[RunRecords]) -> RunRecords:
+    """One record set from runs of the same configuration over different seeds (e.g. a study split
+    over processes with ``--first-seed``): rows of seeds on which every estimator finished, sorted by
+    seed, estimator and step; the first part's configuration and warm start."""
+    if not parts:
+        raise ValueError("nothing to merge")
+    estimators = list(parts[0].config["estimators"])
+    finished: dict[int, set[str]] = {}
+    for part in parts:
+        for row in part.evals:
+            finished.setdefault(int(row["seed"]), set()).add(str(row["estimator"]))
+    seeds = sorted(s for s, done in finished.items() if done >= set(estimators))
+
+    def rows(kind: str) -> list[dict[str, Any]]:
+        unique = {(int(r["seed"]), str(r["estimator"]), int(r["step"])): r for p in parts for r in getattr(p, kind)
+                  if int(r["seed"]) in seeds and str(r["estimator"]) in estimators}
+        return [dict(unique[k]) for k in sorted(unique, key=lambda k: (k[0], estimators.index(k[1]), k[2]))]
+
+    config = {**parts[0].config, "seeds": len(seeds), "first_seed": seeds[0] if seeds else 0}
+    return RunRecords(evals=rows("evals"), steps=rows("steps"), warm=parts[0].warm, config=config,
+                      wall_seconds=sum(p.wall_seconds for p in parts),
+                      audits=[a for p in parts for a in p.audits if int(a["seed"]) in seeds])
 
 
 def load_records(folder: str | Path) -> RunRecords:

@@ -108,3 +108,18 @@ def test_the_code_task_trains_against_the_sandboxed_seven_component_reward(
     assert all(int(float(r["reward_samples"])) == 8 for r in steps)  # 2 prompts x 4 completions, scored once
     assert "Audit of the scored RL samples" in (out / "report.md").read_text()
     assert (out / "audit.json").is_file()
+
+
+def test_runs_over_different_seeds_merge_into_one_study(train: Callable[..., tuple[int, str, str, Path]],
+                                                         tmp_path: Path) -> None:
+    code, _, _, first = train("--estimators", "grpo", "--steps", "1")
+    assert code == 0
+    second = tmp_path / "second"
+    first.rename(second)
+    code, _, _, first = train("--estimators", "grpo", "--steps", "1", "--first-seed", "1")
+    assert code == 0
+    merged = tmp_path / "merged"
+    assert main(["train", "--merge", f"{second},{first}", "--out", str(merged), "--no-progress"]) == 0
+    assert [(r["seed"], r["step"]) for r in _rows(merged / "evals.csv")] == [("0", "0"), ("0", "1"), ("1", "0"),
+                                                                             ("1", "1")]
+    assert "mean ± 95% interval over seeds" in (merged / "report.md").read_text()
