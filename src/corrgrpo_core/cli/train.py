@@ -199,11 +199,13 @@ def run_train(args: argparse.Namespace, out: TextIO) -> int:
         except (FileNotFoundError, ValueError) as err:
             raise CliError(str(err)) from None
         if args.merge:
-            from corrgrpo_tasks.training import write_csv
+            from corrgrpo_tasks.training import write_csv, write_run_file
 
-            Path(args.out).mkdir(parents=True, exist_ok=True)
-            write_csv(Path(args.out) / "evals.csv", records.evals)
-            write_csv(Path(args.out) / "steps.csv", records.steps)
+            folder = Path(args.out)
+            folder.mkdir(parents=True, exist_ok=True)
+            write_csv(folder / "evals.csv", records.evals)
+            write_csv(folder / "steps.csv", records.steps)
+            write_run_file(folder, records)
         out.write(write_outputs(records, args.out) + "\n")
         return 0
     from corrgrpo_tasks.training import TrainConfig, run_training, task_defaults, write_outputs

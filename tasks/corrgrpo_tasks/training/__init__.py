@@ -15,6 +15,7 @@ from ._run import (
     run_training,
     task_defaults,
     write_csv,
+    write_run_file,
 )
 from ._tasks import TASKS, Task, get_task
 
@@ -34,4 +35,5 @@ __all__ = [
     "task_defaults",
     "write_csv",
     "write_outputs",
+    "write_run_file",
 ]

@@ -121,6 +121,15 @@ def summarise(evals: Sequence[Mapping[str, Any]], steps: Sequence[Mapping[str, A
     return out
 
 
+def _timing(records: RunRecords) -> str:
+    """Each run's wall time (its last evaluation's ``wall_s``), and the whole invocation's when known."""
+    runs = [max(float(r["wall_s"]) for r in rows) for rows in _by_run(records.evals).values()]
+    text = f"runs took {min(runs):.0f}-{max(runs):.0f} s each ({sum(runs):.0f} s in all)" if runs else ""
+    if records.wall_seconds > 0:
+        text += f"; wall time {records.wall_seconds:.0f} s including the warm start"
+    return text
+
+
 def render_report(summary: Mapping[str, Any], records: RunRecords | None = None) -> str:
     """The markdown report of a :func:`summarise` result."""
     keys = summary["keys"]
@@ -132,7 +141,7 @@ def render_report(summary: Mapping[str, Any], records: RunRecords | None = None)
                   f" ({'tiny Qwen2' if cfg['model'] is None else cfg['model']}); warm start "
                   f"{cfg['warm_steps']} SFT steps; {cfg['steps']} GRPO steps x {cfg['prompts_per_step']} prompts x "
                   f"{cfg['num_generations']} completions, lr {cfg['lr']}, loss {cfg['loss_type']}; "
-                  f"{cfg['n_eval']} held-out prompts, greedy; wall time {records.wall_seconds:.0f} s."), ""]
+                  f"{cfg['n_eval']} held-out prompts, greedy; {_timing(records)}."), ""]
         held = warm.get("held_out", {})
         lines += ["Warm start (step 0, the same for every run): "
                   + ", ".join(f"{k} {held[k]:.3f}" for k in keys if k in held), ""]

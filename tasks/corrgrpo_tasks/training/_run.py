@@ -22,7 +22,7 @@ from typing import Any
 from ._tasks import Task, get_task
 
 __all__ = ["RunRecords", "TrainConfig", "evaluate_policy", "load_records", "merge_records", "run_training",
-           "task_defaults", "write_csv"]
+           "task_defaults", "write_csv", "write_run_file"]
 
 # Per-task defaults of the documented default runs (the TrainConfig defaults are the tool-calling ones).
 _TASK_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -351,7 +351,7 @@ def _run_all(cfg: TrainConfig, out: Path, on_step: Callable[[], None], log: Call
                                           evaluate=evaluate, log=log)
     warm_scores = records.warm["held_out"]
     log("warm start held-out: " + ", ".join(f"{k} {v:.3f}" for k, v in warm_scores.items()))
-    _write_run_file(out, records)
+    write_run_file(out, records)
     rl_rows = datasets.Dataset.from_list([{"prompt": e.prompt, "ground_truth": e.ground_truth} for e in train])
     context = _Context(cfg, task, checkpoint, held, warm_scores, records, out, rl_rows, max_len, on_step, evaluate)
     # Seeds outermost: an interrupted study still has every estimator on the seeds it finished (paired).
@@ -364,13 +364,13 @@ def _run_all(cfg: TrainConfig, out: Path, on_step: Callable[[], None], log: Call
                 f"{final[task.success]:.3f} in {time.monotonic() - run_start:.0f} s")
             write_csv(out / "evals.csv", records.evals)  # after every run, so a long study can be read early
             write_csv(out / "steps.csv", records.steps)
-            _write_run_file(out, records)
+            write_run_file(out, records)
     records.wall_seconds = time.monotonic() - start
-    _write_run_file(out, records)
+    write_run_file(out, records)
     return records
 
 
-def _write_run_file(out: Path, records: RunRecords) -> None:
+def write_run_file(out: Path, records: RunRecords) -> None:
     """run.json: the configuration, the warm-start record, and (once done) the wall time."""
     import json
 
