@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -61,3 +62,14 @@ def test_bad_options_are_one_line_errors(
     assert code == 2
     assert message in err
     assert err.count("\n") == 1
+
+
+def test_the_committed_study_redraws_without_trl(tmp_path: Path) -> None:
+    # --report-only needs only the CSVs and matplotlib; the committed code-task results re-render.
+    import shutil
+
+    source = Path(__file__).resolve().parents[2] / "docs" / "experiments" / "code"
+    shutil.copytree(source, tmp_path / "code")
+    (tmp_path / "code" / "report.md").unlink()
+    assert main(["train", "--report-only", "--out", str(tmp_path / "code")]) == 0
+    assert (tmp_path / "code" / "report.md").read_text() == (source / "report.md").read_text()

@@ -179,17 +179,7 @@ def run_train(args: argparse.Namespace, out: TextIO) -> int:
     """Run ``corrgrpo train`` (see the parser's description)."""
     import corrgrpo_core as cc
 
-    missing = [m for m in ("trl", "transformers", "torch") if importlib.util.find_spec(m) is None]
-    if missing:
-        raise CliError(f"needs {', '.join(missing)} (not installed): pip install 'corrgrpo-core[trl,cli]'")
-    known = cc.estimator_names()
-    bad = [e for e in args.estimators if e not in known]
-    if bad or not args.estimators:
-        raise CliError(f"unknown estimator(s) {bad}; known: {', '.join(known)}")
-    if args.model is not None and not Path(args.model).is_dir():
-        raise CliError(f"--model {args.model!r} is not a local checkpoint folder (nothing is downloaded)")
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    if args.report_only or args.merge:
+    if args.report_only or args.merge:  # plots and tables only: no TRL needed
         from corrgrpo_tasks.training import load_records, merge_records, write_outputs
 
         try:
@@ -208,6 +198,16 @@ def run_train(args: argparse.Namespace, out: TextIO) -> int:
             write_run_file(folder, records)
         out.write(write_outputs(records, args.out) + "\n")
         return 0
+    missing = [m for m in ("trl", "transformers", "torch") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise CliError(f"needs {', '.join(missing)} (not installed): pip install 'corrgrpo-core[trl,cli]'")
+    known = cc.estimator_names()
+    bad = [e for e in args.estimators if e not in known]
+    if bad or not args.estimators:
+        raise CliError(f"unknown estimator(s) {bad}; known: {', '.join(known)}")
+    if args.model is not None and not Path(args.model).is_dir():
+        raise CliError(f"--model {args.model!r} is not a local checkpoint folder (nothing is downloaded)")
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
     from corrgrpo_tasks.training import TrainConfig, run_training, task_defaults, write_outputs
 
     from . import _progress
