@@ -201,7 +201,7 @@ def _plot(evals: Sequence[Mapping[str, Any]], keys: Sequence[str], path: Path, t
     estimators = list(dict.fromkeys(str(r["estimator"]) for r in evals))
     cols = min(len(keys), 4)
     nrows = math.ceil(len(keys) / cols)
-    fig, axes = plt.subplots(nrows, cols, figsize=(4 * cols, 3.2 * nrows), squeeze=False)
+    fig, axes = plt.subplots(nrows, cols, figsize=(max(4 * cols, 6.5), 3.2 * nrows + 0.4), squeeze=False)
     for ax, key in zip(axes.flat, keys, strict=False):
         for est in estimators:
             seeds = [s for e, s in runs if e == est]
