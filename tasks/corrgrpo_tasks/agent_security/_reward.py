@@ -26,8 +26,10 @@ default is -1); the components of an invalid trajectory are 0 either way."""
 DATA_SOURCE = "agentdojo"
 RESULT_KEY = "agentdojo_result"
 _REQUIRED = ("utility", "safety", "format_valid")
-_CALL_BLOCK = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+_OPEN_TAG, _CLOSE_TAG = "<tool_call>", "</tool_call>"
 _OPEN_BLOCK = re.compile(r"<tool_call>.*?(?:</tool_call>|$)", re.DOTALL)
+MAX_CALLS = 64
+"""Most tool calls one turn may make; a turn with more is malformed (and no more are parsed)."""
 
 
 def checker_result(*, case_id: str, case_type: str, utility: bool, attack_success: bool = False,
@@ -68,7 +70,7 @@ def well_formed_calls(text: str, *, tool_names: Sequence[str] | None = None,
     (in ``tool_names`` when given) and object ``arguments`` (which may be left out, as ``{}``, unless
     ``require_arguments``), as (name, arguments) pairs in order."""
     calls = []
-    for block in _CALL_BLOCK.findall(text):
+    for block in _call_blocks(text):
         try:
             call = json.loads(block)
         except (ValueError, RecursionError):
@@ -86,6 +88,24 @@ def well_formed_calls(text: str, *, tool_names: Sequence[str] | None = None,
     return calls
 
 
+def _call_blocks(text: str) -> list[str]:
+    """Bodies of the closed ``<tool_call>`` blocks, left to right, at most ``MAX_CALLS``: each body ends at
+    the first closing tag after its opening tag (what ``<tool_call>(.*?)</tool_call>`` finds, without
+    rescanning the rest of the text from every unclosed opening tag)."""
+    blocks: list[str] = []
+    pos = 0
+    while len(blocks) < MAX_CALLS:
+        start = text.find(_OPEN_TAG, pos)
+        if start < 0:
+            break
+        end = text.find(_CLOSE_TAG, start + len(_OPEN_TAG))
+        if end < 0:
+            break  # no later opening tag can be closed either
+        blocks.append(text[start + len(_OPEN_TAG):end])
+        pos = end + len(_CLOSE_TAG)
+    return blocks
+
+
 def strip_tool_calls(text: str) -> str:
     """A turn's text without its tool-call blocks (an unclosed one runs to the end)."""
     return _OPEN_BLOCK.sub("", text).strip()
@@ -98,11 +118,13 @@ def tool_call_format_is_valid(text: str, *, tool_names: Sequence[str] | None = N
     A turn without tool-call tags is valid. Otherwise the opening tags, closing tags and
     :func:`well_formed_calls` must all be equally many. ``arguments`` may be left out (the reference's
     rule) unless ``require_arguments``: verl's hermes parser drops a call without it, so its loop
-    requires it.
+    requires it. More than ``MAX_CALLS`` calls make a turn malformed. Linear in the text's length.
     """
-    opens, closes = text.count("<tool_call>"), text.count("</tool_call>")
+    opens, closes = text.count(_OPEN_TAG), text.count(_CLOSE_TAG)
     if opens == 0 and closes == 0:
         return True
+    if opens != closes or opens > MAX_CALLS:
+        return False
     parsed = len(well_formed_calls(text, tool_names=tool_names, require_arguments=require_arguments))
     return opens == closes == parsed
 

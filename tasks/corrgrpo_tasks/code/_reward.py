@@ -1,23 +1,28 @@
-"""The seven-component code reward: extraction, one sandboxed run per sample, stage assembly."""
+"""The seven-component code reward: extraction, one judge job per sample (in a lane of sandboxes), stage assembly."""
 
 from __future__ import annotations
 
 import ast
+import atexit
 import concurrent.futures
 import dataclasses
 import difflib
 import functools
+import itertools
 import json
 import math
 import os
 import re
-import secrets
+import select
+import socket
+import threading
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..sandbox import Limits, Sandbox, SandboxUnavailableError
-from ._harness import _ast_tokens
+from ..sandbox import Limits, Running, Sandbox, SandboxUnavailableError
+from ._judge import _ast_tokens
 
 __all__ = ["COMPONENTS", "DEFAULT_WEIGHTS", "CodeRewardConfig", "compute_score", "compute_score_batch",
            "extract_code", "score_batch"]
@@ -27,12 +32,26 @@ COMPONENTS: tuple[str, ...] = ("format_reward", "syntax_reward", "compile_reward
 #: Weights of the paper's code launcher, aligned with ``COMPONENTS``.
 DEFAULT_WEIGHTS: tuple[float, ...] = (0.05, 0.05, 0.05, 0.25, 0.60, 0.30, 0.20)
 METADATA: tuple[str, ...] = ("timeout", "sandbox_error", "ast_reference_available", "efficiency_applied",
-                             "generated_runtime_seconds", "reference_runtime_seconds")
+                             "generated_runtime_seconds", "reference_runtime_seconds", "memory_cgroup")
 # Keyword names the reference reward accepts for its weights (verl reward_kwargs), in COMPONENTS order.
 _REFERENCE_WEIGHT_NAMES = ("format_weight", "syntax_weight", "compile_weight", "runtime_weight",
                            "correctness_weight", "ast_similarity_weight", "efficiency_weight")
-_HARNESS = Path(__file__).with_name("_harness.py").read_text()
-_FENCE = re.compile(r"```[^\S\n]*(?:python3?|py)?[^\S\n]*\n(.*?)```", re.IGNORECASE | re.DOTALL)
+_HERE = Path(__file__).parent
+_JUDGE = (_HERE / "_judge.py").read_text()
+_SERVER = (_HERE / "_server.py").read_text()
+_WIRE = (_HERE / "_wire.py").read_text()
+_ZYGOTE = (_HERE / "_zygote.py").read_text()
+# A lane's sandboxes live this long at most, and serve at most this many jobs before they are replaced.
+_LANE_SECONDS = 3600.0
+_LANE_JOBS = 500
+# Beyond a job's own time limit: how long its records and the lane's clean-up may take.
+_JOB_GRACE = 3.0
+_RECORDS_CAP = 1 << 20
+# The optional language and its trailing space are one group, so a long run of spaces is matched once
+# (``[^\S\n]*(?:python3?|py)?[^\S\n]*`` splits it two ways at every length: quadratic).
+_FENCE = re.compile(r"```[^\S\n]*(?:(?:python3?|py)[^\S\n]*)?\n(.*?)```", re.IGNORECASE | re.DOTALL)
+# A real completion has a handful of code blocks; beyond this many the rest are not looked at.
+_MAX_BLOCKS = 256
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -119,22 +138,47 @@ def extract_code(text: str, *, entry_name: str | None = "Solution") -> tuple[str
 
     Among fenced blocks (```` ``` ````, ```` ```python ````, ```` ```py ````) the one that defines
     ``entry_name`` wins, then the longest. Without fences: the text after the last ``</think>``, from
-    the first definition of ``entry_name`` when there is one.
+    the first definition of ``entry_name`` when there is one. Linear in the text's length (no
+    backtracking pattern: a megabyte of unclosed fences or blank lines costs milliseconds).
     """
-    blocks = _FENCE.findall(text)
+    blocks = _fenced_blocks(text)
     if blocks:
-        return max(blocks, key=lambda b: (_defines(b, entry_name), len(b))), True
+        by_length = sorted(blocks, key=len, reverse=True)  # stable: the first of equally long blocks wins
+        return next((b for b in by_length if _defines(b, entry_name)), by_length[0]), True
     tail = text.rsplit("</think>", 1)[-1]
     if entry_name:
-        match = re.search(rf"^\s*(?:class|def)\s+{re.escape(entry_name)}\b", tail, re.MULTILINE)
-        if match:
-            tail = tail[match.start():].lstrip("\n")
+        start = _definition(tail, entry_name)
+        if start >= 0:
+            tail = tail[start:].lstrip("\n")
     return tail.strip("\n"), False
 
 
+def _fenced_blocks(text: str) -> list[str]:
+    """Bodies of the closed Python fences, left to right, at most ``_MAX_BLOCKS``.
+
+    One pass of a pattern without nested quantifiers: a fence that finds no closing backticks has no
+    fence after it either (every fence opening contains backticks), so no body is scanned twice.
+    """
+    return [match.group(1) for match in itertools.islice(_FENCE.finditer(text), _MAX_BLOCKS)]
+
+
+@functools.lru_cache(maxsize=256)
+def _definition_pattern(name: str) -> re.Pattern[str]:
+    # Horizontal space only (``\s`` would run across lines and make the search quadratic on blank lines).
+    return re.compile(rf"^[ \t\f\v\r]*(?:class|def)[ \t]+{re.escape(name)}(?!\w)", re.MULTILINE)
+
+
+def _definition(code: str, name: str) -> int:
+    """Offset of the first line that defines ``name`` (``class name`` / ``def name``, indented or not),
+    else -1."""
+    if name not in code:
+        return -1
+    match = _definition_pattern(name).search(code)
+    return -1 if match is None else match.start()
+
+
 def _defines(code: str, name: str | None) -> bool:
-    return bool(name) and re.search(rf"^\s*(?:class|def)\s+{re.escape(str(name))}\b", code, re.MULTILINE) \
-        is not None
+    return bool(name) and str(name) in code and _definition(code, str(name)) >= 0
 
 
 def entry_name(verifier: Mapping[str, Any]) -> str | None:
@@ -186,15 +230,13 @@ def _sandbox(allow_unsafe: bool, python_paths: tuple[str, ...] = ()) -> Sandbox:
     return Sandbox(allow_unsafe=allow_unsafe, python_paths=python_paths)
 
 
-def _records(channel: bytes, nonce: str) -> dict[str, dict[str, Any]]:
-    prefix = nonce.encode() + b" "
+def _records(channel: bytes) -> dict[str, dict[str, Any]]:
+    """The judge's records, first of each stage; anything malformed is skipped (and never raises)."""
     found: dict[str, dict[str, Any]] = {}
     for line in channel.split(b"\n"):
-        if not line.startswith(prefix):
-            continue
         try:
-            record = json.loads(line[len(prefix):])
-        except ValueError:
+            record = json.loads(line)
+        except (ValueError, RecursionError, MemoryError):
             continue
         if isinstance(record, dict) and isinstance(record.get("stage"), str):
             found.setdefault(record["stage"], record)
@@ -215,12 +257,147 @@ def _result(config: CodeRewardConfig, values: Mapping[str, float]) -> dict[str, 
     return {"score": score, **out, **{name: float(values.get(name, 0.0)) for name in METADATA}}
 
 
+class _Lane:
+    """A judge sandbox with a candidate server sandbox and a reference server sandbox, reused job after job.
+
+    Each of the three is PID 1 of its namespace and never runs a job's code itself: the judge forks a
+    process per job, the servers one per session; between jobs every other process of each sandbox is
+    killed and its ``/tmp`` emptied (see ``_zygote.py``), so a job meets nothing of the one before while
+    the start-up of three sandboxes is paid once per lane instead of once per sample. A lane that misses
+    a deadline or loses a sandbox (a memory bomb, an output flood) is thrown away whole.
+    """
+
+    def __init__(self, sandbox: Sandbox, memory_mb: int) -> None:
+        limits = Limits(wall_seconds=_LANE_SECONDS, memory_mb=memory_mb)
+        pairs = {who: socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+                 for who in ("ctl", "candidate", "reference")}
+        files = {"_wire.py": _WIRE, "_zygote.py": _ZYGOTE}
+        self.running: list[Running] = []
+        try:
+            for who in ("candidate", "reference"):
+                self.running.append(sandbox.start(
+                    _SERVER, limits=limits, files=files, pass_fds={"SERVER_FD": pairs[who][1].detach()},
+                    as_init=True, background=True))
+            self.running.append(sandbox.start(
+                _JUDGE, limits=limits, files=files, as_init=True, background=True,
+                pass_fds={"JUDGE_CTL_FD": pairs["ctl"][1].detach(),
+                          "JUDGE_CANDIDATE_FD": pairs["candidate"][0].detach(),
+                          "JUDGE_REFERENCE_FD": pairs["reference"][0].detach()}))
+        except BaseException:
+            self.close()
+            raise
+        finally:
+            for who, pair in pairs.items():
+                for end in pair[1:] if who == "ctl" else pair:
+                    end.close()  # a no-op for the ends handed to the sandboxes
+        self.ctl = pairs["ctl"][0]
+        self.jobs = 0
+
+    def alive(self) -> bool:
+        return len(self.running) == 3 and all(r.alive() for r in self.running)
+
+    def score(self, job: dict[str, Any], seconds: float) -> tuple[bytes, bool]:
+        """Run one job: the judge's records, and whether the lane is clean and can take another."""
+        self.jobs += 1
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            socket.send_fds(self.ctl, [json.dumps({"op": "job", "seconds": seconds}).encode()],
+                            [theirs.fileno()])
+        except OSError:
+            mine.close()
+            return b"", False
+        finally:
+            theirs.close()
+        deadline = time.monotonic() + seconds + _JOB_GRACE
+        records = bytearray()
+        try:
+            writer = threading.Thread(target=_send_job, args=(mine, json.dumps(job).encode()), daemon=True)
+            writer.start()
+            while len(records) < _RECORDS_CAP:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or not select.select([mine], [], [], remaining)[0]:
+                    return bytes(records), False
+                try:
+                    chunk = mine.recv(1 << 16)
+                except OSError:
+                    return bytes(records), False
+                if not chunk:
+                    break
+                records += chunk
+            writer.join(timeout=1.0)
+        finally:
+            mine.close()
+        remaining = deadline + _JOB_GRACE - time.monotonic()
+        if remaining <= 0 or not select.select([self.ctl], [], [], remaining)[0]:
+            return bytes(records), False
+        try:
+            done = json.loads(self.ctl.recv(4096))
+        except (OSError, ValueError):
+            return bytes(records), False
+        return bytes(records), isinstance(done, dict) and done.get("ok") is True
+
+    def close(self) -> None:
+        for running in self.running:
+            running.kill()
+        for running in self.running:
+            running.wait()
+        ctl = getattr(self, "ctl", None)
+        if ctl is not None:
+            ctl.close()
+
+
+def _send_job(sock: socket.socket, payload: bytes) -> None:
+    try:
+        sock.sendall(payload)
+        sock.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass
+
+
+class _LanePool:
+    """Idle lanes per (sandbox, memory cap); each worker thread holds one lane while it scores a sample."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.idle: dict[tuple[int, int], list[_Lane]] = {}
+
+    def acquire(self, sandbox: Sandbox, memory_mb: int) -> _Lane:
+        key = (id(sandbox), memory_mb)
+        while True:
+            with self.lock:
+                lane = self.idle.get(key, []).pop() if self.idle.get(key) else None
+            if lane is None:
+                return _Lane(sandbox, memory_mb)
+            if lane.alive():
+                return lane
+            lane.close()
+
+    def release(self, sandbox: Sandbox, memory_mb: int, lane: _Lane, clean: bool) -> None:
+        if clean and lane.jobs < _LANE_JOBS and lane.alive():
+            with self.lock:
+                self.idle.setdefault((id(sandbox), memory_mb), []).append(lane)
+        else:
+            lane.close()
+
+    def close(self) -> None:
+        with self.lock:
+            lanes = [lane for group in self.idle.values() for lane in group]
+            self.idle.clear()
+        for lane in lanes:
+            lane.close()
+
+
+_LANES = _LanePool()
+atexit.register(_LANES.close)
+
+
 def _score_one(solution_str: str, verifier: dict[str, Any], config: CodeRewardConfig,
                sandbox: Sandbox) -> dict[str, float]:
     name = entry_name(verifier) if verifier["kind"] == "check" else None
     code, fenced = extract_code(solution_str or "", entry_name=name)
     values: dict[str, float] = {}
     values["format_reward"] = float(fenced and (name is None or _defines(code, name)) and bool(code.strip()))
+    values["memory_cgroup"] = float(sandbox.memory_mode == "cgroup")
     reference = verifier.get("reference_solution") or None
     ref_tokens = _reference_tokens(reference, config.ast_token_cap) if isinstance(reference, str) else None
     values["ast_reference_available"] = float(ref_tokens is not None)
@@ -230,41 +407,44 @@ def _score_one(solution_str: str, verifier: dict[str, Any], config: CodeRewardCo
     if isinstance(reference, str):
         ref_code = extract_code(reference, entry_name=name)[0] if "```" in reference else reference
     stored_ref_time = _finite_positive(verifier.get("reference_runtime_seconds"))
-    nonce = secrets.token_hex(16)
-    job = {"nonce": nonce, "kind": verifier["kind"], "code": code, "prompt": verifier.get("prompt") or "",
-           "test": verifier.get("test"), "entry_point": verifier.get("entry_point"),
-           "tests": verifier.get("tests"), "reference": ref_code,
-           "ast_token_cap": config.ast_token_cap if ref_tokens is not None else 0,
-           "timing": None}
+    prompt = verifier.get("prompt") or ""
+    job = {"kind": verifier["kind"], "code": code, "prompt": prompt, "test": verifier.get("test"),
+           "entry_point": verifier.get("entry_point"), "entry_top": name, "tests": verifier.get("tests"),
+           "reference": ref_code, "seconds": config.timeout_seconds,
+           "ast_token_cap": config.ast_token_cap if ref_tokens is not None else 0, "timing": None}
     if ref_code is not None or stored_ref_time is not None:
         job["timing"] = {"rounds": config.timing_rounds, "min_rounds": config.timing_min_rounds,
-                         "budget": config.timing_budget_seconds,
-                         "deadline": max(0.0, config.timeout_seconds - 0.5)}
-    limits = Limits(wall_seconds=config.timeout_seconds, memory_mb=config.memory_mb)
-    run = sandbox.run(_HARNESS, stdin=json.dumps(job), limits=limits, channel=True)
-    records = _records(run.channel, nonce)
-    values["sandbox_error"] = float(run.status == "sandbox_error")
+                         "budget": config.timing_budget_seconds}
+    lane = _LANES.acquire(sandbox, config.memory_mb)
+    channel, clean = b"", False
+    try:
+        channel, clean = lane.score(job, config.timeout_seconds)
+    finally:
+        _LANES.release(sandbox, config.memory_mb, lane, clean)
+    records = _records(channel)
+    values["sandbox_error"] = float(not records and not clean)
     syntax = records.get("syntax", {})
     if not syntax.get("ok"):
         return _result(config, values)
     values["syntax_reward"] = 1.0
     if ref_tokens is not None:
-        tokens = syntax.get("tokens") or []
+        tokens = syntax.get("tokens")
+        tokens = [t for t in tokens if isinstance(t, str)] if isinstance(tokens, list) else []
         values["ast_similarity_reward"] = difflib.SequenceMatcher(None, tokens, ref_tokens, autojunk=False).ratio()
-    if not records.get("compile", {}).get("ok"):
+    if records.get("compile", {}).get("ok") is not True:
         return _result(config, values)
     values["compile_reward"] = 1.0
     outcome = records.get("run")
-    if outcome is None:
-        values["timeout"] = float(run.status == "timeout")
+    if outcome is None or outcome.get("status") == "timeout":
+        values["timeout"] = float(outcome is not None or not clean)
         return _result(config, values)
     values["runtime_reward"] = float(outcome.get("status") in ("passed", "wrong_answer"))
     values["accuracy_reward"] = float(outcome.get("status") == "passed")
     if not values["accuracy_reward"]:
         return _result(config, values)
     timing = records.get("timing", {})
-    candidate = [t for t in timing.get("candidate") or [] if _finite_positive(t)]
-    references = [t for t in timing.get("reference") or [] if _finite_positive(t)]
+    candidate = _times(timing.get("candidate"))
+    references = _times(timing.get("reference"))
     ref_time = min(references) if references else stored_ref_time
     if candidate and ref_time is not None:
         generated = min(candidate)
@@ -276,6 +456,12 @@ def _score_one(solution_str: str, verifier: dict[str, Any], config: CodeRewardCo
     if config.keep_timing and candidate and references:
         result["_timing"] = (candidate, references)
     return result
+
+
+def _times(values: Any) -> list[float]:
+    if not isinstance(values, list):
+        return []
+    return [t for t in (_finite_positive(v) for v in values[:1000]) if t is not None]
 
 
 def compute_score(data_source: str | None, solution_str: str, ground_truth: str | bytes | Mapping[str, Any],
@@ -315,7 +501,7 @@ def _zero(config: CodeRewardConfig, **flags: float) -> dict[str, float]:
 
 def score_batch(solution_strs: Sequence[str], ground_truths: Sequence[str | bytes | Mapping[str, Any]], *,
                 max_workers: int | None = None, **kwargs: Any) -> list[dict[str, float]]:
-    """Score many completions in parallel (a bounded thread pool; each sample is its own sandbox).
+    """Score many completions in parallel (a bounded thread pool; each worker scores in a lane of sandboxes).
 
     A sample whose scoring fails for any reason (bad verifier, sandbox start failure) gets all-zero
     components with ``sandbox_error = 1``; only a missing sandbox (``SandboxUnavailableError``) is

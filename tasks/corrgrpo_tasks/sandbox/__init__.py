@@ -13,6 +13,6 @@ Examples
 'timeout'
 """
 
-from ._core import INSTALL_HINT, Limits, RunResult, Sandbox, SandboxUnavailableError, probe
+from ._core import INSTALL_HINT, Limits, Running, RunResult, Sandbox, SandboxUnavailableError, probe
 
-__all__ = ["INSTALL_HINT", "Limits", "RunResult", "Sandbox", "SandboxUnavailableError", "probe"]
+__all__ = ["INSTALL_HINT", "Limits", "RunResult", "Running", "Sandbox", "SandboxUnavailableError", "probe"]

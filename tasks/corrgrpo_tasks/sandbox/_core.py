@@ -17,14 +17,18 @@ import tempfile
 import threading
 import time
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Literal
+
+from . import _cgroup, _watch
+from ._seccomp import filter_program
 
 __all__ = [
     "INSTALL_HINT",
     "Limits",
     "RunResult",
+    "Running",
     "Sandbox",
     "SandboxUnavailableError",
     "probe",
@@ -52,7 +56,8 @@ _SHM_BYTES = 16 << 20
 # soon as the program's status is known, while the kernel tears the namespace down).
 _EXIT_GRACE = 0.5
 
-Status = Literal["ok", "error", "timeout", "output_limit", "sandbox_error"]
+Status = Literal["ok", "error", "timeout", "output_limit", "memory_limit", "sandbox_error"]
+MemoryMode = Literal["cgroup", "watchdog", "rlimits"]
 
 
 class SandboxUnavailableError(RuntimeError):
@@ -70,7 +75,9 @@ class Limits:
     cpu_seconds
         ``RLIMIT_CPU``; ``None`` (default) means ``ceil(wall_seconds)``.
     memory_mb
-        ``RLIMIT_AS`` (address space) of each process, default 1024 MiB as in the reference reward.
+        Cap on the resident memory of the whole sandbox (all its processes together: cgroup v2
+        ``memory.max`` where delegated, else the watchdog), and ``RLIMIT_AS`` of each process; default
+        1024 MiB as in the reference reward.
     file_size_mb
         ``RLIMIT_FSIZE``, the largest file the program may write, default 16 MiB.
     processes
@@ -118,8 +125,11 @@ class RunResult:
 
     ``status``: ``"ok"`` (exit code 0), ``"error"`` (non-zero exit; with bubblewrap a death by signal N
     shows as exit code 128 + N), ``"timeout"`` (wall-clock limit, or ``RLIMIT_CPU``'s SIGXCPU/SIGKILL),
-    ``"output_limit"`` (stdout or stderr over ``Limits.output_bytes``; killed) or ``"sandbox_error"``
-    (the sandbox itself failed to start the program). ``stdout``/``stderr`` hold at most
+    ``"output_limit"`` (stdout or stderr over ``Limits.output_bytes``; killed), ``"memory_limit"`` (the
+    sandbox's processes together passed ``Limits.memory_mb``; killed) or ``"sandbox_error"`` (the
+    sandbox itself failed to start the program). ``memory_mode`` says how the sandbox-wide memory cap was
+    enforced: ``"cgroup"`` (cgroup v2 ``memory.max``), ``"watchdog"`` (resident memory of the sandbox's
+    processes summed every 50 ms) or ``"rlimits"`` (unsafe mode: per process only). ``stdout``/``stderr`` hold at most
     ``Limits.output_bytes`` bytes each (decoded with replacement). ``channel`` holds what the program
     wrote to the side channel (see ``Sandbox.run``).
     """
@@ -133,6 +143,8 @@ class RunResult:
     wall_seconds: float
     channel: bytes = b""
     backend: str = "bwrap"
+    memory_mode: MemoryMode = "watchdog"
+    peak_memory_bytes: int = 0
 
     @property
     def ok(self) -> bool:
@@ -191,6 +203,27 @@ def _system_binds(python: str) -> list[str]:
     return args
 
 
+def _site_dirs(python: str) -> tuple[str, ...]:
+    """This interpreter's own site-packages, when the sandbox runs this interpreter (``-S`` skips ``site``,
+    whose ``.pth`` processing costs more than the rest of the start-up)."""
+    if python not in {os.path.realpath(p) for p in (sys.executable, getattr(sys, "_base_executable", ""))
+                      if p}:
+        return ()
+    import sysconfig
+
+    paths = sysconfig.get_paths(vars={"base": sys.base_prefix, "platbase": sys.base_exec_prefix})
+    return tuple(dict.fromkeys(p for p in (paths["purelib"], paths["platlib"]) if os.path.isdir(p)))
+
+
+@functools.lru_cache(maxsize=8)
+def _bwrap_features(bwrap: str) -> frozenset[str]:
+    try:
+        text = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=10, check=False).stdout
+    except (OSError, subprocess.SubprocessError):
+        return frozenset()
+    return frozenset(flag for flag in ("--disable-userns", "--seccomp", "--as-pid-1") if flag in text)
+
+
 def _memfd(name: str, data: bytes) -> int:
     fd = os.memfd_create(name, 0)
     view = memoryview(data)
@@ -211,23 +244,58 @@ def _feed(fd: int, data: bytes) -> None:
         os.close(fd)
 
 
+_PROBE = """\
+import os, socket, sys
+canary = sys.argv[1]
+checks = {
+    "canary_hidden": not os.path.exists(canary) and not os.path.exists(os.path.dirname(canary)),
+    "unprivileged": os.getuid() != 0 and os.geteuid() != 0,
+    "pid_namespace": all(int(p) < 100 for p in os.listdir("/proc") if p.isdigit()),
+    "no_network": [name for _, name in socket.if_nameindex()] in ([], ["lo"]),
+}
+try:
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    checks["no_user_namespaces"] = libc.unshare(0x10000000) != 0
+    checks["no_memfd"] = libc.syscall({memfd}, b"x", 0) < 0 if {memfd} else True
+except OSError:
+    checks["no_user_namespaces"] = False
+print("sandbox-probe", sorted(name for name, ok in checks.items() if not ok))
+"""
+
+
 @functools.lru_cache(maxsize=8)
 def probe(bwrap: str | None = None, python: str | None = None) -> tuple[bool, str]:
-    """Whether the real sandbox works here: ``(True, "")`` or ``(False, reason)``.
+    """Whether the real sandbox works and isolates here: ``(True, "")`` or ``(False, reason)``.
 
-    Runs one trivial program through bubblewrap with the same flags the sandbox uses. Cached.
+    Does not trust whatever ``bwrap`` is first on ``PATH``: it runs a program through it with the same
+    flags the sandbox uses and demands proof of isolation -- a canary file created on the host for this
+    probe is invisible, the program runs as an unprivileged uid in its own PID namespace without network,
+    and it cannot create a user namespace or unaccounted memory (``memfd_create``). Cached.
     """
     bwrap = bwrap or shutil.which("bwrap")
     if bwrap is None:
         return False, "bubblewrap (`bwrap`) is not installed. " + INSTALL_HINT
+    canary_dir = tempfile.mkdtemp(prefix="corrgrpo-canary-")
+    canary = os.path.join(canary_dir, "canary")
     try:
+        Path(canary).write_text("host")
+        os.chmod(canary_dir, 0o755)
+        os.chmod(canary, 0o644)
         box = Sandbox(python=python, bwrap=bwrap, _probe=False)
-        result = box.run("import os\nprint('sandbox-ok', os.getuid() != 0)\n", limits=Limits(wall_seconds=20))
+        memfd = {"x86_64": 319, "aarch64": 279}.get(os.uname().machine, 0)
+        result = box.run(_PROBE.replace("{memfd}", str(memfd)), limits=Limits(wall_seconds=20),
+                         argv=(canary,))
     except (OSError, SandboxUnavailableError) as exc:
         return False, f"bubblewrap failed to start: {exc}. " + INSTALL_HINT
-    if result.status != "ok" or "sandbox-ok True" not in result.stdout:
+    finally:
+        shutil.rmtree(canary_dir, ignore_errors=True)
+    if result.status != "ok" or "sandbox-probe" not in result.stdout:
         return False, (f"bubblewrap is installed but a test program failed (status {result.status}, exit "
                        f"{result.exit_code}): {result.stderr.strip()[-500:]!r}. " + INSTALL_HINT)
+    if "sandbox-probe []" not in result.stdout:
+        return False, (f"{bwrap} runs programs but does not isolate them: failed checks "
+                       f"{result.stdout.split('sandbox-probe', 1)[1].strip()}. " + INSTALL_HINT)
     return True, ""
 
 
@@ -235,13 +303,16 @@ class Sandbox:
     """Runs untrusted Python programs in a separate, isolated, resource-limited process.
 
     Each run is a new ``bwrap`` process in its own process group: its own user, PID, network, IPC, UTS
-    and cgroup namespaces (no network at all, only a loopback device of its own), a read-only view of
-    ``/usr`` and the interpreter's prefix (nothing else of the host: no ``/home``, ``/root``, ``/etc``,
-    ``/tmp``), a private size-capped tmpfs ``/tmp`` as working directory, a fresh ``/proc`` that shows
-    only the sandbox's own processes, no capabilities, an empty environment, a new terminal session, and
-    death when the scoring process dies. When the caller is root the sandbox runs as uid 65534.
-    Inside, a tiny launcher sets ``RLIMIT_CPU``, ``RLIMIT_AS``, ``RLIMIT_FSIZE``, ``RLIMIT_NPROC``,
-    ``RLIMIT_NOFILE`` and ``RLIMIT_CORE=0`` before the program starts.
+    and cgroup namespaces (no network at all, only a loopback device of its own), no further user
+    namespaces (``--disable-userns``, or a seccomp filter where bubblewrap lacks it), a seccomp filter
+    refusing unaccounted memory (``memfd_create``, ``shmget``) and foreign system-call ABIs, a read-only
+    view of ``/usr`` and the interpreter's prefix (nothing else of the host: no ``/home``, ``/root``,
+    ``/etc``, ``/tmp``), a private size-capped tmpfs ``/tmp`` as working directory, a fresh ``/proc``
+    that shows only the sandbox's own processes, no capabilities, an empty environment, a new terminal
+    session, and death when the scoring process dies. When the caller is root the sandbox runs as uid
+    65534. Inside, a tiny launcher sets ``RLIMIT_CPU``, ``RLIMIT_AS``, ``RLIMIT_FSIZE``,
+    ``RLIMIT_NPROC``, ``RLIMIT_NOFILE`` and ``RLIMIT_CORE=0`` before the program starts; outside, the
+    memory of all the sandbox's processes together is capped (``RunResult.memory_mode``).
 
     Parameters
     ----------
@@ -269,7 +340,7 @@ class Sandbox:
     def __init__(self, *, allow_unsafe: bool = False, backend: Literal["auto", "bwrap", "rlimits"] = "auto",
                  python: str | None = None, extra_ro_paths: Sequence[str] = (),
                  python_paths: Sequence[str] = (), bwrap: str | None = None,
-                 _probe: bool = True) -> None:
+                 _probe: bool = True, _userns_filter: bool = False) -> None:
         if backend not in ("auto", "bwrap", "rlimits"):
             raise ValueError(f"backend must be 'auto', 'bwrap' or 'rlimits', got {backend!r}")
         if backend == "rlimits" and not allow_unsafe:
@@ -280,8 +351,12 @@ class Sandbox:
         missing = [p for p in self.python_paths if not os.path.isdir(p)]
         if missing:
             raise ValueError(f"python_paths must be existing directories, missing: {missing}")
+        self._site = tuple(p for p in _site_dirs(self.python) if _traversable(p, self._uid))
         self.extra_ro_paths = (*(str(p) for p in extra_ro_paths), *self.python_paths)
-        self._bwrap = bwrap or shutil.which("bwrap")
+        found = bwrap or shutil.which("bwrap")
+        self._bwrap = os.path.realpath(found) if found else None
+        # Tests force the seccomp equivalent of --disable-userns to check it on a bubblewrap that has both.
+        self._userns_filter = _userns_filter
         self.backend: Literal["bwrap", "rlimits"] = "bwrap"
         if backend == "rlimits":
             self.backend = "rlimits"
@@ -299,15 +374,38 @@ class Sandbox:
     def __repr__(self) -> str:
         return f"Sandbox(backend={self.backend!r}, python={self.python!r})"
 
+    @property
+    def memory_mode(self) -> MemoryMode:
+        """How the sandbox-wide memory cap is enforced on this machine (see ``RunResult.memory_mode``)."""
+        if self.backend == "rlimits":
+            return "rlimits"
+        return "cgroup" if _cgroup.cgroup_parent() is not None else "watchdog"
+
     def run(self, source: str | bytes, *, stdin: str | bytes = b"", limits: Limits | None = None,
-            files: Mapping[str, str | bytes] | None = None, channel: bool = False) -> RunResult:
+            files: Mapping[str, str | bytes] | None = None, channel: bool = False,
+            argv: Sequence[str] = ()) -> RunResult:
         """Run ``source`` (Python) with ``stdin`` under ``limits``; never raises for the program's faults.
 
         ``files`` are placed read-only in ``/sandbox/<name>`` (the program itself is
         ``/sandbox/main.py``). With ``channel=True`` the program gets a side channel: the environment
         variable ``SANDBOX_CHANNEL_FD`` names a write-only descriptor whose bytes (up to 1 MiB) come back
         in ``RunResult.channel``; a trusted harness uses it to report separately from the program's
-        output.
+        output. ``argv`` becomes ``sys.argv[1:]``.
+        """
+        return self.start(source, stdin=stdin, limits=limits, files=files, channel=channel, argv=argv).wait()
+
+    def start(self, source: str | bytes, *, stdin: str | bytes = b"", limits: Limits | None = None,
+              files: Mapping[str, str | bytes] | None = None, channel: bool = False, argv: Sequence[str] = (),
+              pass_fds: Mapping[str, int] | None = None, as_init: bool = False,
+              on_channel: Callable[[bytes], None] | None = None, background: bool = False) -> Running:
+        """Start a run without waiting for it (``run`` is ``start(...).wait()``).
+
+        ``pass_fds`` maps environment variable names to descriptors of this process that the program
+        inherits (under the same numbers; the variable holds the number); this process's copies are
+        closed once the sandbox has started. ``as_init`` makes the program PID 1 of its namespace
+        (no bubblewrap init beside it: it reaps its own orphans). ``on_channel`` is called with each
+        chunk read from the channel as it arrives (from the thread that collects the run).
+        ``background`` collects output in a thread of its own; ``Running.kill()`` stops the run early.
         """
         limits = limits if limits is not None else Limits()
         source_bytes = source.encode() if isinstance(source, str) else bytes(source)
@@ -317,55 +415,87 @@ class Sandbox:
             if not name or "/" in name or name in (".", "..", "main.py"):
                 raise ValueError(f"invalid sandbox file name {name!r}")
             named[name] = data.encode() if isinstance(data, str) else bytes(data)
+        extra = dict(pass_fds or {})
+        for key, fd in extra.items():
+            if not key.isidentifier() or not isinstance(fd, int) or fd < 3:
+                raise ValueError(f"pass_fds needs NAME=descriptor (>= 3) pairs, got {key!r}={fd!r}")
         if self.backend == "bwrap":
-            return self._run_bwrap(named, stdin_bytes, limits, channel)
-        return self._run_rlimits(named, stdin_bytes, limits, channel)
+            running = self._start_bwrap(named, stdin_bytes, limits, channel, tuple(argv), extra, as_init,
+                                        on_channel)
+        else:
+            running = self._start_rlimits(named, stdin_bytes, limits, channel, tuple(argv), extra, on_channel)
+        if background:
+            running.collect_in_background()
+        return running
 
-    def _env(self, channel_fd: int | None) -> dict[str, str]:
+    def _env(self, channel_fd: int | None, extra: Mapping[str, int]) -> dict[str, str]:
         env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8",
                "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONIOENCODING": "utf-8"}
-        if self.python_paths:
-            env["PYTHONPATH"] = os.pathsep.join(self.python_paths)
+        if self.python_paths or self._site:
+            env["PYTHONPATH"] = os.pathsep.join((*self.python_paths, *self._site))
         if channel_fd is not None:
             env["SANDBOX_CHANNEL_FD"] = str(channel_fd)
+        for key, fd in extra.items():
+            env[key] = str(fd)
         return env
 
-    def _run_bwrap(self, named: dict[str, bytes], stdin: bytes, limits: Limits, channel: bool) -> RunResult:
+    def _launch_args(self, limits: Limits, main: str, argv: tuple[str, ...]) -> list[str]:
+        return [self.python, "-S", "-B", "-c", _LAUNCHER, limits.launcher_arg(), main, *argv]
+
+    def _start_bwrap(self, named: dict[str, bytes], stdin: bytes, limits: Limits, channel: bool,
+                     argv: tuple[str, ...], extra: dict[str, int], as_init: bool,
+                     on_channel: Callable[[bytes], None] | None) -> Running:
         assert self._bwrap is not None
+        features = _bwrap_features(self._bwrap)
+        seccomp = filter_program() if "--seccomp" in features else None
+        userns_flag = "--disable-userns" in features and not self._userns_filter
+        if not userns_flag and seccomp is None:
+            raise SandboxUnavailableError(
+                f"{self._bwrap} has neither --disable-userns nor --seccomp on this architecture; a nested "
+                "user namespace could escape the sandbox's limits. Install bubblewrap >= 0.8. " + INSTALL_HINT)
         fds = [_memfd(name, data) for name, data in named.items()]
+        if seccomp is not None:
+            fds.append(_memfd("seccomp", seccomp))
         channel_r, channel_w = os.pipe() if channel else (None, None)
         try:
             args = [self._bwrap, "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session",
-                    "--cap-drop", "ALL", *_system_binds(self.python),
-                    "--proc", "/proc", "--dev", "/dev", "--size", str(limits.tmp_mb << 20), "--tmpfs", "/tmp",
-                    # bwrap's /dev is an unbounded tmpfs owned by the sandbox user: make it read-only
-                    # below, leaving only a small /dev/shm for POSIX semaphores and shared memory.
-                    "--size", str(_SHM_BYTES), "--tmpfs", "/dev/shm"]
-            for path in self.extra_ro_paths:  # after /tmp's tmpfs, which would hide paths below it
+                    "--cap-drop", "ALL"]
+            if userns_flag:
+                args.append("--disable-userns")
+            if as_init:
+                args.append("--as-pid-1")
+            if seccomp is not None:
+                args += ["--seccomp", str(fds[-1])]
+            args += [*_system_binds(self.python),
+                     "--proc", "/proc", "--dev", "/dev", "--size", str(limits.tmp_mb << 20), "--tmpfs", "/tmp",
+                     # bwrap's /dev is an unbounded tmpfs owned by the sandbox user: make it read-only
+                     # below, leaving only a small /dev/shm for POSIX semaphores and shared memory.
+                     "--size", str(_SHM_BYTES), "--tmpfs", "/dev/shm"]
+            for path in (*self.extra_ro_paths, *self._site):  # after /tmp's tmpfs, which would hide paths below
                 args += ["--ro-bind", path, path]
             for fd, name in zip(fds, named, strict=False):
                 args += ["--ro-bind-data", str(fd), f"{_SANDBOX_DIR}/{name}"]
             args += ["--hostname", "sandbox", "--clearenv"]
-            for key, value in self._env(channel_w).items():
+            for key, value in self._env(channel_w, extra).items():
                 args += ["--setenv", key, value]
             args += ["--chdir", "/tmp", "--remount-ro", "/dev", "--remount-ro", "/", "--",
-                     self.python, "-s", "-B", "-c", _LAUNCHER, limits.launcher_arg(), f"{_SANDBOX_DIR}/main.py"]
+                     *self._launch_args(limits, f"{_SANDBOX_DIR}/main.py", argv)]
         except BaseException:
-            for leftover in (*fds, channel_r, channel_w):
+            for leftover in (*fds, channel_r, channel_w, *extra.values()):
                 if leftover is not None:
                     _close_quietly(leftover)
             raise
-        keep = tuple(fds) if channel_w is None else (*fds, channel_w)
-        try:
-            # _execute closes `keep` right after the start: closing them twice could hit a descriptor
-            # that another scoring thread has been handed since.
-            return _execute(args, stdin=stdin, limits=limits, pass_fds=keep, channel_r=channel_r,
-                            close_after_start=keep, env={}, cwd="/", uid=self._uid, backend="bwrap")
-        finally:
-            if channel_r is not None:
-                os.close(channel_r)
+        keep = (*fds, *extra.values(), *(() if channel_w is None else (channel_w,)))
+        # _spawn closes `keep` right after the start: closing them twice could hit a descriptor that
+        # another scoring thread has been handed since.
+        return _spawn(args, stdin=stdin, limits=limits, pass_fds=keep, channel_r=channel_r, env={}, cwd="/",
+                      uid=self._uid, backend="bwrap", memory_mode=self.memory_mode, on_channel=on_channel,
+                      gate_python=self.python,
+                      cleanup=())
 
-    def _run_rlimits(self, named: dict[str, bytes], stdin: bytes, limits: Limits, channel: bool) -> RunResult:
+    def _start_rlimits(self, named: dict[str, bytes], stdin: bytes, limits: Limits, channel: bool,
+                       argv: tuple[str, ...], extra: dict[str, int],
+                       on_channel: Callable[[bytes], None] | None) -> Running:
         workdir = tempfile.mkdtemp(prefix="corrgrpo-unsafe-")
         channel_r, channel_w = os.pipe() if channel else (None, None)
         try:
@@ -373,22 +503,18 @@ class Sandbox:
                 Path(workdir, name).write_bytes(data)
             if self._uid is not None:
                 os.chown(workdir, self._uid, self._uid)
-            env = {**self._env(channel_w), "HOME": workdir, "TMPDIR": workdir, "SANDBOX_PDEATHSIG": "1"}
-            args = [self.python, "-s", "-B", "-c", _LAUNCHER, limits.launcher_arg(), f"{workdir}/main.py"]
+            env = {**self._env(channel_w, extra), "HOME": workdir, "TMPDIR": workdir, "SANDBOX_PDEATHSIG": "1"}
+            args = self._launch_args(limits, f"{workdir}/main.py", argv)
         except BaseException:
-            for leftover in (channel_r, channel_w):
+            for leftover in (channel_r, channel_w, *extra.values()):
                 if leftover is not None:
                     _close_quietly(leftover)
             shutil.rmtree(workdir, ignore_errors=True)
             raise
-        keep = () if channel_w is None else (channel_w,)
-        try:
-            return _execute(args, stdin=stdin, limits=limits, pass_fds=keep, channel_r=channel_r,
-                            close_after_start=keep, env=env, cwd=workdir, uid=self._uid, backend="rlimits")
-        finally:
-            if channel_r is not None:
-                os.close(channel_r)
-            shutil.rmtree(workdir, ignore_errors=True)
+        keep = (*extra.values(), *(() if channel_w is None else (channel_w,)))
+        return _spawn(args, stdin=stdin, limits=limits, pass_fds=keep, channel_r=channel_r, env=env, cwd=workdir,
+                      uid=self._uid, backend="rlimits", memory_mode="rlimits", on_channel=on_channel,
+                      cleanup=(workdir,))
 
 
 def _close_quietly(fd: int) -> None:
@@ -413,104 +539,217 @@ def _kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
-def _execute(args: list[str], *, stdin: bytes, limits: Limits, pass_fds: Sequence[int], channel_r: int | None,
-             close_after_start: Sequence[int], env: dict[str, str], cwd: str, uid: int | None,
-             backend: str) -> RunResult:
+_GATE = "import os, sys\nfd = int(sys.argv[1])\nos.read(fd, 1)\nos.close(fd)\nos.execv(sys.argv[2], sys.argv[2:])"
+
+
+def _spawn(args: list[str], *, stdin: bytes, limits: Limits, pass_fds: Sequence[int], channel_r: int | None,
+           env: dict[str, str], cwd: str, uid: int | None, backend: str, memory_mode: MemoryMode,
+           on_channel: Callable[[bytes], None] | None, cleanup: Sequence[str],
+           gate_python: str | None = None) -> Running:
     stdin_r, stdin_w = os.pipe()
     start = time.monotonic()
+    user = {} if uid is None else {"user": uid, "group": uid, "extra_groups": []}
+    cgroup = gate_r = gate_w = None
     try:
-        if uid is None:
-            proc = subprocess.Popen(args, stdin=stdin_r, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    pass_fds=tuple(pass_fds), env=env, cwd=cwd, start_new_session=True)
-        else:
+        if memory_mode == "cgroup":
+            parent = _cgroup.cgroup_parent()
+            if parent is None:
+                raise OSError("the delegated cgroup directory is no longer usable")
+            cgroup = _cgroup.create(parent, limits.memory_mb << 20)
+            # bwrap waits behind a tiny interpreter blocked on a pipe until it is inside the cgroup (dash
+            # cannot name descriptors above 9 in a redirection, and /dev/fd is closed to the dropped uid).
+            gate_r, gate_w = os.pipe()
+            args = [gate_python or sys.executable, "-S", "-c", _GATE, str(gate_r), *args]
+            pass_fds = (*pass_fds, gate_r)
+        with _watch.spawn_lock:
             proc = subprocess.Popen(args, stdin=stdin_r, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                     pass_fds=tuple(pass_fds), env=env, cwd=cwd, start_new_session=True,
-                                    user=uid, group=uid, extra_groups=[])
+                                    **user)  # type: ignore[call-overload]
+            _watch.owned(proc.pid, True)
+        if cgroup is not None and gate_w is not None:
+            try:
+                _cgroup.enter(cgroup, proc.pid)
+            except OSError:
+                _kill_group(proc.pid)
+                raise
+            finally:
+                os.write(gate_w, b"\n")
+                os.close(gate_w)
+                gate_w = None
     except OSError as exc:
-        for fd in (stdin_r, stdin_w, *close_after_start):
+        if gate_w is not None:
+            _close_quietly(gate_w)
+        if cgroup is not None:
+            _cgroup.remove(cgroup)
+        for fd in (stdin_r, stdin_w, *pass_fds, *(() if channel_r is None else (channel_r,))):
             _close_quietly(fd)
-        return RunResult("sandbox_error", None, "", f"could not start the sandbox: {exc}", False, False,
-                         time.monotonic() - start, b"", backend)
+        for path in cleanup:
+            shutil.rmtree(path, ignore_errors=True)
+        failed = RunResult("sandbox_error", None, "", f"could not start the sandbox: {exc}", False, False,
+                           time.monotonic() - start, b"", backend, memory_mode)
+        return Running(None, failed)
     os.close(stdin_r)
-    for fd in close_after_start:
+    for fd in pass_fds:
         _close_quietly(fd)  # the child holds its copies; ours would keep pipes open forever
-    feeder = threading.Thread(target=_feed, args=(stdin_w, stdin), daemon=True)
-    feeder.start()
-    assert proc.stdout is not None
-    assert proc.stderr is not None
-    out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
-    buffers: dict[int, bytearray] = {out_fd: bytearray(), err_fd: bytearray()}
-    caps = {out_fd: limits.output_bytes, err_fd: limits.output_bytes}
-    if channel_r is not None:
-        buffers[channel_r] = bytearray()
-        caps[channel_r] = _CHANNEL_CAP
-    truncated = dict.fromkeys(buffers, False)
-    deadline = start + limits.wall_seconds
-    reason: Status | None = None
-    with selectors.DefaultSelector() as selector:
-        for fd in buffers:
-            selector.register(fd, selectors.EVENT_READ)
-        open_fds = set(buffers)
-        exited_at: float | None = None
-        while open_fds:
-            now = time.monotonic()
-            if exited_at is None and proc.poll() is not None:
-                exited_at = now
-            if exited_at is not None and now - exited_at > _EXIT_GRACE:
-                break  # the program is done; whoever still holds its pipes (rlimits mode) is not waited for
-            remaining = deadline - now
-            if remaining <= 0:
-                reason = "timeout"
-                break
-            for key, _ in selector.select(timeout=min(remaining, 0.05 if exited_at is not None else 0.5)):
-                fd = int(key.fd)
-                chunk = os.read(fd, _READ_CHUNK)
-                if not chunk:
-                    selector.unregister(fd)
-                    open_fds.discard(fd)
-                    continue
-                room = caps[fd] - len(buffers[fd])
-                buffers[fd] += chunk[:max(room, 0)]
-                if len(chunk) > room:
-                    truncated[fd] = True
-                    if fd != channel_r:
-                        reason = "output_limit"
-            if reason is not None:
-                break
-            if proc.poll() is not None and not open_fds - {channel_r}:
-                # The program is gone and its output closed; a straggler (rlimits mode) may still hold
-                # the channel open, so take what is there without waiting for end-of-file.
-                if channel_r in open_fds:
-                    _drain(channel_r, buffers[channel_r], _CHANNEL_CAP)
-                break
-    if reason is not None:
-        _kill_group(proc.pid)
-    try:
-        code = proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-    except subprocess.TimeoutExpired:
-        reason = reason or "timeout"
-        _kill_group(proc.pid)
-        code = proc.wait()
-    # Whatever the program started in its group (rlimits mode) goes with it; with bwrap the PID
-    # namespace already took every descendant down with its init process.
-    _kill_group(proc.pid)
-    wall = time.monotonic() - start
-    proc.stdout.close()
-    proc.stderr.close()
-    feeder.join(timeout=1.0)
-    channel_bytes = bytes(buffers[channel_r]) if channel_r is not None else b""
-    status: Status
-    if reason is not None:
-        status = reason
-    elif code == 0:
-        status = "ok"
-    elif code in (-signal.SIGXCPU, 128 + signal.SIGXCPU):
-        status = "timeout"  # RLIMIT_CPU
-    elif backend == "bwrap" and code == 1 and bytes(buffers[err_fd]).startswith(b"bwrap:"):
-        status = "sandbox_error"
-    else:
-        status = "error"
-    return RunResult(status, code, bytes(buffers[out_fd]).decode("utf-8", "replace"),
-                     bytes(buffers[err_fd]).decode("utf-8", "replace"), truncated[out_fd], truncated[err_fd],
-                     wall, channel_bytes, backend)
+    return Running(proc, None, stdin=stdin, stdin_w=stdin_w, limits=limits, channel_r=channel_r, start=start,
+                   backend=backend, memory_mode=memory_mode, on_channel=on_channel, cleanup=cleanup,
+                   cgroup=cgroup)
 
+
+class Running:
+    """A started sandbox run: ``wait()`` collects it (once) into a ``RunResult``; ``kill()`` ends it."""
+
+    def __init__(self, proc: subprocess.Popen[bytes] | None, result: RunResult | None, *, stdin: bytes = b"",
+                 stdin_w: int | None = None, limits: Limits | None = None, channel_r: int | None = None,
+                 start: float = 0.0, backend: str = "bwrap", memory_mode: MemoryMode = "watchdog",
+                 on_channel: Callable[[bytes], None] | None = None, cleanup: Sequence[str] = (),
+                 cgroup: str | None = None) -> None:
+        self._proc = proc
+        self._result = result
+        self._lock = threading.Lock()
+        self._killed = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._stdin, self._stdin_w, self._limits = stdin, stdin_w, limits or Limits()
+        self._channel_r, self._start, self._backend = channel_r, start, backend
+        self._memory_mode, self._on_channel, self._cleanup = memory_mode, on_channel, tuple(cleanup)
+        self._cgroup = cgroup
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._proc is None else self._proc.pid
+
+    def alive(self) -> bool:
+        """Whether the sandbox is still running."""
+        return self._proc is not None and self._result is None and self._proc.poll() is None
+
+    def kill(self) -> None:
+        """Kill the whole sandbox now (its collector then returns promptly)."""
+        self._killed.set()
+        if self._proc is not None:
+            _kill_group(self._proc.pid)
+
+    def collect_in_background(self) -> None:
+        if self._thread is None and self._result is None:
+            self._thread = threading.Thread(target=self.wait, name="sandbox-collector", daemon=True)
+            self._thread.start()
+
+    def wait(self) -> RunResult:
+        if self._thread is not None and threading.current_thread() is not self._thread:
+            self._thread.join()
+        with self._lock:
+            if self._result is None:
+                try:
+                    self._result = self._collect()
+                finally:
+                    if self._channel_r is not None:
+                        _close_quietly(self._channel_r)
+                    for path in self._cleanup:
+                        shutil.rmtree(path, ignore_errors=True)
+            return self._result
+
+    def _collect(self) -> RunResult:
+        proc, limits, channel_r, start = self._proc, self._limits, self._channel_r, self._start
+        assert proc is not None
+        assert self._stdin_w is not None
+        # In cgroup mode the kernel enforces the cap; the watchdog still runs, with a cap it cannot reach
+        # first, for the peak figure and as a second line.
+        cap = limits.memory_mb << 20 if self._cgroup is None else 2 * (limits.memory_mb << 20)
+        watch = _watch.Watch(proc.pid, cap, lambda: _kill_group(proc.pid))
+        with watch:
+            try:
+                code, reason, buffers, truncated, out_fd, err_fd = self._loop(proc, limits, channel_r, start)
+            finally:
+                with _watch.spawn_lock:
+                    _watch.owned(proc.pid, False)
+        if watch.killed or (self._cgroup is not None and _cgroup.oom_killed(self._cgroup)):
+            reason = "memory_limit"
+        if self._cgroup is not None:
+            _cgroup.remove(self._cgroup)
+        wall = time.monotonic() - start
+        channel_bytes = bytes(buffers[channel_r]) if channel_r is not None else b""
+        status: Status
+        if reason is not None:
+            status = reason
+        elif code == 0:
+            status = "ok"
+        elif code in (-signal.SIGXCPU, 128 + signal.SIGXCPU):
+            status = "timeout"  # RLIMIT_CPU
+        elif self._backend == "bwrap" and code == 1 and bytes(buffers[err_fd]).startswith(b"bwrap:"):
+            status = "sandbox_error"
+        else:
+            status = "error"
+        return RunResult(status, code, bytes(buffers[out_fd]).decode("utf-8", "replace"),
+                         bytes(buffers[err_fd]).decode("utf-8", "replace"), truncated[out_fd], truncated[err_fd],
+                         wall, channel_bytes, self._backend, self._memory_mode, watch.peak_bytes)
+
+    def _loop(self, proc: subprocess.Popen[bytes], limits: Limits, channel_r: int | None,
+              start: float) -> tuple[int, Status | None, dict[int, bytearray], dict[int, bool], int, int]:
+        feeder = threading.Thread(target=_feed, args=(self._stdin_w, self._stdin), daemon=True)
+        feeder.start()
+        assert proc.stdout is not None
+        assert proc.stderr is not None
+        out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
+        buffers: dict[int, bytearray] = {out_fd: bytearray(), err_fd: bytearray()}
+        caps = {out_fd: limits.output_bytes, err_fd: limits.output_bytes}
+        if channel_r is not None:
+            buffers[channel_r] = bytearray()
+            caps[channel_r] = _CHANNEL_CAP
+        truncated = dict.fromkeys(buffers, False)
+        deadline = start + limits.wall_seconds
+        reason: Status | None = None
+        with selectors.DefaultSelector() as selector:
+            for fd in buffers:
+                selector.register(fd, selectors.EVENT_READ)
+            open_fds = set(buffers)
+            exited_at: float | None = None
+            while open_fds:
+                now = time.monotonic()
+                if self._killed.is_set():
+                    break
+                if exited_at is None and proc.poll() is not None:
+                    exited_at = now
+                if exited_at is not None and now - exited_at > _EXIT_GRACE:
+                    break  # the program is done; whoever still holds its pipes (rlimits mode) is not waited for
+                remaining = deadline - now
+                if remaining <= 0:
+                    reason = "timeout"
+                    break
+                for key, _ in selector.select(timeout=min(remaining, 0.05 if exited_at is not None else 0.25)):
+                    fd = int(key.fd)
+                    chunk = os.read(fd, _READ_CHUNK)
+                    if not chunk:
+                        selector.unregister(fd)
+                        open_fds.discard(fd)
+                        continue
+                    room = caps[fd] - len(buffers[fd])
+                    buffers[fd] += chunk[:max(room, 0)]
+                    if fd == channel_r and self._on_channel is not None and room > 0:
+                        with contextlib.suppress(Exception):
+                            self._on_channel(chunk[:room])
+                    if len(chunk) > room:
+                        truncated[fd] = True
+                        if fd != channel_r:
+                            reason = "output_limit"
+                if reason is not None:
+                    break
+                if proc.poll() is not None and not open_fds - {channel_r}:
+                    # The program is gone and its output closed; a straggler (rlimits mode) may still hold
+                    # the channel open, so take what is there without waiting for end-of-file.
+                    if channel_r in open_fds:
+                        _drain(channel_r, buffers[channel_r], _CHANNEL_CAP)
+                    break
+        if reason is not None or self._killed.is_set():
+            _kill_group(proc.pid)
+        try:
+            code = proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            reason = reason or "timeout"
+            _kill_group(proc.pid)
+            code = proc.wait()
+        # Whatever the program started in its group (rlimits mode) goes with it; with bwrap the PID
+        # namespace already took every descendant down with its init process.
+        _kill_group(proc.pid)
+        proc.stdout.close()
+        proc.stderr.close()
+        feeder.join(timeout=1.0)
+        return code, reason, buffers, truncated, out_fd, err_fd

@@ -3,7 +3,7 @@
 This file is not imported by the package: its text is passed to the interpreter with ``-c``. It uses only
 the standard library and must stay small, because it runs once per sandboxed program.
 
-Arguments: ``LIMITS PATH`` where ``LIMITS`` is ``cpu_seconds,address_space_bytes,file_size_bytes,
+Arguments: ``LIMITS PATH [ARG...]`` where ``LIMITS`` is ``cpu_seconds,address_space_bytes,file_size_bytes,
 processes,open_files`` (integers) and ``PATH`` is the program file.
 
 The limits are set here rather than on the parent side of ``bwrap`` because ``RLIMIT_NPROC`` is counted
@@ -11,10 +11,25 @@ per user namespace only from inside it: set outside, it would count every proces
 the host.
 """
 
+import builtins
 import os
 import resource
 import sys
 import types
+
+
+class _Quitter:
+    """``exit()``/``quit()``: the interpreter runs with ``-S`` (no ``site``, whose start-up costs more than
+    the rest), and ``site`` is what defines them; programs for stdin/stdout judges often call them."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"Use {self.name}() to exit"
+
+    def __call__(self, code: object = None) -> None:
+        raise SystemExit(code)
 
 
 def _limit(kind: int, value: int) -> None:
@@ -47,7 +62,9 @@ def _main() -> None:
     path = sys.argv[2]
     with open(path, "rb") as handle:
         source = handle.read()
-    sys.argv = [path]
+    sys.argv = [path, *sys.argv[3:]]
+    builtins.__dict__["exit"] = _Quitter("exit")
+    builtins.__dict__["quit"] = _Quitter("quit")
     # -c puts the (writable) working directory first on sys.path: a program could plant modules there.
     sys.path[:] = [entry for entry in sys.path if entry not in ("", ".")]
     module = types.ModuleType("__main__")

@@ -26,13 +26,15 @@ def reference_completion(task: data.CodeTask) -> str:
 def test_trl_functions_share_one_scoring(leetcode: list[data.CodeTask], box: Sandbox,
                                          monkeypatch: pytest.MonkeyPatch) -> None:
     calls = []
-    original = Sandbox.run
+    from corrgrpo_tasks.code import _reward
 
-    def counting(self: Sandbox, *args: object, **kwargs: object) -> object:
-        calls.append(1)
-        return original(self, *args, **kwargs)  # type: ignore[arg-type]
+    original = _reward._score_one
 
-    monkeypatch.setattr(Sandbox, "run", counting)
+    def counting(*args: object, **kwargs: object) -> object:
+        calls.append(1)  # one judge job per scored program
+        return original(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_reward, "_score_one", counting)
     del box
     funcs = trl_reward_functions()
     assert [f.__name__ for f in funcs] == list(COMPONENTS)

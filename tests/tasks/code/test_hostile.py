@@ -95,7 +95,7 @@ hostile("sys_modules_tampering", wrap("import json, builtins\nsys.modules['json'
                                       "sys.modules['os'] = None\nbuiltins.AssertionError = type('A', (), {})\n"
                                       "return 'wrong'"), crashes=False)
 hostile("always_equal_object", wrap("class E(str):\n    def __eq__(self, other):\n        return True\n"
-                                    "return E('x')"))
+                                    "return E('x')"), crashes=False)  # a plain 'x' reaches the judge: wrong answer
 hostile("redefine_check", wrap("return 'wrong'", top="def check(candidate):\n    pass\n"), crashes=False)
 hostile("setuid_and_raise_limits", wrap("import resource\nos.setuid(0)\n"
                                         "resource.setrlimit(resource.RLIMIT_AS, (-1, -1))"))
@@ -185,9 +185,15 @@ def test_after_corpus_scorer_works_no_strays_host_unchanged(
         box: Sandbox, stray_processes: Callable[[str], list[str]]) -> None:
     # Runs after the corpus (file order): the scorer still scores, nothing is left running.
     good = "```python\nclass Solution:\n    def solve(self):\n        return " + repr(SECRET) + "\n```"
-    assert compute_score("leetcodedataset", good, GROUND_TRUTH, **OPTIONS)["accuracy_reward"] == 1.0
+    # A generous limit: this checks that the lanes still work after the corpus, not how fast.
+    assert compute_score("leetcodedataset", good, GROUND_TRUTH, timeout_seconds=5.0)["accuracy_reward"] == 1.0
     # bwrap returns as soon as the program's status is known; the namespace's last processes are torn
     # down by the kernel right after, so allow that a moment before calling anything a leftover.
+    # The scorer keeps idle lanes (sandboxes between jobs) for the next batch: closing them must leave
+    # nothing behind either.
+    from corrgrpo_tasks.code import _reward
+
+    _reward._LANES.close()
     deadline = time.monotonic() + 3.0
     while (strays := stray_processes(STRAY_MARK)) and time.monotonic() < deadline:
         time.sleep(0.1)

@@ -87,7 +87,7 @@ def test_efficiency_fast_beats_slow(box: Sandbox) -> None:
                                      "                pass\n            total += i\n        return total\n"), GT)
     assert fast["accuracy_reward"] == slow["accuracy_reward"] == 1.0
     assert fast["efficiency_applied"] == slow["efficiency_applied"] == 1.0
-    assert fast["efficiency_reward"] > 0.8
+    assert fast["efficiency_reward"] > 0.6  # the per-call protocol cost is in both processor times
     assert slow["efficiency_reward"] == 0.0
     assert slow["generated_runtime_seconds"] > slow["reference_runtime_seconds"]
 
@@ -176,3 +176,28 @@ def test_reward_refuses_without_bubblewrap(monkeypatch: pytest.MonkeyPatch) -> N
             score_batch([CASES["correct"]], [GT])
     finally:
         _reward._sandbox.cache_clear()
+
+
+def test_unsafe_mode_scores_and_never_wipes_the_host_tmp(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+    import tempfile
+    import warnings
+
+    from corrgrpo_tasks.code import _reward
+    from corrgrpo_tasks.sandbox import _core
+
+    keep = tempfile.NamedTemporaryFile(prefix="corrgrpo-keep-", dir="/tmp", delete=False)  # noqa: SIM115
+    keep.close()
+    monkeypatch.setattr(_core.shutil, "which", lambda name: None)
+    _reward._sandbox.cache_clear()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            good = compute_score("x", CASES["correct"], GT, allow_unsafe=True)
+            bad = compute_score("x", CASES["wrong_answer"], GT, allow_unsafe=True)
+        assert (good["accuracy_reward"], bad["accuracy_reward"]) == (1.0, 0.0)
+        assert os.path.exists(keep.name)  # the rlimits-only servers must not clean the host's /tmp
+    finally:
+        _reward._LANES.close()
+        _reward._sandbox.cache_clear()
+        os.unlink(keep.name)

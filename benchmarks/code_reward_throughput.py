@@ -1,0 +1,149 @@
+"""Throughput of the sandboxed code reward, sandbox start-up cost, and parser cost on adversarial input.
+
+Run from the repository root (the machine's load average is printed before and after: the figures are
+only comparable between runs on an equally loaded machine, so compare implementations in one run)::
+
+    OMP_NUM_THREADS=1 PYTHONPATH=tasks python benchmarks/code_reward_throughput.py \
+        [--samples 500] [--repeats 3] [--workers 2] [--baseline /path/to/other/checkout/tasks]
+
+``--baseline`` scores the same batch with another checkout's ``corrgrpo_tasks`` (in a subprocess),
+alternating with this one, so both see the same machine; each side reports its best repeat.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from typing import Any
+
+# This checkout's tasks/ first, whatever is installed in the environment (before anything imports it).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tasks"))
+
+
+def _load_test_mix() -> tuple[str, dict[str, str]]:
+    """The ground truth and the kinds of completion of ``tests/tasks/code/test_load.py`` (one mix)."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "tasks", "code",
+                        "test_load.py")
+    spec = importlib.util.spec_from_file_location("_code_load_mix", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.GT, dict(module.KINDS)
+
+
+GT, KINDS = _load_test_mix()
+HANG = "```python\nclass Solution:\n    def solve(self, n):\n        while True: pass\n```"
+
+_BATCH = """
+import json, sys, time
+from corrgrpo_tasks.code import score_batch
+texts, gt, workers = json.loads(sys.stdin.read())
+start = time.perf_counter()
+scores = score_batch(texts, [gt] * len(texts), timeout_seconds=2.0, max_workers=workers)
+print(json.dumps([time.perf_counter() - start, [s["accuracy_reward"] for s in scores]]))
+"""
+
+
+def batch(samples: int) -> tuple[list[str], list[float]]:
+    names = [list(KINDS)[i % len(KINDS)] for i in range(samples - 2)] + ["hang", "hang"]
+    return [KINDS.get(n, HANG) for n in names], [float(n == "correct") for n in names]
+
+
+def run_batch(tasks_dir: str, texts: list[str], workers: int) -> tuple[float, list[float]]:
+    env = {**os.environ, "PYTHONPATH": tasks_dir, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-c", _BATCH], input=json.dumps([texts, GT, workers]), text=True,
+                          capture_output=True, env=env, check=True)
+    seconds, accuracy = json.loads(done.stdout.strip().splitlines()[-1])
+    return float(seconds), accuracy
+
+
+def startup(repeats: int = 20) -> dict[str, float]:
+    from corrgrpo_tasks.sandbox import Sandbox
+
+    box = Sandbox()
+    bare: list[float] = []
+    boxed: list[float] = []
+    for _ in range(repeats):  # interleaved, min of each
+        start = time.perf_counter()
+        subprocess.run([box.python, "-S", "-B", "-c", "pass"], check=True)
+        bare.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        result = box.run("pass")
+        boxed.append(time.perf_counter() - start)
+        assert result.ok, result
+    return {"bare_interpreter_ms": 1000 * min(bare), "sandbox_ms": 1000 * min(boxed),
+            "bare_interpreter_median_ms": 1000 * sorted(bare)[len(bare) // 2],
+            "sandbox_median_ms": 1000 * sorted(boxed)[len(boxed) // 2]}
+
+
+def parsers() -> dict[str, float]:
+    from corrgrpo_tasks.code import extract_code
+
+    mb = 1 << 20
+    shapes = {"blank_lines": " \n" * (mb // 2), "open_fences": "```\n" * (mb // 4), "backticks": "`" * mb,
+              "fence_then_spaces": "```" + " " * mb, "unclosed_fence": "```python\n" + "x" * mb,
+              "newlines_then_name": "\n" * mb + "Solution", "open_tool_calls": "<tool_call>" * (mb // 11),
+              "deep_json_call": "<tool_call>" + "[" * mb + "</tool_call>"}
+    funcs: list[tuple[str, Any]] = [("extract_code", extract_code)]
+    try:
+        from corrgrpo_tasks.agent_security import _reward as agent
+        from corrgrpo_tasks.tool_calling import compute_score as tool_score
+
+        funcs += [("tool_call_format_is_valid", agent.tool_call_format_is_valid),
+                  ("tool_calling.compute_score", lambda t: tool_score("rlla", t, "<think>x</think>\n<response>"
+                                                                      "r</response>"))]
+    except ImportError:  # the agent-security package needs its optional dependencies
+        pass
+    worst = {}
+    for name, func in funcs:
+        costs = []
+        for text in shapes.values():
+            start = time.process_time()
+            func(text)
+            costs.append(time.process_time() - start)
+        worst[f"{name}_worst_ms_per_MB"] = 1000 * max(costs)
+    return worst
+
+
+def _load() -> list[str]:
+    with open("/proc/loadavg") as handle:
+        return handle.read().split()[:3]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--samples", type=int, default=500)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)))
+    parser.add_argument("--baseline", help="another checkout's tasks/ directory, scored alternately")
+    args = parser.parse_args()
+    here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tasks")
+    print("load average before:", _load())
+    texts, expected = batch(args.samples)
+    sides = {"this": here, **({"baseline": args.baseline} if args.baseline else {})}
+    best: dict[str, float] = {}
+    for _ in range(args.repeats if args.samples > 0 else 0):
+        for side, path in sides.items():
+            seconds, accuracy = run_batch(path, texts, args.workers)
+            if accuracy != expected:
+                raise SystemExit(f"{side}: wrong accuracies")
+            best[side] = min(best.get(side, float("inf")), seconds)
+            print(f"  {side}: {args.samples} samples in {seconds:.1f} s = {args.samples / seconds:.1f} samples/s",
+                  flush=True)
+    for side, seconds in best.items():
+        print(f"best {side}: {args.samples / seconds:.1f} samples/s ({args.workers} workers, "
+              f"{len(os.sched_getaffinity(0))} cores)")
+    print("start-up (min of 20 interleaved):", {k: round(v, 1) for k, v in startup().items()})
+    print("parsers on 1 MB adversarial shapes (process time):", {k: round(v, 1) for k, v in parsers().items()})
+    print("load average after:", _load())
+
+
+if __name__ == "__main__":
+    main()

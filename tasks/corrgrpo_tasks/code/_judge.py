@@ -1,0 +1,595 @@
+"""Judge: runs as ``/sandbox/main.py`` in a sandbox of its own; the candidate never shares its process.
+
+It reads one job (JSON) from stdin: the candidate's source text, the prompt, the tests (``check`` code and
+entry point, or stdin/expected-output cases), the reference solution's presence and the timing plan. It
+reports on the sandbox's side channel (``SANDBOX_CHANNEL_FD``), which only this process holds, one JSON
+record per line:
+
+* ``syntax`` (``ast.parse``, through ``_ast``; AST node-type tokens for the similarity score) and ``compile`` (prompt,
+  program, tests, entry point). The scorer starts the candidate's sandbox only after ``compile`` succeeds.
+* ``run``: ``passed``, ``wrong_answer`` (an ``AssertionError`` raised by the test code, or an output
+  mismatch), ``runtime_error`` or ``timeout``. The test code runs *here*, with the program's top-level
+  functions and classes bound to proxies that call into the candidate's sandbox (``_server.py``);
+  what comes back is plain data decoded by ``_wire`` into builtin values (and this process's own dataset
+  classes), so every comparison is made by builtin code on builtin values. An exception the program
+  raised comes back as a builtin exception of the same name (``AssertionError`` excepted: the program's
+  own assertion is its error, not a failed test); a program that dies, hangs, exits, or sends anything
+  malformed poisons the run (``runtime_error``), whatever the test code does with it.
+* ``reference``: asks the scorer for the reference's sandbox (only after ``passed``, when timing).
+* ``timing``: per-round seconds of the test suite for the candidate and the reference, each round in a
+  fresh process of its own sandbox (forked from a pristine server), alternating (ABBA). Before each round
+  the other sandbox's session is ended: every process of it killed and its ``/tmp`` wiped.
+"""
+
+# The dataset's test code runs here by design; the judge's own sandbox is the boundary.
+# ruff: noqa: S102
+
+from __future__ import annotations
+
+import _ast
+import _socket
+import array
+import builtins
+import io
+import os
+import select
+import struct
+import sys
+import time
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing, collections, json, socket, ast: start-up cost in every judge; C modules only
+    from collections.abc import Callable
+    from typing import Any
+
+if __name__ == "__main__":  # in the sandbox, next to /sandbox/_wire.py
+    sys.path.insert(0, os.path.dirname(__file__))  # /sandbox, or the unsafe mode's directory
+    import _wire  # type: ignore[import-not-found]
+    import _zygote  # type: ignore[import-not-found]
+
+    sys.path.pop(0)
+else:  # imported by the scorer (for _ast_tokens) and the tests
+    from . import _wire
+
+_HEADER = struct.Struct(">I")
+_MODULE = "__judge__"
+# Exceptions the program raised come back as the builtin of that name, so that test code expecting one
+# (``try: candidate(x) except ValueError``) works; any other name becomes CandidateError.
+_BUILTIN_ERRORS = {name: value for name, value in vars(builtins).items()
+                   if isinstance(value, type) and issubclass(value, Exception) and value is not AssertionError
+                   and not issubclass(value, Warning)}
+
+
+class CandidateError(Exception):
+    """An exception raised in the candidate's process that is not a builtin one (or is an assertion)."""
+
+
+class _Poison(BaseException):
+    """The candidate process misbehaved (died, hung, exited, sent garbage): the run fails whatever the test
+    code catches (a BaseException, so ``except Exception`` in test code does not swallow it)."""
+
+
+class _Timeout(_Poison):
+    pass
+
+
+class _WrongAnswer(Exception):
+    pass
+
+
+def _children(node: _ast.AST) -> list[_ast.AST]:
+    """``ast.iter_child_nodes`` without ``ast`` (and its imports), expression contexts left out."""
+    found = []
+    for name in node._fields:
+        value = getattr(node, name, None)
+        if isinstance(value, _ast.AST):
+            found.append(value)
+        elif isinstance(value, list):
+            found.extend(item for item in value if isinstance(item, _ast.AST))
+    return [child for child in found if not isinstance(child, _ast.expr_context)]
+
+
+def _ast_tokens(tree: _ast.AST, cap: int) -> list[str]:
+    """Pre-order node types with closing markers, identifiers and literals left out."""
+    tokens: list[str] = []
+    stack: list[tuple[_ast.AST, bool]] = [(tree, False)]
+    while stack and len(tokens) < cap:
+        node, closing = stack.pop()
+        name = type(node).__name__
+        if closing:
+            tokens.append("/" + name)
+            continue
+        tokens.append(name)
+        stack.append((node, True))
+        children = _children(node)
+        stack.extend((child, False) for child in reversed(children))
+    return tokens
+
+
+def _same_output(got: str, expected: str) -> bool:
+    got_lines = [line.rstrip() for line in got.rstrip().splitlines()]
+    expected_lines = [line.rstrip() for line in expected.rstrip().splitlines()]
+    if got_lines == expected_lines:
+        return True
+    if len(got_lines) != len(expected_lines):
+        return False
+    for mine, theirs in zip(got_lines, expected_lines, strict=False):
+        a, b = mine.split(), theirs.split()
+        if len(a) != len(b):
+            return False
+        for x, y in zip(a, b, strict=False):
+            if x == y:
+                continue
+            try:
+                fx, fy = float(x), float(y)
+            except ValueError:
+                return False
+            if abs(fx - fy) > 1e-6 * max(1.0, abs(fy)):
+                return False
+    return True
+
+
+class _Server:
+    """The judge's end of one server sandbox (candidate or reference)."""
+
+    def __init__(self, fd: int, deadline: float, prompt: str, program: str) -> None:
+        self.ctl = _socket.socket(fileno=fd)
+        self.deadline = deadline
+        self.exited = False
+        self.texts = _wire.encode((prompt, program))
+
+    def _wait(self, fds: list[int]) -> list[int]:
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0:
+            raise _Timeout("time limit")
+        ready, _, _ = select.select(fds, [], [], remaining)
+        if not ready:
+            raise _Timeout("time limit")
+        return ready
+
+    def _event(self) -> dict[str, Any]:
+        message = self.ctl.recv(4096)
+        if not message:
+            raise _Poison("the server ended")
+        try:
+            event = _wire.loads(message)
+        except ValueError:
+            raise _Poison("malformed control message") from None
+        if not isinstance(event, dict):
+            raise _Poison("malformed control message")
+        if event.get("event") == "exit":
+            self.exited = True
+        return event
+
+    def session(self, mode: str) -> _Session:
+        mine, theirs = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        self.exited = False
+        try:
+            self.ctl.sendmsg([_wire.dumps({"op": "start", "mode": mode}).encode()],
+                             [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, array.array("i", [theirs.fileno()]))])
+        except OSError:
+            mine.close()
+            raise _Poison("the server is gone") from None
+        finally:
+            theirs.close()
+        session = _Session(self, mine)
+        session.send_raw(self.texts)
+        return session
+
+    def end(self, session: _Session) -> float:
+        """End ``session``: returns once every process of that sandbox but its server is gone, with the
+        processor time all of the session's processes used (measured by the server)."""
+        session.sock.close()
+        nonce = os.urandom(8).hex()
+        try:
+            self.ctl.send(_wire.dumps({"op": "end", "nonce": nonce}).encode())
+        except OSError:
+            raise _Poison("the server is gone") from None
+        while True:
+            self._wait([self.ctl.fileno()])
+            event = self._event()
+            if event.get("event") == "clean" and event.get("nonce") == nonce:
+                cpu = event.get("cpu")
+                if not isinstance(cpu, (int, float)) or isinstance(cpu, bool) or not 0 <= cpu < 1e6:
+                    raise _Poison("malformed clean message")
+                return float(cpu)
+
+
+class _Session:
+    def __init__(self, server: _Server, sock: _socket.socket) -> None:
+        self.server = server
+        self.sock = sock
+        self.classes: dict[str, type] = {}
+        self.kinds: dict[type, str] = {}
+        self.failure: str | None = None
+
+    def _recv(self, size: int) -> bytes:
+        data = bytearray()
+        while len(data) < size:
+            ready = self.server._wait([self.sock.fileno(), self.server.ctl.fileno()])
+            if self.sock.fileno() in ready:
+                chunk = self.sock.recv(min(size - len(data), 1 << 20))
+                if not chunk:
+                    self.poison("the candidate's process ended")
+                data += chunk
+            elif self.server.ctl.fileno() in ready:
+                self.server._event()
+                if self.server.exited:
+                    # Whatever the process wrote before it ended is still readable; take it first.
+                    self.sock.setblocking(False)
+                    try:
+                        while len(data) < size:
+                            chunk = self.sock.recv(min(size - len(data), 1 << 20))
+                            if not chunk:
+                                break
+                            data += chunk
+                    except BlockingIOError:
+                        pass
+                    if len(data) < size:
+                        self.poison("the candidate's process ended")
+                    self.sock.setblocking(True)
+        return bytes(data)
+
+    def send_raw(self, payload: bytes) -> None:
+        try:
+            self.sock.sendall(_HEADER.pack(len(payload)) + payload)
+        except OSError:
+            self.poison("the candidate's process ended")
+
+    def poison(self, reason: str) -> None:
+        self.failure = self.failure or reason
+        raise _Poison(reason)
+
+    def exchange(self, message: tuple[Any, ...] | None) -> Any:
+        if self.failure is not None:
+            raise _Poison(self.failure)
+        if message is not None:
+            try:
+                payload = _wire.encode(message, self.kinds)
+            except _wire.NotPlain as exc:
+                raise TypeError(f"argument is not plain data: {exc}") from None
+            try:
+                self.sock.sendall(_HEADER.pack(len(payload)) + payload)
+            except OSError:
+                self.poison("the candidate's process ended")
+        (size,) = _HEADER.unpack(self._recv(4))
+        if size > _wire.MAX_BYTES:
+            self.poison("oversized reply")
+        try:
+            reply = _wire.decode(self._recv(size), self.classes)
+        except _wire.WireError as exc:
+            self.poison(f"malformed reply: {exc}")
+        if type(reply) is not tuple or not reply or type(reply[0]) is not str:
+            self.poison("malformed reply")
+        return reply
+
+    def request(self, message: tuple[Any, ...]) -> Any:
+        reply = self.exchange(message)
+        tag = reply[0]
+        if tag == "v" and len(reply) == 2:
+            return reply[1]
+        if tag == "h" and len(reply) == 2 and type(reply[1]) is int:
+            return _Remote(self, reply[1])
+        if tag == "e" and len(reply) == 3 and type(reply[1]) is str and type(reply[2]) is str:
+            if reply[1] == "NotPlain":
+                self.poison(reply[2])
+            error = _BUILTIN_ERRORS.get(reply[1], CandidateError)
+            try:
+                exc = error(reply[2])
+            except Exception:  # noqa: BLE001 - builtins with other signatures (UnicodeDecodeError, ...)
+                exc = CandidateError(f"{reply[1]}: {reply[2]}")
+            exc._from_candidate = True  # type: ignore[attr-defined]
+            raise exc
+        if tag == "x":
+            self.poison("the candidate called exit()")
+        self.poison("malformed reply")
+        raise AssertionError("unreachable")
+
+    def load(self, judge_classes: dict[str, type]) -> dict[str, int]:
+        self.classes = judge_classes
+        self.kinds = {cls: name for name, cls in judge_classes.items()}
+        reply = self.exchange(None)
+        if reply[0] == "ready" and len(reply) == 2 and type(reply[1]) is dict and all(
+                type(k) is str and type(v) is int for k, v in reply[1].items()):
+            return reply[1]
+        if reply[0] == "load_error" and len(reply) == 4 and reply[1] == "x":
+            self.poison("the program called exit() while loading")
+        if reply[0] == "load_error":
+            self.poison(f"the program failed to load: {str(reply[2:])[:300]}")
+        self.poison("malformed ready message")
+        raise AssertionError("unreachable")
+
+
+class _Remote:
+    """A function, class or object that lives in the candidate's process; every use is a request."""
+
+    __slots__ = ("_handle", "_session")
+
+    def __init__(self, session: _Session, handle: int) -> None:
+        object.__setattr__(self, "_session", session)
+        object.__setattr__(self, "_handle", handle)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._session.request(("call", self._handle, args, kwargs))
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return self._session.request(("getattr", self._handle, name))
+
+    def __iter__(self) -> Any:
+        items = self._session.request(("iter", self._handle))
+        if type(items) is not list:
+            raise TypeError("not iterable")
+        return iter(items)
+
+    def __len__(self) -> int:
+        size = self._session.request(("len", self._handle))
+        if type(size) is not int or size < 0:
+            raise TypeError("bad length")
+        return size
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._session.request(("getitem", self._handle, key))
+
+    def __contains__(self, item: Any) -> bool:
+        answer = self._session.request(("contains", self._handle, item))
+        if type(answer) is not bool:
+            raise TypeError("bad membership answer")
+        return answer
+
+    def __bool__(self) -> bool:
+        raise TypeError("the truth value of an object of the candidate's is not decided by the judge")
+
+    def __repr__(self) -> str:
+        return "<candidate object>"
+
+
+class _Job:
+    def __init__(self, job: dict[str, Any], deadline: float) -> None:
+        self.job = job
+        self.kind = job.get("kind", "check")
+        self.deadline = deadline
+        self.entry_top = str(job.get("entry_top") or "")
+
+    def compile_all(self, code: str) -> None:
+        job = self.job
+        self.prompt = compile(job.get("prompt") or "", "<prompt>", "exec", dont_inherit=True, optimize=0)
+        compile(code, "<solution>", "exec", dont_inherit=True, optimize=0)
+        if self.kind == "check":
+            self.test = compile(job["test"], "<test>", "exec", dont_inherit=True, optimize=0)
+            self.entry = compile(job["entry_point"], "<test>", "eval", dont_inherit=True, optimize=0)
+        else:
+            self.cases = [(str(case["input"]), str(case["output"])) for case in job["tests"]]
+
+    def suite(self, server: _Server) -> tuple[list[_Session], Callable[[], float | None]]:
+        """One round: a callable that opens a fresh session, loads the program and runs the tests, and the
+        list that will hold the session. Loading is inside the round, so work moved to import time is
+        timed too (both for the candidate and the reference)."""
+        sessions: list[_Session] = []
+        if self.kind != "check":
+            return sessions, lambda: self.run_cases(server)
+
+        def run() -> float | None:
+            session = server.session("module")
+            sessions.append(session)
+            namespace: dict[str, Any] = {"__name__": _MODULE, "__builtins__": builtins}
+            exec(self.prompt, namespace)
+            names = session.load(_wire.prompt_classes(namespace, _MODULE))
+            for name, handle in names.items():
+                # The prompt's helpers (is_same_list, tree_node, ...) stay the judge's; only the entry point
+                # may replace a prompt definition (HumanEval's prompt holds the function's stub).
+                if name in namespace and name != self.entry_top:
+                    continue
+                namespace[name] = _Remote(session, handle)
+            exec(self.test, namespace)
+            candidate = eval(self.entry, namespace)
+            namespace["check"](candidate)
+            if session.failure is not None:
+                raise _Poison(session.failure)
+            return None  # the session is still open: its processor time comes with end()
+
+        return sessions, run
+
+    def run_cases(self, server: _Server) -> float:
+        cpu = 0.0
+        for given, expected in self.cases:
+            session = server.session("stdio")
+            try:
+                session.send_raw(given.encode())
+                reply = session.exchange(None)
+                if reply[0] != "out" or len(reply) != 4 or type(reply[1]) is not bytes or type(reply[3]) is not tuple:
+                    session.poison("malformed output message")
+                status = reply[3]
+                if status[:1] == ("e",):
+                    raise CandidateError(f"{str(status[1:])[:300]}")
+                if status[:1] == ("x",) and status[1:] not in ((0,), (None,)):
+                    raise CandidateError(f"program exited with {status[1:]!r}")
+                if reply[2] or not _same_output(reply[1].decode("utf-8", "replace"), expected):
+                    raise _WrongAnswer(f"wrong output for input {given[:80]!r}")
+            finally:
+                cpu += server.end(session)
+        return cpu
+
+
+def _classify(exc: BaseException) -> tuple[str, str]:
+    text = f"{type(exc).__name__}: {exc}"[:500]
+    if isinstance(exc, _Timeout):
+        return "timeout", text
+    if isinstance(exc, _WrongAnswer):
+        return "wrong_answer", text
+    if isinstance(exc, AssertionError) and not getattr(exc, "_from_candidate", False):
+        return "wrong_answer", text
+    return "runtime_error", text
+
+
+def _run_job(job_fd: int, candidate_fd: int, reference_fd: int) -> None:
+    """One job, in a process of its own: the job arrives on a stream socket (until end-of-file), the
+    records go back on it."""
+    started = time.monotonic()
+    channel = _socket.socket(fileno=job_fd)
+    chunks = []
+    while True:
+        chunk = channel.recv(1 << 20)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    job = _wire.loads(b"".join(chunks))
+    del chunks
+
+    def emit(record: dict[str, Any]) -> None:
+        try:  # noqa: SIM105
+            channel.sendall(_wire.dumps(record).encode() + b"\n")
+        except Exception:  # noqa: BLE001, S110 - a closed channel just means no report
+            pass
+
+    deadline = started + float(job.get("seconds", 5.0))
+    code = job["code"]
+    try:
+        if not code.strip():
+            raise SyntaxError("empty program")
+        tree = compile(code, "<unknown>", "exec", _ast.PyCF_ONLY_AST, dont_inherit=True)
+        tokens = _ast_tokens(tree, int(job.get("ast_token_cap", 0)))
+        del tree
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+        emit({"stage": "syntax", "ok": False, "error": f"{type(exc).__name__}: {exc}"[:500]})
+        return
+    emit({"stage": "syntax", "ok": True, "tokens": tokens})
+    del tokens
+    runner = _Job(job, deadline)
+    try:
+        runner.compile_all(code)
+    except BaseException as exc:  # noqa: BLE001 - any failure here is a compile failure
+        emit({"stage": "compile", "ok": False, "error": f"{type(exc).__name__}: {exc}"[:500]})
+        return
+    emit({"stage": "compile", "ok": True})
+
+    saved_out, saved_err = sys.stdout, sys.stderr
+    sink = io.StringIO()
+    sys.stdout = sys.stderr = sink
+    candidate = _Server(candidate_fd, deadline, job.get("prompt") or "", code)
+    status, error, seconds = "passed", "", 0.0
+    sessions, suite = runner.suite(candidate)
+    try:
+        start = time.perf_counter()
+        suite()
+        seconds = time.perf_counter() - start
+    except BaseException as exc:  # noqa: BLE001 - SystemExit and KeyboardInterrupt of test code included
+        failure = next((s.failure for s in sessions if s.failure is not None), None)
+        if failure is not None and not isinstance(exc, _Timeout):
+            exc = _Poison(failure)
+        status, error = _classify(exc)
+    sys.stdout, sys.stderr = saved_out, saved_err
+    emit({"stage": "run", "status": status, "error": error, "seconds": seconds})
+    timing = job.get("timing")
+    if status != "passed" or not timing:
+        return
+    sys.stdout = sys.stderr = sink
+    try:
+        times = _time(runner, candidate, sessions, job, timing, reference_fd)
+    except BaseException as exc:  # noqa: BLE001 - a candidate that fails on a rerun gets no efficiency
+        sys.stdout, sys.stderr = saved_out, saved_err
+        emit({"stage": "timing", "error": f"{type(exc).__name__}: {exc}"[:500]})
+        return
+    sys.stdout, sys.stderr = saved_out, saved_err
+    emit({"stage": "timing", **times})
+
+
+def _time(runner: _Job, candidate: _Server, sessions: list[_Session], job: dict[str, Any],
+          timing: dict[str, Any], reference_fd: int) -> dict[str, list[float] | None]:
+    for session in sessions:
+        candidate.end(session)
+    servers: dict[str, _Server | None] = {"candidate": candidate, "reference": None}
+    if job.get("reference"):
+        reference = _Server(reference_fd, runner.deadline, job.get("prompt") or "", job["reference"])
+        ref_sessions, ref_suite = runner.suite(reference)
+        try:  # the reference must pass its own tests (this also warms it up)
+            ref_suite()
+            for session in ref_sessions:
+                reference.end(session)
+            servers["reference"] = reference
+        except BaseException:  # noqa: BLE001 - without a working reference, the stored runtime is used
+            servers["reference"] = None
+    # Processor time of the session's processes, measured by each sandbox's server: socket round trips,
+    # the judge's own work and other load on the machine stay out of it, which wall time would not.
+    rounds, min_rounds, budget = int(timing["rounds"]), int(timing["min_rounds"]), float(timing["budget"])
+    times: dict[str, list[float] | None] = {"candidate": [],
+                                            "reference": [] if servers["reference"] is not None else None}
+    began = time.perf_counter()
+    last_round = 0.0
+    for index in range(rounds):
+        if time.monotonic() + 2 * last_round + 0.05 > runner.deadline:
+            break
+        round_start = time.monotonic()
+        order = ("candidate", "reference") if index % 2 == 0 else ("reference", "candidate")
+        for who in order:
+            server, bucket = servers[who], times[who]
+            if server is None or bucket is None:
+                continue
+            round_sessions, suite = runner.suite(server)
+            cpu = suite() or 0.0
+            for session in round_sessions:
+                cpu += server.end(session)
+            bucket.append(cpu)
+        last_round = time.monotonic() - round_start
+        if index + 1 >= min_rounds and time.perf_counter() - began > budget:
+            break
+    return times
+
+
+def _end_sessions(fds: tuple[int, ...]) -> bool:
+    """Make sure no session of a finished job runs on (the job may have died before ending it)."""
+    ok = True
+    for fd in fds:
+        server = _Server(fd, time.monotonic() + 3.0, "", "")
+        try:
+            nonce = os.urandom(8).hex()
+            server.ctl.send(_wire.dumps({"op": "end", "nonce": nonce}).encode())
+            while True:
+                server._wait([server.ctl.fileno()])
+                event = server._event()
+                if event.get("event") == "clean" and event.get("nonce") == nonce:
+                    break
+        except (_Poison, OSError, ValueError):
+            ok = False
+        finally:
+            server.ctl.detach()
+    return ok
+
+
+def _main() -> None:
+    """The judge sandbox's PID 1: one forked process per job; after each, everything but itself is
+    killed, ``/tmp`` emptied, the servers' sessions ended, and only then is the job reported done."""
+    ctl = _socket.socket(fileno=int(os.environ["JUDGE_CTL_FD"]))
+    servers = (int(os.environ["JUDGE_CANDIDATE_FD"]), int(os.environ["JUDGE_REFERENCE_FD"]))
+    _zygote.nodump()
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.close(null)
+    while True:
+        message, fds = _zygote.recv_fds(ctl)
+        if not message:
+            return
+        request = _wire.loads(message)
+        if not fds:
+            continue
+        child = os.fork()
+        if child == 0:
+            ctl.close()
+            try:
+                _run_job(fds[0], *servers)
+            finally:
+                os._exit(0)
+        for fd in fds:
+            os.close(fd)
+        pidfd = os.pidfd_open(child)
+        select.select([pidfd], [], [], float(request.get("seconds", 5.0)) + 1.0)
+        os.close(pidfd)
+        _zygote.clean(child)
+        ok = _end_sessions(servers)
+        ctl.send(_wire.dumps({"event": "done", "ok": ok}).encode())
+
+
+if __name__ == "__main__":
+    _main()

@@ -1,0 +1,320 @@
+"""Candidate (or reference) server: runs as ``/sandbox/main.py`` in a sandbox of its own, PID 1 of it.
+
+Only the program's own files are in this sandbox (``prompt.py``, ``program.py``, ``_wire.py``): no test,
+no expected output, no reference, no verdict channel. The judge (another sandbox) talks to it over two
+Unix sockets the scorer created:
+
+* a control socket (``SERVER_FD``, ``SOCK_SEQPACKET``, JSON messages) held by this process only. The
+  judge sends ``{"op": "start", "mode": "module" | "stdio"}`` with a fresh stream socket attached, and
+  ``{"op": "end", "nonce": ...}``; this process answers ``{"event": "exit", "code": ...}`` when a session's
+  process ends by itself and ``{"event": "clean", "nonce": ..., "cpu": seconds}`` once a session is wiped:
+  ``cpu`` is the processor time (user + system) that every process of the session used, from the fork to
+  the last one reaped -- this process reaps them all, being the namespace's init, and measures it with
+  ``getrusage(RUSAGE_CHILDREN)``, which the program cannot reach, less the time of a session that runs
+  nothing (measured at start-up). This is what efficiency compares.
+* per session, that fresh stream socket, carrying length-prefixed ``_wire`` frames between the judge and a
+  session process forked from here.
+
+A session process is forked from this pristine process (nothing of the program has ever run here), runs
+the prompt and the program in a fresh namespace and serves the judge's requests: calls on handles (the
+program's top-level functions and classes, instances its classes return), with plain data in and out.
+``end`` kills every other process in the namespace (``kill(-1)``: only PID 1 survives), reaps them, empties
+``/tmp`` and ``/dev/shm`` and only then reports ``clean``, so that nothing a session left behind can run
+while the reference is timed or carry a cache into the next session. This process makes itself
+non-dumpable, so a session cannot read its memory or take its descriptors; as PID 1 of the namespace it
+cannot be killed from inside.
+"""
+
+# Running the candidate is this file's purpose; the sandbox around it is the security boundary.
+# No contextlib here (start-up cost): try/except/pass it is.
+# ruff: noqa: S102, SIM105
+
+from __future__ import annotations
+
+import _socket
+import builtins
+import io
+import os
+import resource
+import select
+import struct
+import sys
+import types
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing, json and socket cost every server start-up more than the rest
+    from typing import Any
+
+sys.path.insert(0, os.path.dirname(__file__))  # /sandbox, or the unsafe mode's directory
+import _wire  # type: ignore[import-not-found]
+import _zygote  # type: ignore[import-not-found]
+
+sys.path.pop(0)
+
+_MODULE = "__solution__"
+_WARM = ("typing", "collections", "heapq", "math", "bisect", "itertools", "functools", "string", "re",
+         "random", "operator")
+_STDOUT_CAP = 4 << 20
+_HEADER = struct.Struct(">I")
+
+
+def _frame(sock: _socket.socket, payload: bytes) -> None:
+    sock.sendall(_HEADER.pack(len(payload)) + payload)
+
+
+def _recv_exact(sock: _socket.socket, size: int) -> bytes:
+    chunks = bytearray()
+    while len(chunks) < size:
+        chunk = sock.recv(min(size - len(chunks), 1 << 20))
+        if not chunk:
+            raise EOFError
+        chunks += chunk
+    return bytes(chunks)
+
+
+def _read_frame(sock: _socket.socket) -> bytes:
+    (size,) = _HEADER.unpack(_recv_exact(sock, 4))
+    if size > _wire.MAX_BYTES:
+        raise EOFError
+    return _recv_exact(sock, size)
+
+
+class _Sink(io.RawIOBase):
+    def writable(self) -> bool:
+        return True
+
+    def write(self, chunk: Any) -> int:
+        return len(chunk)
+
+
+def _quiet() -> None:
+    sys.stdout = sys.stderr = io.TextIOWrapper(io.BufferedWriter(_Sink()), encoding="utf-8", errors="replace",
+                                               write_through=True)
+
+
+def _error(exc: BaseException) -> tuple[Any, ...]:
+    if isinstance(exc, SystemExit):
+        code = exc.code
+        return ("x", code if type(code) is int else (0 if code is None else 1))
+    try:
+        message = str(exc)[:500]
+    except BaseException:  # noqa: BLE001 - the program's exception may refuse str()
+        message = ""
+    return ("e", type(exc).__name__[:100], message)
+
+
+class _Session:
+    def __init__(self, sock: _socket.socket, prompt: types.CodeType, program: types.CodeType) -> None:
+        self.sock = sock
+        self.handles: list[Any] = []
+        self.namespace: dict[str, Any] = {"__name__": _MODULE, "__builtins__": builtins}
+        self.prompt, self.program = prompt, program
+        self.kinds: dict[type, str] = {}
+        self.classes: dict[str, type] = {}
+
+    def send(self, message: tuple[Any, ...]) -> None:
+        try:
+            payload = _wire.encode(message, self.kinds)
+        except _wire.NotPlain as exc:
+            payload = _wire.encode(("e", "NotPlain", str(exc)[:200]))
+        _frame(self.sock, payload)
+
+    def handle(self, value: Any) -> tuple[Any, ...]:
+        self.handles.append(value)
+        return ("h", len(self.handles) - 1)
+
+    def load(self) -> None:
+        namespace = self.namespace
+        exec(self.prompt, namespace)
+        prompt_classes = _wire.prompt_classes(namespace, _MODULE)
+        before = dict(namespace)
+        exec(self.program, namespace)
+        # Dataset classes (ListNode, TreeNode) travel by value: the prompt's class and the program's own
+        # class of that name (solutions often define them again) both encode under the name.
+        for name, cls in prompt_classes.items():
+            self.kinds[cls] = name
+            current = namespace.get(name)
+            if isinstance(current, type):
+                self.kinds[current] = name
+                self.classes[name] = current
+            else:
+                self.classes[name] = cls
+        names = {}
+        for name, value in list(namespace.items()):
+            if name.startswith("__") or isinstance(value, types.ModuleType) or not callable(value):
+                continue
+            if name in before and before[name] is value:
+                continue
+            names[name] = self.handle(value)[1]
+        self.send(("ready", names))
+
+    def serve(self) -> None:
+        while True:
+            try:
+                request = _wire.decode(_read_frame(self.sock), self.classes)
+            except EOFError:
+                return
+            self.send(self.answer(request))
+
+    def answer(self, request: Any) -> tuple[Any, ...]:
+        op, index = request[0], request[1]
+        target = self.handles[index]
+        try:
+            if op == "call":
+                result = target(*request[2], **request[3])
+                if isinstance(target, type):
+                    return self.handle(result)
+            elif op == "getattr":
+                result = getattr(target, request[2])
+                if callable(result):
+                    return self.handle(result)
+            elif op == "iter":
+                result = list(target)
+            elif op == "len":
+                result = len(target)
+            elif op == "getitem":
+                result = target[request[2]]
+            elif op == "contains":
+                result = request[2] in target
+            else:
+                return ("e", "ProtocolError", "unknown request")
+        except BaseException as exc:  # noqa: BLE001 - the program's failures are reported, not fatal
+            return _error(exc)
+        return ("v", result)  # send() answers NotPlain if the result is not plain data
+
+    def run_stdio(self) -> None:
+        data = _read_frame(self.sock)
+        # Input and output go through files in /tmp (capped by its size and RLIMIT_FSIZE), opened then
+        # unlinked: raw descriptor reads and writes work too, and nothing else can open them.
+        stdin_fd = os.open("/tmp/.stdin", os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.unlink("/tmp/.stdin")
+        view = memoryview(data)
+        while view:
+            view = view[os.write(stdin_fd, view):]
+        os.lseek(stdin_fd, 0, os.SEEK_SET)
+        out_fd = os.open("/tmp/.stdout", os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.unlink("/tmp/.stdout")
+        os.dup2(stdin_fd, 0)
+        os.dup2(out_fd, 1)
+        os.close(stdin_fd)
+        sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8", errors="replace")
+        sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="replace")
+        status: tuple[Any, ...] = ("ok",)
+        namespace = {"__name__": "__main__", "__builtins__": builtins}
+        try:
+            exec(self.prompt, namespace)
+            exec(self.program, namespace)
+        except BaseException as exc:  # noqa: BLE001
+            status = _error(exc)
+        try:
+            sys.stdout.flush()
+        except BaseException:  # noqa: BLE001, S110 - a closed stdout is the program's doing
+            pass
+        size = os.lseek(out_fd, 0, os.SEEK_END)
+        os.lseek(out_fd, 0, os.SEEK_SET)
+        output = os.read(out_fd, min(size, _STDOUT_CAP))
+        _frame(self.sock, _wire.encode(("out", output, size > _STDOUT_CAP, status)))
+
+
+def _session(sock_fd: int, mode: str) -> None:
+    sock = _socket.socket(fileno=sock_fd)
+    # Nothing a session writes reaches the sandbox's own output (which outlives it): descriptors 1 and 2
+    # go nowhere (stdio mode puts a file on 1).
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)
+    os.dup2(null, 2)
+    os.close(null)
+    try:  # the judge sends the texts first; they are compiled here, never in the server itself
+        prompt_text, program_text = _wire.decode(_read_frame(sock))
+        prompt = compile(prompt_text, "<prompt>", "exec", dont_inherit=True, optimize=0)
+        program = compile(program_text, "<solution>", "exec", dont_inherit=True, optimize=0)
+    except BaseException as exc:  # noqa: BLE001
+        _frame(sock, _wire.encode(("load_error", *_error(exc))))
+        return
+    session = _Session(sock, prompt, program)
+    if mode == "stdio":
+        session.run_stdio()
+        return
+    _quiet()
+    try:
+        session.load()
+    except BaseException as exc:  # noqa: BLE001
+        session.send(("load_error", *_error(exc)))
+        return
+    session.serve()
+
+
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _null_session() -> float:
+    """Processor time of a session that runs nothing (fork, exit, reap): subtracted from every session's,
+    so that efficiency compares the programs rather than this server's own start-up of a session."""
+    costs = []
+    for _ in range(3):
+        before = _cpu()
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        os.waitpid(pid, 0)
+        costs.append(_cpu() - before)
+    return min(costs)
+
+
+def _main() -> None:
+    ctl = _socket.socket(fileno=int(os.environ["SERVER_FD"]))
+    _zygote.nodump()
+    for module in _WARM:  # what prompts import: loaded once here, not in every session
+        try:
+            __import__(module)
+        except ImportError:
+            pass
+    used = 0.0
+    baseline = _null_session()
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    child = 0
+    pidfd = -1
+    while True:
+        waiting = [ctl.fileno()] + ([pidfd] if pidfd >= 0 else [])
+        ready, _, _ = select.select(waiting, [], [])
+        if pidfd >= 0 and pidfd in ready:
+            _, status = os.waitpid(child, 0)
+            os.close(pidfd)
+            pidfd = -1
+            ctl.send(_wire.dumps({"event": "exit", "code": os.waitstatus_to_exitcode(status)}).encode())
+            continue
+        message, fds = _zygote.recv_fds(ctl)
+        if not message:
+            return
+        request = _wire.loads(message)
+        if request.get("op") == "start" and fds:
+            used = _cpu()
+            child = os.fork()
+            if child == 0:
+                ctl.close()
+                try:
+                    if os.getpid() != 1:
+                        os.setpgid(0, 0)
+                    _session(fds[0], str(request.get("mode")))
+                finally:
+                    os._exit(0)
+            for fd in fds:
+                os.close(fd)
+            pidfd = os.pidfd_open(child)
+        elif request.get("op") == "end":
+            for fd in fds:
+                os.close(fd)
+            if pidfd >= 0:
+                os.close(pidfd)
+                pidfd = -1
+            _zygote.clean(child)
+            cpu = max(0.0, _cpu() - used - baseline)
+            ctl.send(_wire.dumps({"event": "clean", "nonce": request.get("nonce"), "cpu": cpu}).encode())
+
+
+if __name__ == "__main__":
+    _main()

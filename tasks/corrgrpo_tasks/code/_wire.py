@@ -1,0 +1,385 @@
+"""Plain data across the judge/candidate boundary: a flat, tagged token list in JSON (standard library only).
+
+This file is imported by the scorer's tests and copied into every sandbox (``/sandbox/_wire.py``). Both
+directions use it, but only one matters for security: what a candidate sends back is decoded by the judge,
+and the decoder is the trust boundary. It builds nothing but ``None``, ``bool``, ``int``, ``float`` (inf and
+nan included), ``str``, ``bytes``, ``list``, ``tuple``, ``dict``, ``set``, ``frozenset`` and instances of the
+*judge's own* dataset classes (``ListNode``, ``TreeNode``: classes the trusted prompt defines), so no object
+of the candidate's ever reaches the judge and none of its methods can run there.
+
+Format: JSON text of a flat list (no nesting, so the C parser never recurses) in prefix order::
+
+    "n" | "T" | "F" | "i", int | "I", hex | "f", float | "s", str | "b", latin-1 str
+    "l"|"t"|"S"|"Z", count, items...        (list, tuple, set, frozenset)
+    "Li"|"Lf"|"Ls", count, raw values...    (a list of ints below 2**53, of floats, of strs)
+    "d", count, (key, value) * count
+    "o", class name, count, (attribute name, value) * count
+    "r", index                              (the index-th list/dict/object opened so far: shared or cyclic)
+
+Decoding is a loop over the tokens with an explicit stack: linear time, no recursion, with limits on the
+payload size, the number of tokens, the nesting depth of plain containers and the length of big integers.
+"""
+
+from __future__ import annotations
+
+import math
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing costs every sandbox start-up more than the rest of this file
+    from typing import Any
+
+# The C halves of the json module, without ``json`` itself: it imports ``re``, ``enum`` and more, which
+# every sandbox would pay for at start-up.
+from _json import encode_basestring_ascii as _quote
+from _json import make_encoder as _make_encoder
+from _json import make_scanner as _make_scanner
+
+__all__ = ["MAX_BYTES", "MAX_DEPTH", "NotPlain", "WireError", "decode", "dumps", "encode", "loads",
+           "prompt_classes"]
+
+MAX_BYTES = 16 << 20
+MAX_TOKENS = 1 << 22
+# Plain containers nest at most this deep: the judge compares and hashes them with Python's own (recursive)
+# code. Chains of dataset objects (a linked list's ``next``) do not count: they are walked by test helpers.
+MAX_DEPTH = 100
+_MAX_HEX = 1 << 16
+_SMALL = 1 << 53
+_SCALAR_TAGS = {"n": None, "T": True, "F": False}
+_CONTAINER_TAGS = frozenset("ltSZd")
+# Lists of one scalar type (arrays, strings, matrices' rows: most test data) travel as a count and the
+# raw values, checked and copied in one pass by the decoder.
+_FLAT = {int: "Li", float: "Lf", str: "Ls"}
+_FLAT_TYPES = {"Li": int, "Lf": float, "Ls": str}
+
+
+class _Context:
+    """What the C scanner reads from a ``JSONDecoder``."""
+
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+    parse_constant = {"-Infinity": -math.inf, "Infinity": math.inf, "NaN": math.nan}.__getitem__
+
+
+_SCAN = _make_scanner(_Context())  # type: ignore[arg-type]
+_ENCODE = _make_encoder(None, None, _quote, None, ":", ",", False, False, True)  # type: ignore[arg-type]
+_SPACE = " \t\n\r"
+
+
+def dumps(value: Any) -> str:
+    """JSON text of ``value`` (dicts, lists, str, int, float with inf/nan, bool, None), ASCII only."""
+    return "".join(_ENCODE(value, 0))
+
+
+def loads(text: str | bytes) -> Any:
+    """The JSON value in ``text``; raises ``ValueError`` (or ``RecursionError`` on deep nesting)."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8")
+    start = len(text) - len(text.lstrip(_SPACE))
+    try:
+        value, end = _SCAN(text, start)
+    except StopIteration:
+        raise ValueError("not JSON") from None
+    if text[end:].strip(_SPACE):
+        raise ValueError("trailing data after JSON")
+    return value
+
+
+class WireError(ValueError):
+    """The bytes are not a well-formed plain value within the limits."""
+
+
+class NotPlain(TypeError):
+    """The value holds something that is not plain data."""
+
+
+def prompt_classes(namespace: dict[str, Any], module: str) -> dict[str, type]:
+    """Classes the trusted prompt defined in ``namespace`` (``__module__ == module``), by name."""
+    return {name: value for name, value in namespace.items()
+            if isinstance(value, type) and type.__getattribute__(value, "__module__") == module}
+
+
+def encode(value: Any, classes: dict[type, str] | None = None) -> bytes:
+    """Tokens of ``value``; raises ``NotPlain`` for anything else.
+
+    Subclasses of the builtin types are encoded as their base type's value through the base type's own
+    methods (a ``Counter`` becomes a ``dict``): this runs in the sender's process, and the receiver sees
+    plain data only. Instances of a class in ``classes`` (class -> name) become objects of that name with
+    their ``__dict__``.
+    """
+    classes = classes or {}
+    out: list[Any] = []
+    opened: dict[int, int] = {}
+    keep: list[Any] = []  # ids stay unique while the objects they name are alive
+    stack: list[Any] = [value]
+    while stack:
+        item = stack.pop()
+        if len(out) > MAX_TOKENS:
+            raise NotPlain("value too large")
+        kind = type(item)
+        if item is None:
+            out.append("n")
+        elif kind is bool:
+            out.append("T" if item else "F")
+        elif isinstance(item, int) and kind is not bool:
+            number = int.__pos__(item)
+            if -_SMALL < number < _SMALL:
+                out += ("i", number)
+            else:
+                out += ("I", hex(number))
+        elif isinstance(item, float):
+            out += ("f", float.__pos__(item))
+        elif isinstance(item, str):
+            out += ("s", str.__str__(item))
+        elif isinstance(item, bytes):
+            out += ("b", bytes.__bytes__(item).decode("latin-1"))
+        elif id(item) in opened and (isinstance(item, (list, dict)) or kind in classes):
+            out += ("r", opened[id(item)])
+        elif isinstance(item, list):
+            opened[id(item)] = len(opened)
+            keep.append(item)
+            items = list.copy(item)
+            flat = _FLAT.get(next(iter(kinds)), "") if items and len(
+                kinds := set(map(type, items))) == 1 else ""
+            if flat and (flat != "Li" or (min(items) > -_SMALL and max(items) < _SMALL)):
+                out += (flat, len(items))
+                out += items
+                continue
+            out += ("l", len(items))
+            stack.extend(reversed(items))
+        elif isinstance(item, tuple):
+            items = list(tuple.__iter__(item))
+            out += ("t", len(items))
+            stack.extend(reversed(items))
+        elif isinstance(item, (set, frozenset)):
+            items = list(set.__iter__(item) if isinstance(item, set) else frozenset.__iter__(item))
+            out += ("S" if isinstance(item, set) else "Z", len(items))
+            stack.extend(reversed(items))
+        elif isinstance(item, dict):
+            opened[id(item)] = len(opened)
+            keep.append(item)
+            pairs = list(dict.items(item))
+            out += ("d", len(pairs))
+            for key, val in reversed(pairs):
+                stack += (val, key)
+        elif kind in classes:
+            opened[id(item)] = len(opened)
+            keep.append(item)
+            attrs = object.__getattribute__(item, "__dict__")
+            pairs = [(k, v) for k, v in dict.items(attrs) if type(k) is str]
+            out += ("o", classes[kind], len(pairs))
+            for key, val in reversed(pairs):
+                stack += (val, _Name(key))
+        elif kind is _Name:
+            out.append(item.name)
+        else:
+            raise NotPlain(f"{kind.__name__!s} is not plain data")
+    try:
+        return dumps(out).encode()
+    except (ValueError, TypeError, RecursionError) as exc:
+        raise NotPlain(str(exc)) from None
+
+
+class _Name:
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+class _Frame:
+    __slots__ = ("attr", "cls", "container", "items", "key", "plain", "remaining", "tag")
+
+    def __init__(self, tag: str, remaining: int, container: Any, plain: bool) -> None:
+        self.tag = tag
+        self.remaining = remaining
+        self.container = container
+        self.items: list[Any] = []
+        self.key: Any = _NOKEY
+        self.attr: str | None = None
+        self.plain = plain
+
+
+_NOKEY = object()
+
+
+def decode(data: bytes, classes: dict[str, type] | None = None, *, max_depth: int = MAX_DEPTH) -> Any:
+    """The value ``data`` encodes; raises ``WireError`` (never anything else) on any defect.
+
+    Objects are built with ``object.__new__`` of the receiver's own class of that name (only names in
+    ``classes``), their attributes set in their ``__dict__``; attribute names must be identifiers that do
+    not start with ``__``.
+    """
+    try:
+        return _decode(data, classes or {}, max_depth)
+    except WireError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any defect (or a dataset class refusing an attribute) is one error
+        raise WireError(f"{type(exc).__name__}: {str(exc)[:200]}") from None
+
+
+def _decode(data: bytes, classes: dict[str, type], max_depth: int) -> Any:
+    if type(data) is not bytes or len(data) > MAX_BYTES:
+        raise WireError("payload is not bytes within the size limit")
+    tokens = loads(data)
+    if type(tokens) is not list or len(tokens) > MAX_TOKENS:
+        raise WireError("payload is not a token list within the limit")
+    if not set(map(type, tokens)) <= {str, int, float}:
+        raise WireError("nested JSON in the token list")
+    opened: list[Any] = []
+    stack: list[_Frame] = []
+    depth = 0
+    position = 0
+    end = len(tokens)
+
+    def take() -> Any:
+        nonlocal position
+        if position >= end:
+            raise WireError("truncated payload")
+        token = tokens[position]
+        position += 1
+        return token
+
+    def count() -> int:
+        number = take()
+        if type(number) is not int or number < 0 or number > end - position:
+            raise WireError("bad count")
+        return number
+
+    while True:
+        frame = stack[-1] if stack else None
+        if frame is not None and frame.tag == "o" and frame.attr is None:
+            name = take()
+            if type(name) is not str or not name.isidentifier() or name.startswith("__"):
+                raise WireError("bad attribute name")
+            frame.attr = name
+        tag = take()
+        if type(tag) is not str:
+            raise WireError("expected a tag")
+        value: Any
+        complete = True
+        if tag in _SCALAR_TAGS:
+            value = _SCALAR_TAGS[tag]
+        elif tag == "i":
+            value = take()
+            if type(value) is not int or not -_SMALL < value < _SMALL:
+                raise WireError("bad small int")
+        elif tag == "I":
+            text = take()
+            if type(text) is not str or len(text) > _MAX_HEX:
+                raise WireError("bad big int")
+            value = int(text, 16)
+        elif tag == "f":
+            value = take()
+            if type(value) is int:
+                value = float(value)
+            if type(value) is not float:
+                raise WireError("bad float")
+        elif tag == "s":
+            value = take()
+            if type(value) is not str:
+                raise WireError("bad str")
+        elif tag == "b":
+            text = take()
+            if type(text) is not str:
+                raise WireError("bad bytes")
+            value = text.encode("latin-1")
+        elif tag == "r":
+            index = take()
+            if type(index) is not int or not 0 <= index < len(opened):
+                raise WireError("bad reference")
+            value = opened[index]
+        elif tag in _FLAT_TYPES:
+            size = count()
+            values = tokens[position:position + size]
+            position += size
+            kind = _FLAT_TYPES[tag]
+            kinds = set(map(type, values))
+            if kind is float and int in kinds:  # JSON writes 1.0 as 1.0, but accept a bare 1 as well
+                values = [float(v) for v in values]
+                kinds.discard(int)
+            if kinds - {kind} or (kind is int and values and not (
+                    min(values) > -_SMALL and max(values) < _SMALL)):
+                raise WireError("bad flat list")
+            value = values
+            opened.append(value)
+        elif tag in _CONTAINER_TAGS:
+            size = count()
+            depth += 1
+            if depth > max_depth:
+                raise WireError("nested too deeply")
+            container: Any = None
+            if tag == "l":
+                container = []
+                opened.append(container)
+            elif tag == "d":
+                container = {}
+                opened.append(container)
+            stack.append(_Frame(tag, size * 2 if tag == "d" else size, container, True))
+            complete = False
+        elif tag == "o":
+            name = take()
+            cls: Any = classes.get(name) if type(name) is str else None
+            if cls is None:
+                raise WireError("unknown class")
+            size = count()
+            instance = cls.__new__(cls)
+            opened.append(instance)
+            frame_o = _Frame("o", size, instance, False)
+            stack.append(frame_o)
+            complete = False
+        else:
+            raise WireError("unknown tag")
+        if complete:
+            if not stack:
+                break
+            _attach(stack[-1], value)
+        # Close every frame that is now full, attaching each to its parent.
+        finished = False
+        while stack and stack[-1].remaining == 0:
+            done = stack.pop()
+            if done.plain:
+                depth -= 1
+            built = _finish(done)
+            if not stack:
+                value = built
+                finished = True
+                break
+            _attach(stack[-1], built)
+        if finished:
+            break
+    if position != end:
+        raise WireError("trailing tokens")
+    return value
+
+
+def _attach(frame: _Frame, value: Any) -> None:
+    frame.remaining -= 1
+    tag = frame.tag
+    if tag == "l":
+        frame.container.append(value)
+    elif tag == "d":
+        if frame.key is _NOKEY:
+            hash(value)
+            frame.key = value
+        else:
+            frame.container[frame.key] = value
+            frame.key = _NOKEY
+    elif tag == "o":
+        frame.container.__dict__[frame.attr] = value
+        frame.attr = None
+    else:
+        frame.items.append(value)
+
+
+def _finish(frame: _Frame) -> Any:
+    if frame.tag == "t":
+        return tuple(frame.items)
+    if frame.tag == "S":
+        return set(frame.items)
+    if frame.tag == "Z":
+        return frozenset(frame.items)
+    return frame.container
+
