@@ -3,4 +3,4 @@
 # through accelerate, and an unpinned resolve pulls a CUDA build.
 "$PY" -m pip install -q --upgrade pip
 "$PY" -m pip install -q "torch==2.13.0"
-"$PY" -m pip install -q -e ".[test,lint,trl,agent-security]" "torch==2.13.0"
+"$PY" -m pip install -q -e ".[test,lint,trl,agent-security,cli]" "torch==2.13.0"

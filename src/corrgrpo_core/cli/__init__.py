@@ -3,6 +3,7 @@
 ``corrgrpo explain FILE``   per-group denominators, correlations, c_q and advantages of a reward batch
 ``corrgrpo simulate``       a small multi-reward learning simulation, every estimator, several seeds
 ``corrgrpo demo``           ``explain --example`` and a short ``simulate``, plots written to a folder
+``corrgrpo train``          train a small LM with each estimator through TRL on a CPU (needs TRL)
 ``corrgrpo estimators``     the registered estimators
 ``corrgrpo evaluate``       generate with a checkpoint on one of the paper's benchmarks and score it
 
@@ -128,6 +129,9 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     sub.add_parser("estimators", help="list the registered estimators")
+    from .train import add_train_parser
+
+    add_train_parser(sub)
     _evaluate_parser(sub)
     return parser
 
@@ -360,6 +364,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _run_simulation(args, out)
         if args.command == "demo":
             return _cmd_demo(args, out)
+        if args.command == "train":
+            from .train import run_train
+
+            return run_train(args, out)
         if args.command == "evaluate":
             from corrgrpo_tasks.evaluation.cli import run
 

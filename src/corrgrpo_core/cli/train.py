@@ -1,0 +1,237 @@
+"""``corrgrpo train``: train a small language model with GRPO-family estimators on a CPU.
+
+The options live here; the work (TRL's SFTTrainer warm start, TRL's GRPOTrainer through the project's
+adapter, held-out evaluation, CSV/plots/report) is ``corrgrpo_tasks.training``, imported only when the
+command runs, so ``corrgrpo train --help`` works without TRL installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import time
+from pathlib import Path
+from typing import TextIO
+
+from . import _names
+from .io import CliError
+
+__all__ = ["add_train_parser", "run_train"]
+
+DEFAULT_ESTIMATORS = ("grpo", "corrgrpo")
+TASKS = ("tool_calling", "code")
+_DESCRIPTION = """\
+Train a small causal LM (a Qwen2 with a few hundred thousand to a few million parameters, built from
+the project's own byte tokenizer; no download) with each estimator and seed, offline, on a CPU:
+
+  1. warm start: a short supervised phase (TRL's SFTTrainer) on synthetic task data, cached so every
+     estimator and seed starts from the same weights;
+  2. RL: TRL's GRPOTrainer through corrgrpo_adapters.trl.CorrGRPOTrainer with the task's real reward,
+     each reward component a separate reward function;
+  3. greedy evaluation on held-out prompts every --eval-every steps.
+
+Tasks: tool_calling (synthetic tool catalogue, the RLLA reward: function name 0.5(2S-1), parameter
+names 2S-1, parameter values 1.5(2S-1), format 0/1; success = exact match of the whole call) and code
+(one-line Python function bodies from a docstring and examples, the seven-component code reward run in
+the bubblewrap sandbox; success = tests pass).
+
+Writes into --out: evals.csv (every held-out evaluation), steps.csv (TRL's per-step logs, the largest
+|advantage| and the c_q / correlation-sum diagnostics), rewards.png (held-out reward components per
+estimator), accuracy.png (held-out success rate), training.png (sampled training rewards and the
+diagnostics per step), report.md, run.json. The default run (grpo and corrgrpo, one seed) needs
+about 4.5 minutes of one core (3 of them the warm start, which a second run reuses from the cache).
+docs/experiments.md has the study and what it shows. Needs the TRL extra:
+pip install "corrgrpo-core[trl,cli]" "torch==2.13.0"."""
+
+
+def _default(field: str) -> str:
+    """A TrainConfig field's default for the help text, per task where the tasks differ."""
+    from corrgrpo_tasks.training import TrainConfig, task_defaults
+
+    base = getattr(TrainConfig(), field)
+    other = [f"{task}: {task_defaults(task)[field]}" for task in TASKS if field in task_defaults(task)]
+    return "; ".join([f"{base:g}" if isinstance(base, float) else str(base), *other])
+
+
+def add_train_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register ``train`` on the ``corrgrpo`` sub-command parser."""
+    p = sub.add_parser(
+        "train",
+        help="train a small LM with each estimator on a CPU (needs TRL)",
+        description=_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--estimators",
+        type=_names,
+        default=list(DEFAULT_ESTIMATORS),
+        help=f"comma-separated, see `corrgrpo estimators` [{','.join(DEFAULT_ESTIMATORS)}]",
+    )
+    p.add_argument(
+        "--seeds",
+        type=int,
+        default=1,
+        help="seeds per estimator (paired: seed s is the same sampling stream for every estimator) [1]",
+    )
+    p.add_argument("--first-seed", type=int, default=0, help="first seed [0]")
+    p.add_argument("--steps", type=int, default=None, help=f"GRPO steps per run [{_default('steps')}]")
+    p.add_argument("--task", choices=TASKS, default="tool_calling", help="[tool_calling]")
+    p.add_argument(
+        "--model",
+        default=None,
+        metavar="PATH",
+        help="a local causal-LM checkpoint to warm-start from instead of the tiny Qwen2 "
+        "(e.g. a downloaded Qwen2.5-0.5B-Instruct folder; slow on CPU)",
+    )
+    p.add_argument("--out", default="corrgrpo-train", help="output folder [corrgrpo-train]")
+    p.add_argument(
+        "--eval-every",
+        type=int,
+        default=None,
+        help=f"held-out evaluation interval [{_default('eval_every')}]",
+    )
+    p.add_argument("--eval-size", type=int, default=None, help=f"held-out prompts [{_default('n_eval')}]")
+    p.add_argument(
+        "--train-size",
+        type=int,
+        default=None,
+        help=f"synthetic training prompts (warm start and RL) [{_default('n_train')}]",
+    )
+    p.add_argument(
+        "--lr", type=float, default=None, help=f"GRPO learning rate (Adam, constant) [{_default('lr')}]"
+    )
+    p.add_argument(
+        "--temperature",
+        type=float,
+        default=None,
+        help=f"sampling temperature of the GRPO rollouts [{_default('temperature')}]",
+    )
+    p.add_argument(
+        "--prompts-per-step",
+        type=int,
+        default=None,
+        help=f"prompts per GRPO step [{_default('prompts_per_step')}]",
+    )
+    p.add_argument("--generations", type=int, default=None, help="completions per prompt (group size) [8]")
+    p.add_argument(
+        "--warm-steps",
+        type=int,
+        default=None,
+        help=f"supervised warm-start steps; fewer leaves more to learn [{_default('warm_steps')}]",
+    )
+    p.add_argument(
+        "--hidden-size", type=int, default=None, help=f"tiny model width [{_default('hidden_size')}]"
+    )
+    p.add_argument("--layers", type=int, default=None, help=f"tiny model depth [{_default('layers')}]")
+    p.add_argument(
+        "--min-correlation-sum",
+        type=float,
+        default=None,
+        help="floor on CorrGRPO's correlation sum (corrgrpo, gdpo_corr, dara) [core default, 0]",
+    )
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch threads [1; more only helps on an otherwise idle machine]",
+    )
+    p.add_argument(
+        "--cache-dir", default=None, help="warm-start cache [$CORRGRPO_CACHE or ~/.cache/corrgrpo]"
+    )
+    p.add_argument(
+        "--report-only",
+        action="store_true",
+        help="train nothing: redraw the plots and report.md from the CSVs already in --out "
+        "(e.g. while a long study is still running)",
+    )
+    p.add_argument(
+        "--merge",
+        type=_names,
+        default=None,
+        metavar="DIRS",
+        help="train nothing: merge the outputs of runs over different seeds (comma-separated --out "
+        "folders, e.g. a study split with --first-seed) into --out, keeping the seeds every estimator finished",
+    )
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--quiet", action="store_true", help="print only the report")
+
+
+_FIELDS = {
+    "steps": "steps",
+    "eval_every": "eval_every",
+    "eval_size": "n_eval",
+    "train_size": "n_train",
+    "lr": "lr",
+    "prompts_per_step": "prompts_per_step",
+    "generations": "num_generations",
+    "temperature": "temperature",
+    "warm_steps": "warm_steps",
+    "hidden_size": "hidden_size",
+    "layers": "layers",
+    "min_correlation_sum": "min_correlation_sum",
+    "threads": "threads",
+    "cache_dir": "cache_dir",
+}
+
+
+def run_train(args: argparse.Namespace, out: TextIO) -> int:
+    """Run ``corrgrpo train`` (see the parser's description)."""
+    import corrgrpo_core as cc
+
+    if args.report_only or args.merge:  # plots and tables only: no TRL needed
+        from corrgrpo_tasks.training import load_records, merge_records, write_outputs
+
+        try:
+            records = (
+                merge_records([load_records(f) for f in args.merge]) if args.merge else load_records(args.out)
+            )
+        except (FileNotFoundError, ValueError) as err:
+            raise CliError(str(err)) from None
+        if args.merge:
+            from corrgrpo_tasks.training import write_csv, write_run_file
+
+            folder = Path(args.out)
+            folder.mkdir(parents=True, exist_ok=True)
+            write_csv(folder / "evals.csv", records.evals)
+            write_csv(folder / "steps.csv", records.steps)
+            write_run_file(folder, records)
+        out.write(write_outputs(records, args.out) + "\n")
+        return 0
+    missing = [m for m in ("trl", "transformers", "torch") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise CliError(f"needs {', '.join(missing)} (not installed): pip install 'corrgrpo-core[trl,cli]'")
+    known = cc.estimator_names()
+    bad = [e for e in args.estimators if e not in known]
+    if bad or not args.estimators:
+        raise CliError(f"unknown estimator(s) {bad}; known: {', '.join(known)}")
+    if args.model is not None and not Path(args.model).is_dir():
+        raise CliError(f"--model {args.model!r} is not a local checkpoint folder (nothing is downloaded)")
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    from corrgrpo_tasks.training import TrainConfig, run_training, task_defaults, write_outputs
+
+    from . import _progress
+
+    options = task_defaults(args.task)
+    options.update(
+        {field: getattr(args, name) for name, field in _FIELDS.items() if getattr(args, name) is not None}
+    )
+    try:
+        cfg = TrainConfig(
+            task=args.task,
+            estimators=tuple(args.estimators),
+            seeds=args.seeds,
+            first_seed=args.first_seed,
+            model=args.model,
+            **options,
+        )
+    except ValueError as err:
+        raise CliError(str(err)) from None
+    log = (lambda _: None) if args.quiet else (lambda line: print(line, file=out, flush=True))
+    start = time.monotonic()
+    total = cfg.steps * cfg.seeds * len(cfg.estimators)
+    with _progress(total, enabled=not args.no_progress, label="training") as tick:
+        records = run_training(cfg, args.out, on_step=tick, log=log)
+    report = write_outputs(records, args.out)
+    out.write(report + f"\n(trained in {time.monotonic() - start:.0f} s; outputs in {args.out}/)\n")
+    return 0

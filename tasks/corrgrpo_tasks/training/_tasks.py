@@ -1,0 +1,73 @@
+"""The tasks ``corrgrpo train`` can run: data, tokenizer pieces, TRL reward functions, held-out scoring.
+
+``tool_calling``: the synthetic catalogue of :mod:`._tool_data`, scored by the project's RLLA reward
+(four components on different scales). ``code``: one-line function bodies from a docstring and
+examples (:mod:`._code_data`), scored by the project's seven-component sandboxed code reward.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["TASKS", "Task", "get_task"]
+
+
+@dataclass(frozen=True)
+class Task:
+    """What the runner needs from a task."""
+
+    name: str
+    components: tuple[str, ...]
+    weights: tuple[float, ...]
+    success: str  # the per-sample 0/1 metric reported as held-out accuracy
+    extra_metrics: tuple[str, ...]
+    make_examples: Callable[[int, int, int], tuple[list[Any], list[Any]]]
+    pieces: Callable[[], list[str]]
+    reward_funcs: Callable[[], list[Callable[..., list[Any]]]]
+    score: Callable[[Sequence[str], Sequence[str]], list[dict[str, float]]]
+    max_completion_length: int
+    # Optional check of the RL samples a run scored: (text, ground truth, {component: value}) -> findings.
+    audit: Callable[[list[tuple[str, str, dict[str, float]]]], dict[str, Any]] | None = None
+
+
+def _tool_task() -> Task:
+    from corrgrpo_tasks.tool_calling import COMPONENTS, DEFAULT_WEIGHTS, compute_score, trl_reward_functions
+
+    from ._tool_data import make_tool_examples, tool_pieces
+
+    def score(completions: Sequence[str], truths: Sequence[str]) -> list[dict[str, float]]:
+        return [compute_score("synthetic", c, t) for c, t in zip(completions, truths, strict=True)]
+
+    return Task("tool_calling", COMPONENTS, DEFAULT_WEIGHTS, "exact_match", ("score",),
+                lambda n, m, seed: make_tool_examples(n, m, seed=seed), tool_pieces, trl_reward_functions,
+                score, 48)
+
+
+def _code_task() -> Task:
+    from corrgrpo_tasks.code import COMPONENTS, DEFAULT_WEIGHTS, score_batch, trl_reward_functions
+
+    from ._code_data import audit_code_samples, code_pieces, make_code_examples
+
+    def score(completions: Sequence[str], truths: Sequence[str]) -> list[dict[str, float]]:
+        rows = score_batch(list(completions), list(truths), timing_rounds=2, timing_budget_seconds=0.2)
+        for row in rows:
+            row["passed"] = row["accuracy_reward"]
+        return rows
+
+    def rewards() -> list[Callable[..., list[Any]]]:
+        return list(trl_reward_functions(timing_rounds=2, timing_budget_seconds=0.2))
+
+    return Task("code", COMPONENTS, DEFAULT_WEIGHTS, "passed", ("score", "sandbox_error", "timeout"),
+                lambda n, m, seed: make_code_examples(n, m, seed=seed), code_pieces, rewards, score, 40,
+                audit=audit_code_samples)
+
+
+TASKS: dict[str, Callable[[], Task]] = {"tool_calling": _tool_task, "code": _code_task}
+
+
+def get_task(name: str) -> Task:
+    if name not in TASKS:
+        raise ValueError(f"unknown task {name!r}; known: {', '.join(TASKS)}")
+    return TASKS[name]()

@@ -1,0 +1,235 @@
+"""Synthetic tool-calling data: a catalogue of typed functions, requests phrased several ways, and
+targets in the ``<tool_call>`` JSON layout the RLLA reward scores.
+
+Each example lists three candidate tools (the right one among two distractors, in random order) and a
+request; the target names the right tool and fills every parameter from the request. Values are typed
+(JSON strings, integers, numbers, enums), and some need a small rewrite (``"in Fahrenheit"`` ->
+``"fahrenheit"``, ``"eight people"`` -> ``8``), so copying alone is not enough. Train and held-out
+examples come from disjoint random streams, and no held-out prompt text occurs in the training set.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ._examples import Example, split_examples
+
+__all__ = ["CATALOGUE", "Tool", "make_tool_examples", "tool_pieces"]
+
+_CITIES = ("Paris", "Berlin", "Madrid", "Lisbon", "Oslo", "Vienna", "Prague", "Dublin", "Rome", "Athens",
+           "Warsaw", "Zurich", "Tokyo", "Lima", "Cairo", "Seoul", "Quito", "Delhi", "Hanoi", "Boston")
+_NAMES = ("Ana", "Ben", "Chen", "Dara", "Eli", "Fay", "Gus", "Hana", "Ivo", "Jon", "Kim", "Lea", "Max", "Nia")
+_ARTISTS = ("Adele", "Queen", "Bjork", "Muse", "Drake", "Sade", "Abba", "Moby", "Enya", "Toto")
+_TOPICS = ("sports", "science", "politics", "music", "travel", "health", "finance", "weather")
+_LANGS = ("French", "German", "Spanish", "Italian", "Japanese", "Polish", "Greek")
+_PHRASES = ("good morning", "thank you", "see you soon", "where is the station", "how much is it",
+            "happy birthday", "I am lost", "the bill please")
+_FOODS = ("rice", "eggs", "tofu", "beans", "lentils", "pasta", "salmon", "spinach")
+_CURRENCIES = ("USD", "EUR", "GBP", "JPY", "CHF", "CAD", "SEK")
+_SYMBOLS = ("AAPL", "MSFT", "NVDA", "TSLA", "AMZN", "IBM", "ORCL", "SAP")
+_RESTAURANTS = ("Luigi's", "Blue Fin", "Casa Rosa", "Green Leaf", "Hot Pot", "Le Coq", "Taj", "Wok On")
+_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
+          "twelve")
+_UNITS = {"celsius": ("in Celsius", "in C", "in celsius degrees"),
+          "fahrenheit": ("in Fahrenheit", "in F", "in fahrenheit degrees")}
+_SIZES = {"small": ("small", "little"), "medium": ("medium", "regular"), "large": ("large", "big")}
+
+
+def _time(rng: random.Random) -> str:
+    return f"{rng.randint(6, 22):02d}:{rng.choice((0, 15, 30, 45)):02d}"
+
+
+def _date(rng: random.Random) -> str:
+    return f"2025-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One function: parameter names, a sampler of (parameter values, words to phrase them with), and
+    request templates over those words."""
+
+    name: str
+    params: tuple[str, ...]
+    sample: Callable[[random.Random], tuple[dict[str, object], dict[str, str]]]
+    templates: tuple[str, ...]
+
+
+def _count(rng: random.Random, low: int, high: int) -> tuple[int, str]:
+    n = rng.randint(low, high)
+    return n, rng.choice((str(n), _WORDS[n])) if n < len(_WORDS) else str(n)
+
+
+def _weather(rng: random.Random) -> tuple[dict[str, object], dict[str, str]]:
+    city, unit = rng.choice(_CITIES), rng.choice(tuple(_UNITS))
+    return {"city": city, "unit": unit}, {"city": city, "unit": rng.choice(_UNITS[unit])}
+
+
+def _table(rng: random.Random) -> tuple[dict[str, object], dict[str, str]]:
+    n, words = _count(rng, 1, 12)
+    place, at = rng.choice(_RESTAURANTS), _time(rng)
+    return {"restaurant": place, "people": n, "time": at}, {"restaurant": place, "people": words, "time": at}
+
+
+def _currency(rng: random.Random) -> tuple[dict[str, object], dict[str, str]]:
+    amount = rng.choice((rng.randint(1, 999), round(rng.uniform(1, 500), 2)))
+    src, dst = rng.sample(_CURRENCIES, 2)
+    return ({"amount": amount, "from_currency": src, "to_currency": dst},
+            {"amount": str(amount), "from_currency": src, "to_currency": dst})
+
+
+def _alarm(rng: random.Random) -> tuple[dict[str, object], dict[str, str]]:
+    at, label = _time(rng), rng.choice(("gym", "work", "pills", "call mom", "meeting", "bus"))
+    return {"time": at, "label": label}, {"time": at, "label": label}
+
+
+def _email(rng: random.Random) -> tuple[dict[str, object], dict[str, str]]:
+    name = rng.choice(_NAMES)
+    to = f"{name.lower()}@{rng.choice(('mail.com', 'work.org', 'home.net'))}"
+    subject = rng.choice(("lunch", "invoice", "the trip", "budget", "party", "report"))
+    return {"to": to, "subject": subject}, {"to": to, "subject": subject}
+
+
+def _flights(rng: random.Random) -> tuple[dict[str, object], dict[str, str]]:
+    src, dst = rng.sample(_CITIES, 2)
+    day = _date(rng)
+    return {"origin": src, "destination": dst, "date": day}, {"origin": src, "destination": dst, "date": day}
+
+
+def _music(rng: random.Random) -> tuple[dict[str, object], dict[str, str]]:
+    artist = rng.choice(_ARTISTS)
+    return {"artist": artist}, {"artist": artist}
+
+
+def _translate(rng: random.Random) -> tuple[dict[str, object], dict[str, str]]:
+    text, lang = rng.choice(_PHRASES), rng.choice(_LANGS)
+    return {"text": text, "target_language": lang}, {"text": text, "target_language": lang}
+
+
+def _stock(rng: random.Random) -> tuple[dict[str, object], dict[str, str]]:
+    symbol = rng.choice(_SYMBOLS)
+    return {"symbol": symbol}, {"symbol": symbol}
+
+
+def _reminder(rng: random.Random) -> tuple[dict[str, object], dict[str, str]]:
+    task = rng.choice(("pay rent", "buy milk", "water plants", "renew passport", "book dentist"))
+    day = _date(rng)
+    return {"task": task, "date": day}, {"task": task, "date": day}
+
+
+def _pizza(rng: random.Random) -> tuple[dict[str, object], dict[str, str]]:
+    size = rng.choice(tuple(_SIZES))
+    n, words = _count(rng, 1, 6)
+    return {"size": size, "quantity": n}, {"size": rng.choice(_SIZES[size]), "quantity": words}
+
+
+def _taxi(rng: random.Random) -> tuple[dict[str, object], dict[str, str]]:
+    n, words = _count(rng, 1, 5)
+    place = rng.choice(("the airport", "Main Street", "the hotel", "the station", "Pier 9"))
+    return {"pickup": place, "passengers": n}, {"pickup": place, "passengers": words}
+
+
+def _news(rng: random.Random) -> tuple[dict[str, object], dict[str, str]]:
+    topic = rng.choice(_TOPICS)
+    n, words = _count(rng, 1, 10)
+    return {"topic": topic, "count": n}, {"topic": topic, "count": words}
+
+
+def _tip(rng: random.Random) -> tuple[dict[str, object], dict[str, str]]:
+    bill, pct = rng.randint(10, 300), rng.choice((10, 12, 15, 18, 20, 25))
+    return {"bill": bill, "percent": pct}, {"bill": str(bill), "percent": str(pct)}
+
+
+def _recipe(rng: random.Random) -> tuple[dict[str, object], dict[str, str]]:
+    food, minutes = rng.choice(_FOODS), rng.choice((10, 15, 20, 30, 45, 60))
+    return {"ingredient": food, "max_minutes": minutes}, {"ingredient": food, "max_minutes": str(minutes)}
+
+
+CATALOGUE: tuple[Tool, ...] = (
+    Tool("get_weather", ("city", "unit"), _weather,
+         ("What is the weather in {city} {unit}?", "Weather for {city} {unit}, please.",
+          "Tell me the forecast in {city}, {unit}.", "How warm is it in {city} {unit}?")),
+    Tool("book_table", ("restaurant", "people", "time"), _table,
+         ("Book a table at {restaurant} for {people} people at {time}.",
+          "Reserve {restaurant} at {time} for {people}.", "I need a table for {people} at {restaurant}, {time}.")),
+    Tool("convert_currency", ("amount", "from_currency", "to_currency"), _currency,
+         ("Convert {amount} {from_currency} to {to_currency}.", ("How much is {amount} {from_currency} in "
+          "{to_currency}?"), "Change {amount} {from_currency} into {to_currency}.")),
+    Tool("set_alarm", ("time", "label"), _alarm,
+         ("Set an alarm at {time} called {label}.", "Wake me at {time} for {label}.",
+          "Alarm for {label} at {time}, please.")),
+    Tool("send_email", ("to", "subject"), _email,
+         ("Email {to} about {subject}.", "Send a mail to {to} with subject {subject}.",
+          "Write to {to}, subject: {subject}.")),
+    Tool("search_flights", ("origin", "destination", "date"), _flights,
+         ("Find flights from {origin} to {destination} on {date}.", "Fly {origin} to {destination}, {date}?",
+          "Any flight {date} from {origin} to {destination}?")),
+    Tool("play_music", ("artist",), _music,
+         ("Play some {artist}.", "Put on music by {artist}.", "I want to hear {artist}.")),
+    Tool("translate_text", ("text", "target_language"), _translate,
+         ("Translate '{text}' into {target_language}.", "How do you say '{text}' in {target_language}?",
+          "{target_language} for '{text}', please.")),
+    Tool("get_stock_price", ("symbol",), _stock,
+         ("What is {symbol} trading at?", "Stock price of {symbol}.", "Quote {symbol} for me.")),
+    Tool("create_reminder", ("task", "date"), _reminder,
+         ("Remind me to {task} on {date}.", "On {date} I must {task}; remind me.",
+          "Add a reminder: {task}, {date}.")),
+    Tool("order_pizza", ("size", "quantity"), _pizza,
+         ("Order {quantity} {size} pizzas.", "I want {quantity} pizzas, {size}.",
+          "Get us {quantity} {size} pizza please.")),
+    Tool("call_taxi", ("pickup", "passengers"), _taxi,
+         ("Get a taxi at {pickup} for {passengers}.", "Taxi from {pickup}, {passengers} passengers.",
+          "Send a cab to {pickup}; we are {passengers}.")),
+    Tool("get_news", ("topic", "count"), _news,
+         ("Show {count} news stories about {topic}.", "Latest {topic} news, {count} items.",
+          "Give me {count} headlines on {topic}.")),
+    Tool("calculate_tip", ("bill", "percent"), _tip,
+         ("What is a {percent}% tip on {bill}?", "Tip {percent} percent of a {bill} bill.",
+          "Compute the tip for {bill} at {percent}%.")),
+    Tool("find_recipe", ("ingredient", "max_minutes"), _recipe,
+         ("A recipe with {ingredient} in under {max_minutes} minutes.",
+          "Cook {ingredient}, at most {max_minutes} minutes.", "Find a {max_minutes} minute {ingredient} dish.")),
+)
+
+THINK = "<think></think>\n"
+
+
+def _signature(tool: Tool) -> str:
+    return f"{tool.name}({', '.join(tool.params)})"
+
+
+def _one(rng: random.Random, catalogue: Sequence[Tool]) -> Example:
+    tool, *others = rng.sample(list(catalogue), 3)
+    values, words = tool.sample(rng)
+    request = rng.choice(tool.templates).format(**words)
+    listed = [tool, *others]
+    rng.shuffle(listed)
+    content = "Tools: " + "; ".join(_signature(t) for t in listed) + "\nUser: " + request
+    call = json.dumps({"name": tool.name, "parameters": values})
+    target = f"{THINK}<tool_call>\n{call}\n</tool_call>"
+    return Example([{"role": "user", "content": content}], target, target, tool.name)
+
+
+def make_tool_examples(n_train: int, n_eval: int, *, seed: int = 0,
+                       catalogue: Sequence[Tool] = CATALOGUE) -> tuple[list[Example], list[Example]]:
+    """``n_train`` training and ``n_eval`` held-out examples; no held-out prompt text is in training.
+
+    >>> train, held = make_tool_examples(4, 2)
+    >>> train[0].ground_truth.startswith("<think></think>")
+    True
+    """
+    return split_examples(lambda rng: _one(rng, catalogue), n_train, n_eval, name="tool", seed=seed)
+
+
+def tool_pieces(catalogue: Sequence[Tool] = CATALOGUE) -> list[str]:
+    """Whole tokens for the tiny tokenizer: the call scaffolding, tool names and quoted parameter keys.
+
+    They shorten a completion from ~80 bytes to ~25 tokens; values stay byte-level, so copying them
+    from the request is what the model has to learn.
+    """
+    pieces = [THINK + '<tool_call>\n{"name": "', '", "parameters": {', "}}\n</tool_call>", ", "]
+    pieces += sorted({t.name for t in catalogue})
+    pieces += sorted({f'"{p}": ' for t in catalogue for p in t.params})
+    return pieces

@@ -1,0 +1,125 @@
+"""``corrgrpo train`` end to end in seconds: a tiny warm start, two real GRPO steps per estimator through
+TRL and the project's adapter, the RLLA reward, the outputs. Needs trl (ci/envs/trl/training.args)."""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from corrgrpo_core.cli import main
+from corrgrpo_tasks.tool_calling import COMPONENTS, RANGES
+
+pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::UserWarning",
+                                        "ignore::DeprecationWarning")
+
+TINY = ("--steps", "2", "--eval-every", "1", "--eval-size", "4", "--train-size", "40", "--warm-steps", "3",
+        "--hidden-size", "32", "--layers", "1", "--prompts-per-step", "2", "--generations", "4",
+        "--no-progress")
+
+
+@pytest.fixture
+def train(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+          capsys: pytest.CaptureFixture[str]) -> Callable[..., tuple[int, str, str, Path]]:
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+    def run(*argv: str) -> tuple[int, str, str, Path]:
+        out = tmp_path / "out"
+        code = main(["train", *TINY, "--out", str(out), "--cache-dir", str(tmp_path / "cache"), *argv])
+        captured = capsys.readouterr()
+        return code, captured.out, captured.err, out
+
+    return run
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with path.open() as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_two_estimators_train_evaluate_and_write_every_output(train: Callable[..., tuple[int, str, str, Path]],
+                                                              caplog: pytest.LogCaptureFixture) -> None:
+    import torch
+    from transformers.utils import logging as hf_logging
+
+    before = (torch.get_num_threads(), hf_logging.get_verbosity())
+    code, text, _, out = train("--estimators", "grpo,corrgrpo")
+    assert code == 0
+    assert (torch.get_num_threads(), hf_logging.get_verbosity()) == before  # library settings restored
+    # The chat template and tokenizer pieces keep the prompt's tokens a prefix of prompt + completion.
+    assert "not a prefix" not in caplog.text
+    for name in ("evals.csv", "steps.csv", "rewards.png", "accuracy.png", "report.md"):
+        assert (out / name).stat().st_size > 0
+    evals = _rows(out / "evals.csv")
+    assert [(r["estimator"], r["step"]) for r in evals] == [
+        (e, s) for e in ("grpo", "corrgrpo") for s in ("0", "1", "2")]
+    for row in evals:
+        for name in (*COMPONENTS, "exact_match"):
+            low, high = RANGES[name]
+            assert low <= float(row[name]) <= high
+    # Step 0 is the shared warm start: identical for both estimators.
+    assert evals[0] | {"estimator": ""} == evals[3] | {"estimator": ""}
+    steps = _rows(out / "steps.csv")
+    assert len(steps) == 4
+    for row in steps:
+        assert float(row["max_abs_advantage"]) >= 0.0
+        assert "rewards/values_reward/mean" in row
+        assert "corrgrpo/c_q/mean" in row
+    report = (out / "report.md").read_text()
+    assert "| corrgrpo |" in report
+    assert "Paired differences against grpo" in report
+    assert "warm start" in text
+
+
+def test_the_warm_start_is_cached_and_reused(train: Callable[..., tuple[int, str, str, Path]]) -> None:
+    code, first, _, _ = train("--estimators", "dr_grpo")
+    assert code == 0
+    assert "supervised steps" in first
+    code, second, _, out = train("--estimators", "gdpo")
+    assert code == 0
+    assert "cached checkpoint" in second
+    assert "supervised steps" not in second
+    assert {r["estimator"] for r in _rows(out / "evals.csv")} == {"gdpo"}
+
+
+def test_a_bad_option_value_is_a_one_line_error(train: Callable[..., tuple[int, str, str, Path]]) -> None:
+    code, _, err, _ = train("--generations", "1")
+    assert code == 2
+    assert "num_generations must be >= 2" in err
+    assert err.count("\n") == 1
+
+
+def test_the_code_task_trains_against_the_sandboxed_seven_component_reward(
+        train: Callable[..., tuple[int, str, str, Path]], caplog: pytest.LogCaptureFixture) -> None:
+    from corrgrpo_tasks.code import COMPONENTS as CODE_COMPONENTS
+
+    code, _, _, out = train("--task", "code", "--estimators", "corrgrpo", "--eval-size", "2")
+    assert code == 0
+    assert "not a prefix" not in caplog.text
+    evals = _rows(out / "evals.csv")
+    assert [r["step"] for r in evals] == ["0", "1", "2"]
+    for row in evals:
+        for name in (*CODE_COMPONENTS, "passed"):
+            assert 0.0 <= float(row[name]) <= 1.0
+    steps = _rows(out / "steps.csv")
+    assert all(int(float(r["reward_samples"])) == 8 for r in steps)  # 2 prompts x 4 completions, scored once
+    assert "Audit of the scored RL samples" in (out / "report.md").read_text()
+    assert (out / "audit.json").is_file()
+
+
+def test_runs_over_different_seeds_merge_into_one_study(train: Callable[..., tuple[int, str, str, Path]],
+                                                         tmp_path: Path) -> None:
+    code, _, _, first = train("--estimators", "grpo", "--steps", "1")
+    assert code == 0
+    second = tmp_path / "second"
+    first.rename(second)
+    code, _, _, first = train("--estimators", "grpo", "--steps", "1", "--first-seed", "1")
+    assert code == 0
+    merged = tmp_path / "merged"
+    assert main(["train", "--merge", f"{second},{first}", "--out", str(merged), "--no-progress"]) == 0
+    assert [(r["seed"], r["step"]) for r in _rows(merged / "evals.csv")] == [("0", "0"), ("0", "1"), ("1", "0"),
+                                                                             ("1", "1")]
+    assert "mean ± 95% interval over seeds" in (merged / "report.md").read_text()
