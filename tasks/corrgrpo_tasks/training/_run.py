@@ -146,11 +146,17 @@ def evaluate_policy(model: Any, tokenizer: Any, examples: Sequence[Any], task: T
 
 class RewardMeter:
     """Wraps a task's TRL reward functions: wall time spent scoring and samples scored (the first
-    function does the scoring; the others share its cache), and the scored rows when ``keep``."""
+    function does the scoring; the others share its cache), every rollout's components (``rollouts``:
+    one row per completion with ``step`` and ``group``, what ``corrgrpo explain`` reads), and the scored
+    rows when ``keep``."""
 
-    def __init__(self, functions: Sequence[Callable[..., list[Any]]], *, keep: bool = False) -> None:
+    def __init__(self, functions: Sequence[Callable[..., list[Any]]], *, group_size: int,
+                 keep: bool = False) -> None:
         self.seconds = 0.0
         self.samples = 0
+        self.step = 1
+        self.group_size = group_size
+        self.rollouts: list[dict[str, Any]] = []
         self.kept: list[tuple[str, str, dict[str, float]]] = []
         self.functions = [self._wrap(fn, first=i == 0, keep=keep) for i, fn in enumerate(functions)]
 
@@ -159,15 +165,21 @@ class RewardMeter:
             start = time.perf_counter()
             values = fn(*args, **kwargs)
             self.seconds += time.perf_counter() - start
-            if first:
+            if first:  # TRL calls synchronous reward functions one after another, in order
                 self.samples += len(values)
+                # TRL lays a generation batch out as consecutive groups of num_generations completions.
+                batch = len(self.rollouts)
+                self.rollouts += [{"step": self.step, "group": f"{self.step}-{(batch + i) // self.group_size}"}
+                                  for i in range(len(values))]
+            for row, value in zip(self.rollouts[len(self.rollouts) - len(values):], values, strict=True):
+                row[fn.__name__] = value
             if keep:
-                if first:  # TRL calls synchronous reward functions one after another, in order
+                if first:
                     truths = kwargs["ground_truth"]
                     self.kept += [(_completion_text(c), str(t), {}) for c, t in
                                   zip(kwargs["completions"], truths, strict=True)]
-                for row, value in zip(self.kept[len(self.kept) - len(values):], values, strict=True):
-                    row[2][fn.__name__] = value
+                for kept, value in zip(self.kept[len(self.kept) - len(values):], values, strict=True):
+                    kept[2][fn.__name__] = value
             return values
 
         timed.__name__ = timed.__qualname__ = fn.__name__
@@ -238,7 +250,8 @@ class _RunState:
     def __init__(self, ctx: _Context, estimator: str, seed: int, tokenizer: Any) -> None:
         self.ctx, self.tokenizer = ctx, tokenizer
         self.base = {"task": ctx.cfg.task, "estimator": estimator, "seed": seed}
-        self.meter = RewardMeter(ctx.task.reward_funcs(), keep=ctx.task.audit is not None)
+        self.meter = RewardMeter(ctx.task.reward_funcs(), group_size=ctx.cfg.num_generations,
+                                 keep=ctx.task.audit is not None)
         self.trainer: Any = None
         self.start = time.monotonic()
         self.scored = (0.0, 0)
@@ -249,6 +262,7 @@ class _RunState:
         finite = [abs(a) for a in self.trainer._logs["advantages"] if math.isfinite(a)]
         seconds, samples = self.meter.seconds - self.scored[0], self.meter.samples - self.scored[1]
         self.scored = (self.meter.seconds, self.meter.samples)
+        self.meter.step = step + 1
         ctx.records.steps.append({**self.base, "step": step, "max_abs_advantage": max(finite, default=0.0),
                                   "mean_abs_advantage": sum(finite) / max(len(finite), 1),
                                   "reward_seconds": seconds, "reward_samples": samples})
@@ -289,8 +303,25 @@ def _train_one(ctx: _Context, estimator: str, seed: int) -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)  # transformers 5's checkpointing renames
             state.trainer.train()
+    write_rollouts(ctx.out, estimator, seed, state.meter.rollouts, ctx.task.weights)
     if ctx.task.audit is not None:
         ctx.records.audits.append({**state.base, **ctx.task.audit(state.meter.kept)})
+
+
+def write_rollouts(out: Path, estimator: str, seed: int, rows: Sequence[dict[str, Any]],
+                   weights: Sequence[float]) -> Path:
+    """``rollouts/ESTIMATOR-seedS.csv``: one row per RL completion (step, group, each reward component,
+    ``score`` their weighted sum), the layout ``corrgrpo explain`` reads as a run."""
+    folder = out / "rollouts"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{estimator}-seed{seed}.csv"
+    scored = []
+    for row in rows:
+        values = [v for k, v in row.items() if k not in ("step", "group")]
+        total = sum(w * float(v) for w, v in zip(weights, values, strict=False)) if None not in values else None
+        scored.append({**row, "score": total})
+    write_csv(path, scored)
+    return path
 
 
 def run_training(cfg: TrainConfig, out: str | Path, *, on_step: Callable[[], None] = lambda: None,

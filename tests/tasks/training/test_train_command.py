@@ -11,10 +11,12 @@ import pytest
 
 from corrgrpo_core.cli import main
 from corrgrpo_tasks.tool_calling import COMPONENTS, RANGES
+from corrgrpo_tasks.training._tasks import get_task
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::UserWarning",
                                         "ignore::DeprecationWarning")
 
+WEIGHTS = get_task("tool_calling").weights
 TINY = ("--steps", "2", "--eval-every", "1", "--eval-size", "4", "--train-size", "40", "--warm-steps", "3",
         "--hidden-size", "32", "--layers", "1", "--prompts-per-step", "2", "--generations", "4",
         "--no-progress")
@@ -41,7 +43,8 @@ def _rows(path: Path) -> list[dict[str, str]]:
 
 
 def test_two_estimators_train_evaluate_and_write_every_output(train: Callable[..., tuple[int, str, str, Path]],
-                                                              caplog: pytest.LogCaptureFixture) -> None:
+                                                              caplog: pytest.LogCaptureFixture,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
     import torch
     from transformers.utils import logging as hf_logging
 
@@ -72,6 +75,17 @@ def test_two_estimators_train_evaluate_and_write_every_output(train: Callable[..
     assert "| corrgrpo |" in report
     assert "Paired differences against grpo" in report
     assert "warm start" in text
+
+    # Every RL completion is logged per run (step, group, components, score) for `corrgrpo explain RUN`.
+    rollouts = _rows(out / "rollouts" / "corrgrpo-seed0.csv")
+    assert len(rollouts) == 2 * 2 * 4  # steps x prompts x generations
+    assert [r["step"] for r in rollouts] == ["1"] * 8 + ["2"] * 8
+    assert len({r["group"] for r in rollouts}) == 4
+    for row in rollouts:
+        total = sum(w * float(row[name]) for name, w in zip(COMPONENTS, WEIGHTS, strict=True))
+        assert float(row["score"]) == pytest.approx(total)
+    assert main(["explain", str(out / "rollouts" / "corrgrpo-seed0.csv"), "--run-estimator", "corrgrpo"]) == 0
+    assert "step" in capsys.readouterr().out
 
 
 def test_the_warm_start_is_cached_and_reused(train: Callable[..., tuple[int, str, str, Path]]) -> None:
