@@ -5,7 +5,8 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Literal, get_args
 
-from ._backend import Array, as_float_mask, float_dtype, namespace
+from .._lib._compat import Array, namespace
+from .._lib._helpers import as_float_mask, float_dtype
 
 __all__ = ["AggregationMode", "aggregate_loss", "aggregation_modes"]
 

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ._backend import Array
+from .._lib._compat import Array
 from ._losses import PolicyLoss, cispo_loss, dapo_loss, gspo_loss, ppo_clip_loss
 from ._sampling import FilterCriterion
 

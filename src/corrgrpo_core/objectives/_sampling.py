@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from ._backend import Array, device, namespace
+from .._lib._compat import Array, device, namespace
 
 __all__ = ["FilterCriterion", "informative_groups", "overlong_penalty"]
 
