@@ -60,7 +60,12 @@ def test_float32_kernel_matches_float64_generic_path(name, x, weighted, placemen
     got = fn(torch.from_numpy(x), **kw)
     assert got.dtype == torch.float32
     assert got.shape == x.shape[:-1]
-    _close(got.numpy(), fn(x.astype(np.float64), **kw))
+    want = fn(x.astype(np.float64), **kw)
+    _close(got.numpy(), want)
+    host = fn(x, **kw)  # numpy float32: the same host kernel, in float32
+    assert host.dtype == np.float32
+    _close(host, want)
+    np.testing.assert_array_equal(host, got.numpy())
 
 
 @pytest.mark.parametrize("name", sorted(ESTIMATORS))
@@ -199,3 +204,37 @@ def test_group_labels_inputs():
         cc.group_labels([[1], [2], [1]])
     with pytest.raises(ValueError, match="one-dimensional"):
         cc.group_labels(np.array([["a"], ["b"]], dtype=object))
+
+
+def test_numpy_float32_takes_the_host_kernel_and_float64_the_generic_path(monkeypatch):
+    from corrgrpo_core._kernels import _host
+
+    calls = []
+    real = _host.dense_call
+    monkeypatch.setattr(_host, "dense_call", lambda *a, **k: calls.append(a[1].dtype) or real(*a, **k))
+    x = np.random.default_rng(0).normal(size=(3, 5, 2))
+    cc.corr_normalized_advantage(x)
+    assert calls == []
+    out = cc.corr_normalized_advantage(x.astype(np.float32))
+    assert calls == [np.float32]
+    assert out.dtype == np.float32
+    cc.corr_normalized_advantage(x.astype(np.float32).reshape(15, 2), np.arange(15) // 5)  # ragged: generic
+    assert len(calls) == 1
+
+
+def test_numpy_float32_declines_to_the_generic_path():
+    x = np.random.default_rng(1).normal(size=(2, 4, 3)).astype(np.float32)
+    with pytest.raises(TypeError, match="real numbers"):
+        cc.grpo_advantage(x, weights=[1j, 2.0, 3.0])
+    with pytest.raises(ValueError, match="one entry per reward component"):
+        cc.grpo_advantage(x, weights=[1.0, 2.0])
+    huge = cc.grpo_advantage(x, weights=[1e300, 1.0, 1.0])  # beyond float32: the generic path rescales
+    np.testing.assert_allclose(
+        huge, cc.grpo_advantage(x.astype(np.float64), weights=[1e300, 1.0, 1.0]), rtol=1e-5
+    )
+    x[1, 2, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        cc.grpo_advantage(x)
+    before = x.copy()
+    cc.corr_normalized_advantage(x, nan_policy="ignore")
+    np.testing.assert_array_equal(x, before)  # not mutated

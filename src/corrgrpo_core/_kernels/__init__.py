@@ -20,7 +20,10 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
+import numpy as np
+
 from .._lib._compat import Namespace, is_jax_namespace, is_numpy_namespace, is_torch_namespace
+from . import _host
 from ._generic import SMALL_GROUP, Kernel, RaggedIndex, Runs
 from ._host import NumpyKernel
 
@@ -46,11 +49,17 @@ def kernel_for(xp: Namespace) -> Kernel:
 def dense_estimator(estimator: str, scores: Any, group_ids: Any, xp: Namespace | None, **options: Any) -> Any:
     """The kernel's result for a dense batch of ``scores`` (no ``group_ids``), or None to run the generic path.
 
-    Chosen from the array's type alone (no namespace lookup): a call costs microseconds.
+    torch tensors (any float dtype the kernels cover) and numpy float32 arrays, computed in their
+    own dtype; numpy float64 keeps the generic path. Chosen from the array's type alone (no
+    namespace lookup): a call costs microseconds.
     """
-    if group_ids is not None or type(scores).__module__ != "torch":
+    if group_ids is not None:
         return None
-    if xp is not None and not is_torch_namespace(xp):
+    if type(scores) is np.ndarray:
+        if scores.dtype != np.float32 or not (xp is None or is_numpy_namespace(xp)):
+            return None
+        return _host.dense_call(estimator, scores, **options)
+    if type(scores).__module__ != "torch" or not (xp is None or is_torch_namespace(xp)):
         return None
     from . import _torch
 

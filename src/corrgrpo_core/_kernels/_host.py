@@ -39,6 +39,33 @@ _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _EPS = {np.dtype(t): float(np.finfo(t).eps) for t in (np.float16, np.float32, np.float64)}
 
 
+def dense_call(
+    estimator: str,
+    scores: Array,
+    weights: Any,
+    *,
+    eps: float,
+    eps_placement: str,
+    ddof: int,
+    zero_variance_rtol: float | None,
+    singleton: str,
+    min_correlation_sum: float = 0.0,
+) -> Array | None:
+    """:func:`dense` with the public functions' options (the generic path's default tolerance:
+    64 float64 epsilons, its working dtype's)."""
+    return dense(
+        estimator,
+        scores,
+        weights,
+        eps=eps,
+        outside=eps_placement == "outside",
+        ddof=ddof,
+        rtol=64.0 * _EPS[np.dtype(np.float64)] if zero_variance_rtol is None else zero_variance_rtol,
+        singleton=singleton,
+        floor=min_correlation_sum,
+    )
+
+
 def dense(
     estimator: str,
     scores: Array,
@@ -68,10 +95,16 @@ def dense(
         if getattr(weights, "requires_grad", False):
             return None
         try:
-            w = np.asarray(weights.detach().cpu() if hasattr(weights, "detach") else weights, dtype=x.dtype)
+            w = np.asarray(weights.detach().cpu() if hasattr(weights, "detach") else weights)
         except (TypeError, ValueError, RuntimeError):
             return None  # the generic path names the problem
-        if w.shape != (k,) or not bool(np.isfinite(w).all()):
+        if w.dtype.kind not in "iuf" or w.shape != (k,):  # complex, strings, objects: the generic error
+            return None
+        with np.errstate(over="ignore", invalid="ignore"):
+            w = w.astype(x.dtype)
+        if not bool(
+            np.isfinite(w).all()
+        ):  # inf, NaN, or beyond float32: the generic path rescales or names them
             return None
     if estimator == "grpo":
         out = grpo(x, w, eps=eps, outside=outside, ddof=ddof, rtol=rtol)

@@ -101,16 +101,16 @@ def dense(
             a = scores.numpy()  # refuses tensors that need gradients (they take the generic path)
         except (RuntimeError, TypeError):  # requires_grad, a lazy negation, or no numpy dtype (bfloat16)
             return None
-        got = _host.dense(
+        got = _host.dense_call(
             estimator,
             a,
             weights,
             eps=eps,
-            outside=eps_placement == "outside",
+            eps_placement=eps_placement,
             ddof=ddof,
-            rtol=64.0 * _EPS64 if zero_variance_rtol is None else zero_variance_rtol,
+            zero_variance_rtol=zero_variance_rtol,
             singleton=singleton,
-            floor=min_correlation_sum,
+            min_correlation_sum=min_correlation_sum,
         )
         return None if got is None else torch.from_numpy(got)
     x = scores
