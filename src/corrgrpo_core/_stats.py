@@ -219,9 +219,11 @@ def moments(
     threshold += sum_sq / safe_count
     threshold *= rtol * rtol
     threshold *= safe_count
-    varies = (
-        (sum_sq > threshold) & positive & (var > 0)
-    )  # var: a subnormal sum of squares over dof can round to 0
+    # var > 0: a subnormal sum of squares over dof can round to 0
+    varies = (sum_sq > threshold) & positive & (var > 0)
+    # Dead from here: their memory serves the temporaries below (with groups of n rows, a
+    # group-level array is 1/n of the rows, and a call's peak is reached in this function).
+    del sum_sq, threshold
     std = xp.sqrt(var)
     inv_std = xp.where(varies, 1.0 / xp.where(varies, std, xp.ones_like(std)), xp.zeros_like(std))
     m = Moments(
