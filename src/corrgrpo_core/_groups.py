@@ -69,6 +69,13 @@ class Groups:
         """A new array x - g, with ``g`` group level."""
         return x - g if self.ragged is None else self.kernel.subtract_gathered(x, g, self.ragged)
 
+    def divide(self, x: Array, g: Array) -> Array:
+        """x / g with ``g`` group level, written into ``x`` (an array of the caller's) where the backend can."""
+        if self.ragged is not None:
+            return self.kernel.divide_gathered(x, g, self.ragged)
+        x /= g
+        return x
+
     def reduce(self, x: Array) -> Array:
         """Group-level sums of the row-level ``x``."""
         return self.kernel.dense_sum(x) if self.ragged is None else self.kernel.segment_sum(x, self.ragged)

@@ -25,6 +25,7 @@ class Scope(Protocol):
     def xp(self) -> Namespace: ...
     def reduce(self, x: Array) -> Array: ...
     def shift(self, x: Array, g: Array) -> Array: ...
+    def divide(self, x: Array, g: Array) -> Array: ...
     def reduce_sq(self, x: Array) -> Array: ...
     def expand(self, g: Array) -> Array: ...
     def row_dot(self, x: Array, g: Array) -> Array: ...
@@ -54,6 +55,10 @@ class BatchScope:
 
     def shift(self, x: Array, g: Array) -> Array:
         return x - g
+
+    def divide(self, x: Array, g: Array) -> Array:
+        x /= g
+        return x
 
     def row_dot(self, x: Array, g: Array) -> Array:
         return self.kernel.batch_row_dot(x, g)
@@ -126,6 +131,12 @@ class Moments:
         out = self._centred()
         out *= self.scope.expand(g)
         return out
+
+    def divided(self, g: Array) -> Array:
+        """c_ik / g_k (g: scope level), a new array; without the centred values at hand, divided in place."""
+        if "centred" in self.__dict__:
+            return self.centred / self.scope.expand(g)
+        return self.scope.divide(self._centred(), g)
 
     def row_sum(self, g: Array | None = None) -> Array:
         """sum_k c_ik g_k (g: scope level; None: all ones) without materialising the centred values.

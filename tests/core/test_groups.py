@@ -92,6 +92,8 @@ def test_ragged_sums_and_gathers_match_numpy(backend) -> None:
         np.testing.assert_allclose(
             _np(backend, groups.row_dot(bx, g))[:, 0], (x * gathered).sum(axis=1), rtol=1e-12, atol=1e-12
         )
+        mine = backend.asarray(x.copy())
+        np.testing.assert_allclose(_np(backend, groups.divide(mine, g)), x / gathered, rtol=1e-15)
         ref = _np(backend, groups.expand(groups.reference(bx)))
         for i in range(ids.shape[0]):  # each row's reference is a row of its own group
             assert any(np.array_equal(ref[i], x[j]) for j in np.flatnonzero(ids == ids[i]))
@@ -243,6 +245,15 @@ def test_group_labels_follow_first_appearance(ids: list[object], runs: bool) -> 
     labels = group_labels(ids)
     first = list(dict.fromkeys(ids))
     assert labels.tolist() == [first.index(v) for v in ids]
+
+
+def test_group_labels_of_scattered_ids_with_some_equal_neighbours() -> None:
+    """The route that hashes a few runs of two (as verl's shuffled uids have) and the one that hashes every row."""
+    rng = np.random.default_rng(5)
+    for ids in (rng.integers(0, 40, 500), rng.permutation(np.arange(300)) % 150):
+        uids = np.asarray([f"u{i}" for i in ids], dtype=object)
+        first = list(dict.fromkeys(uids.tolist()))
+        assert group_labels(uids).tolist() == [first.index(u) for u in uids.tolist()]
 
 
 def test_group_labels_edges() -> None:

@@ -139,6 +139,10 @@ def test_row_sums_without_the_centred_values(backend) -> None:
         scale = float(np.abs(x).max())
         _close(backend.to_numpy(m.row_sum()), backend.to_numpy(fresh().centred).sum(-1, keepdims=True), scale)
         _close(backend.to_numpy(m.z_row_sum()), backend.to_numpy(fresh().z).sum(-1, keepdims=True), scale)
+        den = m.std_g + 1.0
+        _close(
+            backend.to_numpy(m.divided(den)), backend.to_numpy(fresh().centred / groups.expand(den)), scale
+        )
         w = backend.asarray(np.linspace(-1.0, 2.0, x.shape[-1]))
         _close(backend.to_numpy(m.scaled(m.inv_std_g * w)), backend.to_numpy(fresh().z * w), scale)
 

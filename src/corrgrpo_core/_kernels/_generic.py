@@ -170,6 +170,11 @@ class Kernel:
         """A new array ``x - g[labels]``."""
         return x - self.gather(g, r)
 
+    def divide_gathered(self, x: Array, g: Array, r: RaggedIndex) -> Array:
+        """``x / g[labels]``, written into ``x`` (an array of the caller's) where the backend can."""
+        x /= self.gather(g, r)
+        return x
+
     def row_dot_gathered(self, x: Array, g: Array, r: RaggedIndex) -> Array:
         """(N, 1): sum_k x_ik g_(label i) k."""
         return self.xp.sum(x * self.gather(g, r), axis=-1, keepdims=True)

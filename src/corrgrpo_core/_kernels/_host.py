@@ -35,6 +35,8 @@ from ._generic import SMALL_GROUP, Kernel, RaggedIndex, Runs
 
 # Ids in a range this many times the row count are labelled by direct addressing (no sort).
 _DIRECT_SPAN = 4
+# Rows per piece where a row-level temporary is taken in pieces (a piece of float64 is 128 KiB).
+_PIECE = 1 << 14
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _EPS = {np.dtype(t): float(np.finfo(t).eps) for t in (np.float16, np.float32, np.float64)}
 
@@ -242,6 +244,8 @@ class NumpyKernel(Kernel):
         super().__init__(xp)
 
     def sum_k(self, x: Array) -> Array:
+        if x.shape[-1] == 1:  # the sum of one component is the component: no copy (never written)
+            return x
         return np.einsum("...k->...", x)[..., None]  # one tight loop over a short last axis
 
     def batch_sum_sq(self, x: Array, axes: tuple[int, ...]) -> Array:
@@ -288,6 +292,11 @@ class NumpyKernel(Kernel):
         e = self.gather(g, r)
         return np.subtract(x, e, out=e)  # into the gathered copy: one temporary, not two
 
+    def divide_gathered(self, x: Array, g: Array, r: RaggedIndex) -> Array:
+        for a in range(0, x.shape[0], _PIECE):  # pieces of rows: no gathered copy of the whole batch
+            x[a : a + _PIECE] /= np.take(g, r.labels[a : a + _PIECE], axis=0)
+        return x
+
     def row_dot_gathered(self, x: Array, g: Array, r: RaggedIndex) -> Array:
         out = np.zeros((x.shape[0], 1), dtype=x.dtype)
         for k in range(x.shape[1]):  # one column at a time: no N x K temporary
@@ -311,17 +320,26 @@ def _dense_sum(x: Array, y: Array | None) -> Array:
 
 
 def _bincount(x: Array, r: RaggedIndex, *, square: bool) -> Array:
-    """(num, ...) float64 sums of x (or x * x) per label, one column at a time."""
+    """(num, ...) float64 sums of x (or x * x) per label, one column at a time.
+
+    Scattered labels: squares in pieces of rows at least as long as the group level, so that the
+    temporary is a fraction of the column while the pieces' partial sums cost at most one more
+    pass over the group level per piece.
+    """
     cols = np.reshape(x, (x.shape[0], -1))
     out = np.empty((r.num, cols.shape[1]), dtype=np.float64)
+    piece = max(_PIECE, r.num) if square else cols.shape[0]
     for k in range(cols.shape[1]):  # one column at a time: the same sums whatever K is
         col = cols[:, k]
-        if square:
-            col = col * col
         if r.starts is not None:  # runs: contiguous segments, no scattered adds
-            out[:, k] = np.add.reduceat(col, r.starts)
-        else:
-            out[:, k] = np.bincount(r.labels, weights=col, minlength=r.num)
+            out[:, k] = np.add.reduceat(col * col if square else col, r.starts)
+            continue
+        out[:, k] = 0.0
+        for a in range(0, max(col.shape[0], 1), piece):
+            part = col[a : a + piece]
+            out[:, k] += np.bincount(
+                r.labels[a : a + piece], weights=part * part if square else part, minlength=r.num
+            )
     return np.reshape(out, (r.num, *x.shape[1:]))
 
 
@@ -334,28 +352,41 @@ def small(size: Array) -> bool:
 
 
 def find_runs(ids: Array) -> Runs | None:
-    """The runs when every integer id forms one run of adjacent rows, else None. O(N), no sort."""
+    """The runs when every integer id forms one run of adjacent rows, else None. O(N), no sort.
+
+    Scattered ids cost a comparison of neighbours and a count over the run ids; the row labels
+    and run starts are built only once the ids are known to form runs.
+    """
     if ids.shape[0] == 0:
         return None
-    change = ids[1:] != ids[:-1]
-    starts = np.concatenate(([0], np.flatnonzero(change) + 1))
-    run_ids = ids[starts]
-    if starts.shape[0] > 1:
-        step = np.diff(run_ids)
-        if not (bool(np.all(step > 0)) or bool(np.all(step < 0))) and _repeats(run_ids):
-            return None  # some id comes back after another: not runs
-    labels = np.empty(ids.shape[0], dtype=np.intp)
-    labels[0] = 0
-    np.cumsum(change, out=labels[1:])
-    return Runs(starts=starts, labels=labels)
+    head = np.empty(ids.shape[0], dtype=bool)  # the first row of each run
+    head[0] = True
+    np.not_equal(ids[1:], ids[:-1], out=head[1:])
+    run_ids = ids[head]
+    if run_ids.shape[0] > 1 and not _monotone(run_ids) and _repeats(run_ids):
+        return None  # some id comes back after another: not runs
+    del run_ids
+    labels = np.cumsum(head, dtype=np.intp)
+    labels -= 1
+    return Runs(starts=np.flatnonzero(head), labels=labels)
+
+
+def _monotone(values: Array) -> bool:
+    """Strictly increasing or strictly decreasing: no value repeats, found without a count."""
+    return bool(np.all(values[1:] > values[:-1])) or bool(np.all(values[1:] < values[:-1]))
+
+
+def _offset(values: Array, lo: int) -> Array:
+    """values - lo in a type of 8 bytes (no overflow over the span), no copy where lo is 0."""
+    wide = values if values.dtype.itemsize >= 8 else values.astype(np.int64)
+    return wide if lo == 0 else wide - wide.dtype.type(lo)
 
 
 def _repeats(values: Array) -> bool:
     """Whether some value occurs twice: a count table for a compact range, else a sort."""
     lo, hi = int(values.min()), int(values.max())
     if hi - lo < _DIRECT_SPAN * values.shape[0]:
-        wide = values if values.dtype.itemsize >= 8 else values.astype(np.int64)
-        return bool(np.bincount(wide - wide.dtype.type(lo)).max() > 1)
+        return bool(np.bincount(_offset(values, lo)).max() > 1)
     return bool(np.unique(values).shape[0] != values.shape[0])
 
 
@@ -371,13 +402,16 @@ def label(ids: Array, runs: Runs | None) -> RaggedIndex:
         return RaggedIndex(labels=labels, num=int(starts.shape[0]), member=starts, size=size, starts=starts)
     lo, hi = int(ids.min()), int(ids.max())
     if hi - lo < _DIRECT_SPAN * n:  # direct addressing: O(N + span), no comparison sort
-        wide = ids if ids.dtype.itemsize >= 8 else ids.astype(np.int64)
-        key = wide - wide.dtype.type(lo)  # in [0, span): no overflow in a type of 8 bytes
+        key = _offset(ids, lo)  # in [0, span)
         present = np.zeros(hi - lo + 1, dtype=bool)
         present[key] = True
-        table = np.cumsum(present, dtype=np.intp) - 1
-        labels = table[key]
-        num = int(table[-1]) + 1
+        num = int(np.count_nonzero(present))
+        if num == present.shape[0]:  # every value of the span is used: they are the labels
+            labels = key.astype(np.intp, copy=False)  # (the ids themselves when 0..G-1; never written)
+        else:
+            table = np.cumsum(present, dtype=np.intp)
+            table -= 1
+            labels = table[key]
     else:
         uniq, labels = np.unique(ids, return_inverse=True)
         labels = labels.astype(np.intp, copy=False)
@@ -403,28 +437,37 @@ def factorize(ids: Array) -> Array:
 
     Runs of one id are hashed once (one comparison of neighbours finds them); the run heads are
     factorised with ``dict.setdefault`` mapped in C (no Python frame per row), never sorted.
+    Scattered ids (no two neighbours equal) are hashed in place: no array of heads, no run index.
     """
     n = ids.shape[0]
     change = _neighbours_differ(ids)
     if change is None:  # every row is a head
         change = np.ones(n - 1, dtype=bool)
-    heads = ids[np.concatenate(([0], np.flatnonzero(change) + 1))].tolist()
-    # Each run head -> the first head of its id, then those -> 0..G-1 by direct addressing
-    # (they lie in [0, runs)).
+    runs = int(np.count_nonzero(change)) + 1
+    heads = ids if runs == n else ids[np.concatenate(([True], change))]
+    if heads.dtype != object:
+        heads = heads.tolist()  # numpy scalars -> Python values: hashed as the Python values are
+    # Each run -> the first run of its id; those lie in [0, runs) and map to 0..G-1 directly.
     seen: dict[Any, int] = {}
-    runs = len(heads)
     try:
-        first = np.fromiter(map(seen.setdefault, heads, range(runs)), dtype=np.intp, count=runs)
+        labels = np.fromiter(map(seen.setdefault, heads, range(runs)), dtype=np.intp, count=runs)
     except TypeError as exc:
         raise TypeError(f"group ids must be hashable: {exc}") from None
-    run_of_row = np.empty(n, dtype=np.intp)
+    del heads
+    if len(seen) < runs:  # some id has several runs (scattered ids): first runs -> 0..G-1
+        present = np.zeros(runs, dtype=bool)
+        present[labels] = True
+        table = np.cumsum(present, dtype=np.intp)
+        del present
+        table -= 1
+        np.take(table, labels, out=labels)
+        del table
+    if runs == n:
+        return labels
+    run_of_row = np.empty(n, dtype=np.intp)  # each row's run
     run_of_row[0] = 0
     np.cumsum(change, out=run_of_row[1:])
-    if len(seen) == runs:  # every id is one run (verl's layout): the run index is the label
-        return run_of_row
-    present = np.zeros(runs, dtype=bool)
-    present[first] = True
-    return (np.cumsum(present, dtype=np.intp) - 1)[first][run_of_row]
+    return np.take(labels, run_of_row, out=run_of_row)
 
 
 def run_length(ids: Array) -> int:
@@ -435,10 +478,12 @@ def run_length(ids: Array) -> int:
     change = _neighbours_differ(ids)
     if change is None:
         return 0
-    ends = np.flatnonzero(change)  # the last row of each run but the final one
-    runs = ends.shape[0] + 1
+    runs = int(np.count_nonzero(change)) + 1
     n = rows // runs
-    if n < 2 or n * runs != rows or not bool(np.all(ends == np.arange(n - 1, rows - 1, n))):
+    if n < 2 or n * runs != rows:  # scattered ids stop here, after one comparison of neighbours
+        return 0
+    ends = np.flatnonzero(change)  # the last row of each run but the final one
+    if not bool(np.all(ends == np.arange(n - 1, rows - 1, n))):
         return 0
     heads = ids[::n].tolist()
     try:

@@ -263,6 +263,9 @@ class TorchKernel(Kernel):
     def subtract_gathered(self, x: Array, g: Array, r: RaggedIndex) -> Array:
         return self.gather(g, r).neg_().add_(x)  # the gathered copy is ours
 
+    def divide_gathered(self, x: Array, g: Array, r: RaggedIndex) -> Array:
+        return x.div_(self.gather(g, r))
+
     def row_dot_gathered(self, x: Array, g: Array, r: RaggedIndex) -> Array:
         return self.gather(g, r).mul_(x).sum(dim=-1, keepdim=True)  # multiply into the gathered copy
 
