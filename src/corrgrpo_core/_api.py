@@ -358,6 +358,12 @@ def mo_grpo_advantage(
     """
     eps = _eps(eps, eps_placement)
     ddof = check_ddof(ddof)
+    fast = _kernels.dense_estimator(
+        "mo_grpo", scores, group_ids, xp, weights=weights, eps=eps, eps_placement=eps_placement, ddof=ddof,
+        zero_variance_rtol=_rtol_option(zero_variance_rtol), singleton=singleton,
+    )
+    if fast is not None:
+        return fast
     return _run(
         scores,
         group_ids,
@@ -399,6 +405,12 @@ def gdpo_advantage(
     """
     eps = _eps(eps, eps_placement)
     ddof = check_ddof(ddof)
+    fast = _kernels.dense_estimator(
+        "gdpo", scores, group_ids, xp, weights=weights, eps=eps, eps_placement=eps_placement, ddof=ddof,
+        zero_variance_rtol=_rtol_option(zero_variance_rtol), singleton=singleton,
+    )
+    if fast is not None:
+        return fast
     return _run(
         scores,
         group_ids,

@@ -48,13 +48,15 @@ def _close(got, want):
 
 
 ESTIMATORS = {"grpo": cc.grpo_advantage, "corrgrpo": cc.corr_normalized_advantage}
+# on the host only (torch CPU tensors, numpy float32); batch-scope GDPO included
+HOST_ESTIMATORS = {**ESTIMATORS, "mo_grpo": cc.mo_grpo_advantage, "gdpo": cc.gdpo_advantage}
 
 
-@pytest.mark.parametrize("name", sorted(ESTIMATORS))
+@pytest.mark.parametrize("name", sorted(HOST_ESTIMATORS))
 @settings(max_examples=60, deadline=None)
 @given(x=dense_float32(), weighted=st.booleans(), placement=st.sampled_from(["inside", "outside"]))
 def test_float32_kernel_matches_float64_generic_path(name, x, weighted, placement):
-    fn = ESTIMATORS[name]
+    fn = HOST_ESTIMATORS[name]
     weights = np.linspace(-1.0, 2.0, x.shape[-1]) if weighted else None
     kw = {"weights": weights, "eps_placement": placement}
     got = fn(torch.from_numpy(x), **kw)
@@ -238,3 +240,16 @@ def test_numpy_float32_declines_to_the_generic_path():
     before = x.copy()
     cc.corr_normalized_advantage(x, nan_policy="ignore")
     np.testing.assert_array_equal(x, before)  # not mutated
+
+
+def test_z_family_stays_off_the_accelerator_path():
+    """mo_grpo / gdpo have host kernels only: tensors off the host take the generic path."""
+    opts = {
+        "eps": 1e-6,
+        "eps_placement": "outside",
+        "ddof": 1,
+        "zero_variance_rtol": None,
+        "singleton": "zero",
+    }
+    assert kernel.dense("gdpo", torch.rand(2, 4, 3), None, **opts) is not None  # CPU: the host kernel
+    assert kernel.dense("gdpo", torch.empty((2, 4, 3), device="meta"), None, **opts) is None

@@ -26,6 +26,7 @@ shifted values and one product, each the size of the input.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -108,10 +109,13 @@ def dense(
             np.isfinite(w).all()
         ):  # inf, NaN, or beyond float32: the generic path rescales or names them
             return None
-    if estimator == "grpo":
-        out = grpo(x, w, eps=eps, outside=outside, ddof=ddof, rtol=rtol)
-    else:
+    if estimator == "corrgrpo":
         out = corrgrpo(x, w, eps=eps, outside=outside, ddof=ddof, rtol=rtol, floor=floor)
+    elif estimator in _Z_FAMILY:
+        with np.errstate(all="ignore"):
+            out = _Z_FAMILY[estimator](x, w, eps=eps, outside=outside, ddof=ddof, rtol=rtol)
+    else:
+        out = grpo(x, w, eps=eps, outside=outside, ddof=ddof, rtol=rtol)
     if out is None or scores.ndim == 3:
         return out
     return out[0]
@@ -172,6 +176,66 @@ def _corrgrpo(
     if eps <= 0:
         den[den <= 0] = np.inf  # advantage 0 where the denominator is 0, as the generic path
     return _rows_out(num, den)
+
+
+def _mo_grpo_rows(
+    x: Array, w: Array | None, *, eps: float, outside: bool, ddof: int, rtol: float
+) -> tuple[Array, float] | None:
+    """(n, B): H = sum_k w_k z_k, z the group z-scores of the unweighted components (0 where one
+    does not vary), and the largest sum_k |w_k z_k| of a row (H's rounding is about (3 + K) eps
+    times it); None when not all finite."""
+    n = x.shape[1]
+    c, ref = _shifted(np.transpose(x, (1, 2, 0)), None)  # (n, K, B)
+    stats = _moments(c, ref, n, rtol)
+    if stats is None:
+        return None
+    ss, varies = stats
+    ss /= n - ddof
+    den = _den(ss, eps, outside)
+    den[~varies | (den <= 0)] = np.inf  # z = 0 for a component that does not vary
+    scale = np.divide(1.0 if w is None else w[:, None], den)  # (K, B): w_k / (std + eps)
+    c *= scale
+    mag = np.abs(c[:, 0])
+    for k in range(1, c.shape[1]):  # a component at a time: temporaries of one column
+        mag += np.abs(c[:, k])
+    return np.add.reduce(c, axis=1), float(mag.max())
+
+
+def _mo_grpo(x: Array, w: Array | None, *, eps: float, outside: bool, ddof: int, rtol: float) -> Array | None:
+    """(B, n) MO-GRPO advantages of (B, n, K) scores, or None when not all finite."""
+    rows = _mo_grpo_rows(x, w, eps=eps, outside=outside, ddof=ddof, rtol=rtol)
+    if rows is None or not bool(np.isfinite(np.add.reduce(rows[0], axis=None))):
+        return None
+    return np.ascontiguousarray(rows[0].T)
+
+
+def _gdpo(x: Array, w: Array | None, *, eps: float, outside: bool, ddof: int, rtol: float) -> Array | None:
+    """(B, n) GDPO advantages: MO-GRPO's H, then its z-score over the whole batch (the generic path's
+    zero-variance test over the batch), or None when not all finite."""
+    got = _mo_grpo_rows(x, w, eps=eps, outside=outside, ddof=ddof, rtol=rtol)
+    if got is None:
+        return None
+    h, largest = got
+    rows = h.size
+    mean = np.add.reduce(h, axis=None) / rows
+    h -= mean
+    sq = h * h
+    ss = float(np.add.reduce(sq, axis=None))  # pairwise summation: error about log(rows) eps
+    del sq
+    if not (math.isfinite(ss) and math.isfinite(float(mean))):
+        return None
+    dof = rows - ddof
+    var = ss / dof if dof > 0 else 0.0
+    varies = dof > 0 and var > 0 and ss > rtol * rtol * rows * (float(mean) ** 2 + ss / rows)
+    if varies and (3 + x.shape[2]) * _EPS[x.dtype] * largest > 1e-5 * math.sqrt(var):
+        return None  # H is mostly cancellation (its terms nearly sum to 0): float32 cannot hold 1e-5
+    den = (np.sqrt(var) + eps if outside else np.sqrt(var + eps)) if varies else np.inf
+    out = np.empty(h.shape[::-1], dtype=h.dtype)
+    np.divide(h, h.dtype.type(den) if den > 0 else np.inf, out=out.T)
+    return out
+
+
+_Z_FAMILY = {"mo_grpo": _mo_grpo, "gdpo": _gdpo}
 
 
 def noise_floor(n: int, k: int, dtype: Any) -> float:

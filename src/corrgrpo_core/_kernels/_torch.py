@@ -114,6 +114,8 @@ def dense(
         )
         return None if got is None else torch.from_numpy(got)
     x = scores
+    if estimator not in ("grpo", "corrgrpo"):  # the others: on the host only
+        return None
     if x.dtype not in (torch.float32, torch.float64) or x.ndim not in (2, 3) or x.requires_grad:
         return None
     if x.ndim == 2:
