@@ -153,16 +153,29 @@ def _grpo(x: Array, w: Array | None, *, eps: float, outside: bool, ddof: int, rt
     return _rows_out(c, den)
 
 
-def _corrgrpo(
-    x: Array, w: Array | None, *, eps: float, outside: bool, ddof: int, rtol: float, floor: float
-) -> Array | None:
+def _component_variances(
+    x: Array, w: Array | None, *, ddof: int, rtol: float
+) -> tuple[Array, Array, Array] | None:
+    """(n, K, B) centred (weighted) components of (B, n, K) scores, their (K, B) group variances
+    and whether each varies; None when not all finite."""
     n = x.shape[1]
-    c, ref = _shifted(np.transpose(x, (1, 2, 0)), w)  # (n, K, B)
+    c, ref = _shifted(np.transpose(x, (1, 2, 0)), w)
     stats = _moments(c, ref, n, rtol)
     if stats is None:
         return None
     ss, varies = stats
     ss /= n - ddof
+    return c, ss, varies
+
+
+def _corrgrpo(
+    x: Array, w: Array | None, *, eps: float, outside: bool, ddof: int, rtol: float, floor: float
+) -> Array | None:
+    n = x.shape[1]
+    stats = _component_variances(x, w, ddof=ddof, rtol=rtol)
+    if stats is None:
+        return None
+    c, ss, varies = stats
     inv = np.zeros_like(ss)
     np.divide(1.0, np.sqrt(ss, out=ss), out=inv, where=varies)
     num = np.add.reduce(c, axis=1)  # (n, B): the centred total
@@ -184,13 +197,10 @@ def _mo_grpo_rows(
     """(n, B): H = sum_k w_k z_k, z the group z-scores of the unweighted components (0 where one
     does not vary), and the largest sum_k |w_k z_k| of a row (H's rounding is about (3 + K) eps
     times it); None when not all finite."""
-    n = x.shape[1]
-    c, ref = _shifted(np.transpose(x, (1, 2, 0)), None)  # (n, K, B)
-    stats = _moments(c, ref, n, rtol)
+    stats = _component_variances(x, None, ddof=ddof, rtol=rtol)
     if stats is None:
         return None
-    ss, varies = stats
-    ss /= n - ddof
+    c, ss, varies = stats
     den = _den(ss, eps, outside)
     den[~varies | (den <= 0)] = np.inf  # z = 0 for a component that does not vary
     scale = np.divide(1.0 if w is None else w[:, None], den)  # (K, B): w_k / (std + eps)
