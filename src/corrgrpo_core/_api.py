@@ -456,6 +456,13 @@ def gdpo_corr_advantage(
     check_choice("group_eps_placement", group_eps_placement, EPS_PLACEMENTS)
     ddof = check_ddof(ddof)
     floor = check_nonnegative("min_correlation_sum", min_correlation_sum)
+    fast = _kernels.dense_estimator(
+        "gdpo_corr", scores, group_ids, xp, weights=weights, eps=eps, eps_placement=eps_placement, ddof=ddof,
+        zero_variance_rtol=_rtol_option(zero_variance_rtol), singleton=singleton, min_correlation_sum=floor,
+        group_eps_placement=group_eps_placement,
+    )
+    if fast is not None:
+        return fast
     return _run(
         scores,
         group_ids,

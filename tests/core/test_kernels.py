@@ -49,7 +49,12 @@ def _close(got, want):
 
 ESTIMATORS = {"grpo": cc.grpo_advantage, "corrgrpo": cc.corr_normalized_advantage}
 # on the host only (torch CPU tensors, numpy float32); batch-scope GDPO included
-HOST_ESTIMATORS = {**ESTIMATORS, "mo_grpo": cc.mo_grpo_advantage, "gdpo": cc.gdpo_advantage}
+HOST_ESTIMATORS = {
+    **ESTIMATORS,
+    "mo_grpo": cc.mo_grpo_advantage,
+    "gdpo": cc.gdpo_advantage,
+    "gdpo_corr": cc.gdpo_corr_advantage,
+}
 
 
 @pytest.mark.parametrize("name", sorted(HOST_ESTIMATORS))
@@ -253,3 +258,19 @@ def test_z_family_stays_off_the_accelerator_path():
     }
     assert kernel.dense("gdpo", torch.rand(2, 4, 3), None, **opts) is not None  # CPU: the host kernel
     assert kernel.dense("gdpo", torch.empty((2, 4, 3), device="meta"), None, **opts) is None
+
+
+def test_cancellation_takes_the_float64_path():
+    """Anti-correlated components: GDPO-corr's correlation sum is 0 and GDPO's H nearly so; float32
+    cannot hold those to 1e-5, so the kernels decline and the result is the float64 one."""
+    x = np.asarray([[[0.12573022, 0.64042264], [-0.13210486, 0.10490011]]], dtype=np.float32)
+    w = [-1.0, 2.0]
+    want = cc.gdpo_corr_advantage(x.astype(np.float64), weights=w)
+    np.testing.assert_allclose(cc.gdpo_corr_advantage(x, weights=w), want, rtol=1e-6)
+    np.testing.assert_allclose(
+        cc.gdpo_corr_advantage(torch.from_numpy(x), weights=w).numpy(), want, rtol=1e-6
+    )
+    y = np.asarray(
+        [[[0, 0, 10], [0, 0, 10]], [[1, 0, 10], [1, 1, 0]], [[0, 1, 0], [0, 0, 10]]], dtype=np.float32
+    )
+    np.testing.assert_allclose(cc.gdpo_advantage(y), cc.gdpo_advantage(y.astype(np.float64)), rtol=1e-6)

@@ -53,6 +53,7 @@ def dense_call(
     zero_variance_rtol: float | None,
     singleton: str,
     min_correlation_sum: float = 0.0,
+    group_eps_placement: str = "outside",
 ) -> Array | None:
     """:func:`dense` with the public functions' options (the generic path's default tolerance:
     64 float64 epsilons, its working dtype's)."""
@@ -66,6 +67,7 @@ def dense_call(
         rtol=64.0 * _EPS[np.dtype(np.float64)] if zero_variance_rtol is None else zero_variance_rtol,
         singleton=singleton,
         floor=min_correlation_sum,
+        group_outside=group_eps_placement == "outside",
     )
 
 
@@ -80,8 +82,12 @@ def dense(
     rtol: float,
     singleton: str,
     floor: float,
+    group_outside: bool = True,
 ) -> Array | None:
     """Advantages shaped like ``scores`` without its last axis, or None for what this does not cover.
+
+    ``estimator``: grpo, corrgrpo, mo_grpo, gdpo or gdpo_corr (``group_outside``: its group
+    z-scores' eps placement; ``outside`` is the batch norm's).
 
     ``scores`` is ``(n, K)`` or ``(B, n, K)`` float32 / float64; None (the generic path runs) for
     other dtypes, empty batches, ``n <= ddof``, a group of one under ``singleton="raise"``, weights
@@ -111,6 +117,11 @@ def dense(
             return None
     if estimator == "corrgrpo":
         out = corrgrpo(x, w, eps=eps, outside=outside, ddof=ddof, rtol=rtol, floor=floor)
+    elif estimator == "gdpo_corr":
+        with np.errstate(all="ignore"):
+            out = _gdpo_corr(
+                x, w, eps=eps, outside=outside, group_outside=group_outside, ddof=ddof, rtol=rtol, floor=floor
+            )
     elif estimator in _Z_FAMILY:
         with np.errstate(all="ignore"):
             out = _Z_FAMILY[estimator](x, w, eps=eps, outside=outside, ddof=ddof, rtol=rtol)
@@ -242,6 +253,76 @@ def _gdpo(x: Array, w: Array | None, *, eps: float, outside: bool, ddof: int, rt
     den = (np.sqrt(var) + eps if outside else np.sqrt(var + eps)) if varies else np.inf
     out = np.empty(h.shape[::-1], dtype=h.dtype)
     np.divide(h, h.dtype.type(den) if den > 0 else np.inf, out=out.T)
+    return out
+
+
+def _gdpo_corr(
+    x: Array,
+    w: Array | None,
+    *,
+    eps: float,
+    outside: bool,
+    group_outside: bool,
+    ddof: int,
+    rtol: float,
+    floor: float,
+) -> Array | None:
+    """(B, n) GDPO-corr advantages: U_k = w_k z_k (group z-scores), centred over the batch, over
+    sqrt(Var_B(sum_k U_k / std_B U_k)) (+ eps); None when not all finite, or where float32 cannot
+    keep 1e-5 of A (a numerator or a correlation sum that is mostly cancellation)."""
+    stats = _component_variances(x, None, ddof=ddof, rtol=rtol)
+    if stats is None:
+        return None
+    u, var_g, varies_g = stats
+    den_g = _den(var_g, eps, group_outside)
+    den_g[~varies_g | (den_g <= 0)] = np.inf
+    u *= np.divide(1.0 if w is None else w[:, None], den_g)  # (n, K, B): U = w_k z_k
+    del den_g, var_g, varies_g
+    n, k, b = u.shape
+    rows, dof = n * b, n * b - ddof
+    if dof <= 0:
+        return None
+    eps32 = _EPS[x.dtype]
+    inv = np.zeros(k, dtype=u.dtype)  # 1 / std_B U_k where U_k varies over the batch
+    for j in range(k):  # a component at a time: temporaries of one column
+        col = u[:, j]
+        mean = float(np.add.reduce(col, axis=None)) / rows
+        col -= col.dtype.type(mean)
+        ss = float(np.add.reduce(col * col, axis=None))
+        if not (math.isfinite(ss) and math.isfinite(mean)):
+            return None
+        if ss > 0 and ss > rtol * rtol * rows * (mean * mean + ss / rows):
+            inv[j] = 1.0 / math.sqrt(ss / dof)
+    num = np.add.reduce(u, axis=1)  # (n, B): sum_k (U_k - mean_B U_k)
+    mag = np.abs(u[:, 0])  # sum_k |U_k - mean|: the numerator's rounding is about (3 + K) eps times it
+    for j in range(1, k):
+        mag += np.abs(u[:, j])
+    largest = float(mag.max())
+    u *= inv[None, :, None]  # batch z-scores of U
+    zsum = np.add.reduce(u, axis=1)
+    np.abs(u[:, 0], out=mag)  # sum_k |z_k|: zsum's rounding is about (3 + K) eps times it
+    for j in range(1, k):
+        mag += np.abs(u[:, j])
+    del u
+    total = float(np.add.reduce(zsum * zsum, axis=None)) / dof
+    total_err = 2.0 * (3 + k) * eps32 * float(np.add.reduce(np.abs(zsum) * mag, axis=None)) / dof
+
+    def norm(spread: float) -> float:
+        corr = max(spread, floor)
+        return math.sqrt(corr) + eps if outside else math.sqrt(corr + eps)
+
+    den = norm(total)
+    if not math.isfinite(den) or not den > 0:
+        return None
+    # Mostly cancellation (a numerator whose terms nearly sum to 0, or a correlation sum near 0
+    # whose square root amplifies its rounding): float32 cannot keep 1e-5 of A, the float64 path runs.
+    top = float(np.abs(num).max())
+    if (3 + k) * eps32 * largest > 1e-5 * max(den, top):
+        return None
+    if norm(total + total_err) - norm(max(total - total_err, 0.0)) > 1e-5 * den:
+        return None
+    out = np.empty((b, n), dtype=num.dtype)
+    np.divide(num, num.dtype.type(den), out=out.T)
     return out
 
 

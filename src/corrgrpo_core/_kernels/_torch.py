@@ -81,6 +81,7 @@ def dense(
     zero_variance_rtol: float | None,
     singleton: str,
     min_correlation_sum: float = 0.0,
+    group_eps_placement: str = "outside",
 ) -> Array | None:
     """GRPO or CorrGRPO of ``(n, K)`` / ``(B, n, K)`` float scores in their own dtype, or None.
 
@@ -111,6 +112,7 @@ def dense(
             zero_variance_rtol=zero_variance_rtol,
             singleton=singleton,
             min_correlation_sum=min_correlation_sum,
+            group_eps_placement=group_eps_placement,
         )
         return None if got is None else torch.from_numpy(got)
     x = scores
