@@ -921,9 +921,10 @@ def explain(
     return report
 
 
-#: Smallest share of memory one pass over a reward file may hold (its rows as float64); a pass
-#: holds at least a quarter of the file's size, so small files take one or two passes.
+#: Memory one pass over a reward file may hold (its rows as float64): the larger of this and the
+#: file's size over :data:`PASS_SHARE`, so a small file takes one pass and a large one a few.
 PASS_BYTES = 1 << 23
+PASS_SHARE = 4
 
 
 def explain_file(
@@ -1021,7 +1022,7 @@ def _explain_streamed(
     known = cc.estimator_names()
     whole = any(e in known and not is_group_local(e) and e not in _ZSCORE_OF for e in estimators)
     size = Path(path).stat().st_size
-    per_pass = n_rows if whole else max(SLICE_ROWS, max(PASS_BYTES, size // 4) // (8 * max(k, 1)))
+    per_pass = n_rows if whole else max(SLICE_ROWS, max(PASS_BYTES, size // PASS_SHARE) // (8 * max(k, 1)))
     passes = whole_group_ranges(sizes, per_pass)
     plot = None if plot_group is None else groups.index(plot_group)
     detail = sorted({*range(min(max_groups, groups.n_groups)), *([] if plot is None else [plot])})
