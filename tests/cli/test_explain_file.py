@@ -132,6 +132,15 @@ def test_weights_missing_values_and_a_plot_group_stream_too(tmp_path, monkeypatc
     _same_report(streamed, whole)
 
 
+def test_max_groups_zero_still_streams(tmp_path, run_cli, monkeypatch):
+    path = _write(tmp_path, _rows(5), "csv")
+    _no_fallback(monkeypatch)
+    code, out, err = run_cli("explain", str(path), "--max-groups", "0", "--plot", str(tmp_path / "p.png"))
+    assert code == 0, err
+    assert "## group" not in out
+    assert "more groups not shown" in out
+
+
 def test_estimators_that_need_the_whole_batch_get_it(tmp_path, monkeypatch, small_passes):
     path = _write(tmp_path, _rows(3), "csv")
     batch = read_rewards(path)

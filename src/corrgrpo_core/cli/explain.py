@@ -1025,7 +1025,7 @@ def _explain_streamed(
     per_pass = n_rows if whole else max(SLICE_ROWS, max(PASS_BYTES, size // PASS_SHARE) // (8 * max(k, 1)))
     passes = whole_group_ranges(sizes, per_pass)
     plot = None if plot_group is None else groups.index(plot_group)
-    detail = sorted({*range(min(max_groups, groups.n_groups)), *([] if plot is None else [plot])})
+    detail = sorted({*range(min(max_groups, groups.n_groups)), 0 if plot is None else plot})
     starts = np.cumsum(sizes) - sizes
     fill = starts.copy()  # next free sorted position of each group
 
