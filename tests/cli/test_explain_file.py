@@ -56,7 +56,7 @@ def small_passes(monkeypatch):
     monkeypatch.setattr(cio, "_TEXT_BLOCK", 100)
     monkeypatch.setattr(cio, "_STREAM_ROWS", 13)
     monkeypatch.setattr(ex, "PASS_BYTES", 1)
-    monkeypatch.setattr(ex, "PASS_SHARE", 40)
+    monkeypatch.setattr(ex, "PASS_SHARE", dict.fromkeys(ex.PASS_SHARE, 40))
     monkeypatch.setattr(ex, "SLICE_ROWS", 7)
 
 

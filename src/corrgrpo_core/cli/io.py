@@ -319,8 +319,8 @@ def stream_columns(
     if fmt == "parquet":
         _check_parquet(path)
         pq = importlib.import_module("pyarrow.parquet")
-        try:
-            handle = pq.ParquetFile(path)
+        try:  # read in 1 MB pieces, not a whole column chunk buffered ahead
+            handle = pq.ParquetFile(path, buffer_size=_TEXT_BLOCK, pre_buffer=False)
             header = list(handle.schema_arrow.names)
             batches = handle.iter_batches(columns=[c for c in want if c in header], batch_size=_STREAM_ROWS)
         except (pa.ArrowException, OSError, ValueError) as err:
