@@ -923,11 +923,12 @@ def explain(
 
 
 #: Memory one pass over a reward file may hold (its rows as float64): the larger of this and the
-#: file's size over :data:`PASS_SHARE`, so a small file takes one pass and a large one a few.
-#: JSONL takes half its size: parsing JSON is most of the time (a pass over 100 MB takes ~2 s),
-#: and its files are about twice the CSV of the same rows, so 3x its size leaves the room.
-PASS_BYTES = 1 << 23
-PASS_SHARE = {"csv": 4, "jsonl": 2, "parquet": 4}
+#: file's size over :data:`PASS_SHARE`, so a small file takes one pass and a large one several.
+#: CSV and Parquet passes are cheap (~0.3 s for 50 MB of CSV); JSONL takes half its size, since
+#: parsing JSON is most of the time (~2 s a pass over 100 MB) and its files are about twice the
+#: CSV of the same rows, so 3x its size leaves the room.
+PASS_BYTES = 1 << 22
+PASS_SHARE = {"csv": 8, "jsonl": 2, "parquet": 8}
 
 
 def explain_file(
