@@ -132,6 +132,15 @@ def test_weights_missing_values_and_a_plot_group_stream_too(tmp_path, monkeypatc
     _same_report(streamed, whole)
 
 
+def test_option_errors_come_in_the_whole_file_order(tmp_path, run_cli):
+    # weights, then --plot-group, then the estimators (as when the file was read whole first)
+    path = _write(tmp_path, _rows(6), "csv")
+    argv = ["explain", str(path), "--estimators", "nope", "--plot-group", "zz"]
+    assert "--plot-group 'zz' is not a group" in run_cli(*argv)[2]
+    assert "--weights has 1 values" in run_cli(*argv, "--weights", "1")[2]
+    assert "unknown estimator(s) ['nope']" in run_cli("explain", str(path), "--estimators", "nope")[2]
+
+
 def test_max_groups_zero_still_streams(tmp_path, run_cli, monkeypatch):
     path = _write(tmp_path, _rows(5), "csv")
     _no_fallback(monkeypatch)

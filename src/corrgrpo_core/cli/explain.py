@@ -1064,8 +1064,9 @@ def _explain_streamed(
     if scan.rows != n_rows:
         raise Unstreamable  # the two readers disagree: let the whole-file reader decide
     # the file is read and valid: now the option errors, in the order of the whole-file command
-    w = _check_options(estimators, k, weights(names))
+    given = weights(names)
     g = _plot_group(plot_group, groups.index)
+    w = _check_options(estimators, k, given)
     if scan.overflows(w):
         raise Unstreamable  # the whole-file reader names the value and its row
     engine = _Engine(sizes, names, w, estimators, nan_policy, detail, missing=scan.missing)
