@@ -271,3 +271,15 @@ def test_line_blocks_keep_whole_lines(tmp_path, monkeypatch):
     blocks = [bytes(b) for b in cio._line_blocks(path)]
     assert b"".join(blocks) == b"".join(lines)
     assert all(b.endswith(b"\n") for b in blocks[:-1])
+
+
+def test_a_first_line_longer_than_a_block_still_streams(tmp_path, monkeypatch):
+    # the first block then holds only the header: the types come from the first rows instead
+    monkeypatch.setattr(cio, "_TEXT_BLOCK", 30)
+    path = tmp_path / "r.csv"
+    path.write_text("group,r1\n" + "a" * 40 + ",1\nb,2\n" + "a" * 40 + ",3\nb,5\n")
+    batch = read_rewards(path)
+    whole = explain(batch, detail=[0, 1])
+    _no_fallback(monkeypatch)
+    streamed, _ = explain_file(path)
+    _same_report(streamed, whole)

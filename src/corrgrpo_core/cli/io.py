@@ -406,6 +406,7 @@ def _csv_batches(
             yield from reader
         return
     types: dict[str, Any] = {}
+    fixed = None
     for i, block in enumerate(_line_blocks(path)):
         options = pcsv.ReadOptions(
             block_size=len(block) + 1, column_names=header, skip_rows=int(i == 0), use_threads=False
@@ -413,8 +414,8 @@ def _csv_batches(
         table = pcsv.read_csv(
             pa.py_buffer(block), read_options=options, parse_options=parse, convert_options=convert(types)
         )
-        if i == 0:  # the first block fixes the types, as pyarrow's streaming reader does
-            types = {f.name: f.type for f in table.schema if f.name not in numeric}
+        if fixed is None and table.num_rows:  # the first rows fix the types, as in pyarrow's reader
+            fixed = types = {f.name: f.type for f in table.schema if f.name not in numeric}
         yield from table.to_batches()
 
 
