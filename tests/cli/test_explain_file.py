@@ -39,7 +39,9 @@ def _rows(seed: int, groups: int = 40) -> list[dict[str, object]]:
 def _write(tmp_path, rows, fmt):
     path = tmp_path / f"r.{fmt}"
     if fmt == "csv":
-        lines = ["group,r1,r2,r3", *(f"{r['group']},{r['r1']},{r['r2']},{r['r3']}" for r in rows)]
+        columns = list(rows[0])
+        cells = [[r.get(c) for c in columns] for r in rows]
+        lines = [",".join(columns), *(",".join("" if v is None else str(v) for v in row) for row in cells)]
         path.write_text("\n".join(lines) + "\n")
     elif fmt == "jsonl":
         path.write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -282,4 +284,42 @@ def test_a_first_line_longer_than_a_block_still_streams(tmp_path, monkeypatch):
     whole = explain(batch, detail=[0, 1])
     _no_fallback(monkeypatch)
     streamed, _ = explain_file(path)
+    _same_report(streamed, whole)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_random_files_stream_to_the_whole_batchs_report(tmp_path, monkeypatch, seed):
+    # random sizes, scales, missing values, formats, block/pass/slice sizes and estimators
+    rng = np.random.default_rng(seed)
+    monkeypatch.setattr(cio, "_TEXT_BLOCK", int(rng.choice([50, 200, 1 << 20])))
+    monkeypatch.setattr(cio, "_STREAM_ROWS", int(rng.choice([5, 17, 1 << 16])))
+    monkeypatch.setattr(ex, "PASS_BYTES", 1)
+    monkeypatch.setattr(ex, "PASS_SHARE", dict.fromkeys(ex.PASS_SHARE, int(rng.choice([1, 10, 50]))))
+    monkeypatch.setattr(ex, "SLICE_ROWS", int(rng.choice([3, 11, 1 << 14])))
+    groups, k = int(rng.integers(1, 40)), int(rng.integers(1, 4))
+    ids = rng.permutation(np.repeat(np.arange(groups), rng.integers(1, 9, groups)))
+    x = rng.normal(size=(ids.size, k)) * 10.0 ** rng.integers(-5, 5, k)
+    nan_policy = "ignore" if seed % 3 == 0 else "raise"
+    rows = [
+        {
+            "group": f"g{g}" if rng.random() < 0.8 else f"label number {g}",
+            **{
+                f"c{j}": None if nan_policy == "ignore" and rng.random() < 0.1 else float(x[i, j])
+                for j in range(k)
+            },
+        }
+        for i, g in enumerate(ids)
+    ]
+    path = _write(tmp_path, rows, ["csv", "jsonl", "parquet"][seed % 3])
+    estimators = list(
+        rng.choice(["grpo", "corrgrpo", "gdpo", "rloo", "mo_grpo", "dr_grpo", "dara"], 3, replace=False)
+    )
+    w = rng.uniform(0.1, 3.0, k)
+    batch = read_rewards(path, allow_nan=nan_policy == "ignore")
+    detail = range(min(5, batch.n_groups))
+    whole = explain(batch, estimators=estimators, weights=w, nan_policy=nan_policy, detail=detail)
+    _no_fallback(monkeypatch)
+    streamed, _ = explain_file(
+        path, estimators=estimators, weights=lambda names: w, nan_policy=nan_policy, max_groups=5
+    )
     _same_report(streamed, whole)
