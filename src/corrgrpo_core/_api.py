@@ -528,6 +528,13 @@ def dara_advantage(
     floor = check_nonnegative("min_correlation_sum", min_correlation_sum)
     if not (isinstance(max_weight, (int, float)) and max_weight >= 1):
         raise ValueError(f"max_weight must be a number >= 1, got {max_weight!r}")
+    fast = _kernels.dense_estimator(
+        "dara", scores, group_ids, xp, weights=weights, eps=eps, eps_placement=placement, ddof=ddof,
+        zero_variance_rtol=_rtol_option(zero_variance_rtol), singleton=singleton, min_correlation_sum=floor,
+        variant=variant, base=base, max_weight=float(max_weight),
+    )
+    if fast is not None:
+        return fast
     return _run(
         scores,
         group_ids,

@@ -6,6 +6,8 @@ at float32 tolerance against the generic path run in float64 on the same (float3
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -54,6 +56,8 @@ HOST_ESTIMATORS = {
     "mo_grpo": cc.mo_grpo_advantage,
     "gdpo": cc.gdpo_advantage,
     "gdpo_corr": cc.gdpo_corr_advantage,
+    "dara": cc.dara_advantage,
+    "dara_sym_corrgrpo": functools.partial(cc.dara_advantage, variant="sym", base="corrgrpo"),
 }
 
 

@@ -54,6 +54,9 @@ def dense_call(
     singleton: str,
     min_correlation_sum: float = 0.0,
     group_eps_placement: str = "outside",
+    variant: str = "asym",
+    base: str = "gdpo",
+    max_weight: float = 5.0,
 ) -> Array | None:
     """:func:`dense` with the public functions' options (the generic path's default tolerance:
     64 float64 epsilons, its working dtype's)."""
@@ -68,6 +71,9 @@ def dense_call(
         singleton=singleton,
         floor=min_correlation_sum,
         group_outside=group_eps_placement == "outside",
+        variant=variant,
+        base=base,
+        max_weight=max_weight,
     )
 
 
@@ -83,11 +89,15 @@ def dense(
     singleton: str,
     floor: float,
     group_outside: bool = True,
+    variant: str = "asym",
+    base: str = "gdpo",
+    max_weight: float = 5.0,
 ) -> Array | None:
     """Advantages shaped like ``scores`` without its last axis, or None for what this does not cover.
 
-    ``estimator``: grpo, corrgrpo, mo_grpo, gdpo or gdpo_corr (``group_outside``: its group
-    z-scores' eps placement; ``outside`` is the batch norm's).
+    ``estimator``: grpo, corrgrpo, mo_grpo, gdpo, gdpo_corr (``group_outside``: its group
+    z-scores' eps placement; ``outside`` is the batch norm's) or dara (``variant``, ``base``,
+    ``max_weight``).
 
     ``scores`` is ``(n, K)`` or ``(B, n, K)`` float32 / float64; None (the generic path runs) for
     other dtypes, empty batches, ``n <= ddof``, a group of one under ``singleton="raise"``, weights
@@ -121,6 +131,22 @@ def dense(
         with np.errstate(all="ignore"):
             out = _gdpo_corr(
                 x, w, eps=eps, outside=outside, group_outside=group_outside, ddof=ddof, rtol=rtol, floor=floor
+            )
+    elif estimator == "dara":
+        if variant not in ("sym", "asym") or base not in ("gdpo", "corrgrpo"):
+            return None  # the generic path names the problem
+        with np.errstate(all="ignore"):
+            out = _dara(
+                x,
+                w,
+                eps=eps,
+                outside=outside,
+                ddof=ddof,
+                rtol=rtol,
+                floor=floor,
+                variant=variant,
+                base=base,
+                max_weight=max_weight,
             )
     elif estimator in _Z_FAMILY:
         with np.errstate(all="ignore"):
@@ -231,12 +257,21 @@ def _mo_grpo(x: Array, w: Array | None, *, eps: float, outside: bool, ddof: int,
 
 
 def _gdpo(x: Array, w: Array | None, *, eps: float, outside: bool, ddof: int, rtol: float) -> Array | None:
-    """(B, n) GDPO advantages: MO-GRPO's H, then its z-score over the whole batch (the generic path's
-    zero-variance test over the batch), or None when not all finite."""
+    """(B, n) GDPO advantages: MO-GRPO's H, then its z-score over the whole batch, or None when not
+    all finite."""
     got = _mo_grpo_rows(x, w, eps=eps, outside=outside, ddof=ddof, rtol=rtol)
     if got is None:
         return None
-    h, largest = got
+    return _batch_zscore(*got, k=x.shape[2], eps=eps, outside=outside, ddof=ddof, rtol=rtol)
+
+
+def _batch_zscore(
+    h: Array, largest: float, *, k: int, eps: float, outside: bool, ddof: int, rtol: float
+) -> Array | None:
+    """(B, n): the (n, B) row values ``h`` z-scored over the whole batch (the generic path's
+    zero-variance test), written row-major; ``largest``: the largest sum of |terms| of an h.
+    None when not all finite, or when h is mostly cancellation (its terms nearly sum to 0), which
+    float32 cannot hold to 1e-5."""
     rows = h.size
     mean = np.add.reduce(h, axis=None) / rows
     h -= mean
@@ -248,12 +283,82 @@ def _gdpo(x: Array, w: Array | None, *, eps: float, outside: bool, ddof: int, rt
     dof = rows - ddof
     var = ss / dof if dof > 0 else 0.0
     varies = dof > 0 and var > 0 and ss > rtol * rtol * rows * (float(mean) ** 2 + ss / rows)
-    if varies and (3 + x.shape[2]) * _EPS[x.dtype] * largest > 1e-5 * math.sqrt(var):
-        return None  # H is mostly cancellation (its terms nearly sum to 0): float32 cannot hold 1e-5
-    den = (np.sqrt(var) + eps if outside else np.sqrt(var + eps)) if varies else np.inf
+    den = math.sqrt(var) + eps if outside else math.sqrt(var + eps)
+    if (3 + k) * _EPS[h.dtype] * largest > 1e-5 * den:
+        return None  # whether h varies or not, its rounding would show in A (at 1e-5 of A's scale)
+    if not varies:
+        den = math.inf
     out = np.empty(h.shape[::-1], dtype=h.dtype)
     np.divide(h, h.dtype.type(den) if den > 0 else np.inf, out=out.T)
     return out
+
+
+def _density(varies: Array, max_weight: float) -> Array:
+    """DARA's (K,) weights min(max_weight, sqrt(max_j pi_j / pi_k)), pi_k the share of groups where
+    component k varies (1 where it varies in none): ``varies`` is (K, B)."""
+    pi = np.add.reduce(varies, axis=1) / varies.shape[1]
+    ratio = np.divide(pi.max(), pi, out=np.ones_like(pi), where=pi > 0)
+    return np.minimum(np.sqrt(ratio), max_weight)
+
+
+def _calibrate(c: Array, density: Array, variant: str) -> None:
+    """In place, component k of (n, K, B) ``c``: sym d_k c, asym d_k max(c, 0) + min(c, 0)."""
+    for j in range(c.shape[1]):
+        col = c[:, j]
+        np.multiply(col, col.dtype.type(density[j]), out=col, where=True if variant == "sym" else col > 0)
+
+
+def _dara(
+    x: Array,
+    w: Array | None,
+    *,
+    eps: float,
+    outside: bool,
+    ddof: int,
+    rtol: float,
+    floor: float,
+    variant: str,
+    base: str,
+    max_weight: float,
+) -> Array | None:
+    """(B, n) DARA advantages (base "gdpo": calibrated group z-scores, weighted, then a batch
+    z-score; base "corrgrpo": calibrated centred weighted components over CorrGRPO's norm)."""
+    k = x.shape[2]
+    if base == "gdpo":
+        stats = _component_variances(x, None, ddof=ddof, rtol=rtol)
+        if stats is None:
+            return None
+        c, var_g, varies = stats
+        den = _den(var_g, eps, outside)
+        den[~varies | (den <= 0)] = np.inf
+        c /= den  # group z-scores, 0 where a component does not vary
+        _calibrate(c, _density(varies, max_weight), variant)
+        if w is not None:
+            c *= w[:, None]
+        mag = np.abs(c[:, 0])
+        for j in range(1, k):
+            mag += np.abs(c[:, j])
+        return _batch_zscore(
+            np.add.reduce(c, axis=1), float(mag.max()), k=k, eps=eps, outside=outside, ddof=ddof, rtol=rtol
+        )
+    n = x.shape[1]
+    stats = _component_variances(x, w, ddof=ddof, rtol=rtol)
+    if stats is None:
+        return None
+    c, var_g, varies = stats
+    inv = np.zeros_like(var_g)
+    np.divide(1.0, np.sqrt(var_g), out=inv, where=varies)
+    zsum = c[:, 0] * inv[0]
+    for j in range(1, k):
+        zsum += c[:, j] * inv[j]
+    zsum *= zsum
+    corr = np.add.reduce(zsum, axis=0)
+    corr /= n - ddof
+    corr[corr <= noise_floor(n, k, x.dtype)] = 0.0  # rounding of the z-scores, not signal
+    den = _den(np.maximum(corr, floor, out=corr), eps, outside)
+    den[den <= 0] = np.inf
+    _calibrate(c, _density(varies, max_weight), variant)
+    return _rows_out(np.add.reduce(c, axis=1), den)
 
 
 def _gdpo_corr(

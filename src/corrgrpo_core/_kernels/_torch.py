@@ -82,6 +82,9 @@ def dense(
     singleton: str,
     min_correlation_sum: float = 0.0,
     group_eps_placement: str = "outside",
+    variant: str = "asym",
+    base: str = "gdpo",
+    max_weight: float = 5.0,
 ) -> Array | None:
     """GRPO or CorrGRPO of ``(n, K)`` / ``(B, n, K)`` float scores in their own dtype, or None.
 
@@ -113,6 +116,9 @@ def dense(
             singleton=singleton,
             min_correlation_sum=min_correlation_sum,
             group_eps_placement=group_eps_placement,
+            variant=variant,
+            base=base,
+            max_weight=max_weight,
         )
         return None if got is None else torch.from_numpy(got)
     x = scores
