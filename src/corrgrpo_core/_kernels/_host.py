@@ -228,24 +228,41 @@ def _corrgrpo(
     return _rows_out(num, den)
 
 
+def _abs_sum_k(c: Array, out: Array | None = None) -> Array:
+    """(n, B): sum_k |c_k| of (n, K, B) ``c``, a component at a time (temporaries of one column);
+    a sum of K terms rounds to about (3 + K) eps times it."""
+    out = np.abs(c[:, 0], out=out)
+    for j in range(1, c.shape[1]):
+        out += np.abs(c[:, j])
+    return out
+
+
+def _z_denominators(
+    x: Array, *, eps: float, outside: bool, ddof: int, rtol: float
+) -> tuple[Array, Array, Array] | None:
+    """(n, K, B) centred unweighted components, their (K, B) z-score denominators (inf where a
+    component does not vary, so that its z-score is 0) and whether each varies; None if not finite."""
+    stats = _component_variances(x, None, ddof=ddof, rtol=rtol)
+    if stats is None:
+        return None
+    c, var_g, varies = stats
+    den = _den(var_g, eps, outside)
+    den[~varies | (den <= 0)] = np.inf
+    return c, den, varies
+
+
 def _mo_grpo_rows(
     x: Array, w: Array | None, *, eps: float, outside: bool, ddof: int, rtol: float
 ) -> tuple[Array, float] | None:
     """(n, B): H = sum_k w_k z_k, z the group z-scores of the unweighted components (0 where one
     does not vary), and the largest sum_k |w_k z_k| of a row (H's rounding is about (3 + K) eps
     times it); None when not all finite."""
-    stats = _component_variances(x, None, ddof=ddof, rtol=rtol)
-    if stats is None:
+    got = _z_denominators(x, eps=eps, outside=outside, ddof=ddof, rtol=rtol)
+    if got is None:
         return None
-    c, ss, varies = stats
-    den = _den(ss, eps, outside)
-    den[~varies | (den <= 0)] = np.inf  # z = 0 for a component that does not vary
-    scale = np.divide(1.0 if w is None else w[:, None], den)  # (K, B): w_k / (std + eps)
-    c *= scale
-    mag = np.abs(c[:, 0])
-    for k in range(1, c.shape[1]):  # a component at a time: temporaries of one column
-        mag += np.abs(c[:, k])
-    return np.add.reduce(c, axis=1), float(mag.max())
+    c, den, _ = got
+    c *= np.divide(1.0 if w is None else w[:, None], den)  # (K, B): w_k / (std + eps)
+    return np.add.reduce(c, axis=1), float(_abs_sum_k(c).max())
 
 
 def _mo_grpo(x: Array, w: Array | None, *, eps: float, outside: bool, ddof: int, rtol: float) -> Array | None:
@@ -325,21 +342,17 @@ def _dara(
     z-score; base "corrgrpo": calibrated centred weighted components over CorrGRPO's norm)."""
     k = x.shape[2]
     if base == "gdpo":
-        stats = _component_variances(x, None, ddof=ddof, rtol=rtol)
-        if stats is None:
+        got = _z_denominators(x, eps=eps, outside=outside, ddof=ddof, rtol=rtol)
+        if got is None:
             return None
-        c, var_g, varies = stats
-        den = _den(var_g, eps, outside)
-        den[~varies | (den <= 0)] = np.inf
+        c, den, varies = got
         c /= den  # group z-scores, 0 where a component does not vary
         _calibrate(c, _density(varies, max_weight), variant)
         if w is not None:
             c *= w[:, None]
-        mag = np.abs(c[:, 0])
-        for j in range(1, k):
-            mag += np.abs(c[:, j])
+        largest = float(_abs_sum_k(c).max())
         return _batch_zscore(
-            np.add.reduce(c, axis=1), float(mag.max()), k=k, eps=eps, outside=outside, ddof=ddof, rtol=rtol
+            np.add.reduce(c, axis=1), largest, k=k, eps=eps, outside=outside, ddof=ddof, rtol=rtol
         )
     n = x.shape[1]
     stats = _component_variances(x, w, ddof=ddof, rtol=rtol)
@@ -375,14 +388,12 @@ def _gdpo_corr(
     """(B, n) GDPO-corr advantages: U_k = w_k z_k (group z-scores), centred over the batch, over
     sqrt(Var_B(sum_k U_k / std_B U_k)) (+ eps); None when not all finite, or where float32 cannot
     keep 1e-5 of A (a numerator or a correlation sum that is mostly cancellation)."""
-    stats = _component_variances(x, None, ddof=ddof, rtol=rtol)
-    if stats is None:
+    got = _z_denominators(x, eps=eps, outside=group_outside, ddof=ddof, rtol=rtol)
+    if got is None:
         return None
-    u, var_g, varies_g = stats
-    den_g = _den(var_g, eps, group_outside)
-    den_g[~varies_g | (den_g <= 0)] = np.inf
+    u, den_g, _ = got
     u *= np.divide(1.0 if w is None else w[:, None], den_g)  # (n, K, B): U = w_k z_k
-    del den_g, var_g, varies_g
+    del den_g
     n, k, b = u.shape
     rows, dof = n * b, n * b - ddof
     if dof <= 0:
@@ -399,15 +410,11 @@ def _gdpo_corr(
         if ss > 0 and ss > rtol * rtol * rows * (mean * mean + ss / rows):
             inv[j] = 1.0 / math.sqrt(ss / dof)
     num = np.add.reduce(u, axis=1)  # (n, B): sum_k (U_k - mean_B U_k)
-    mag = np.abs(u[:, 0])  # sum_k |U_k - mean|: the numerator's rounding is about (3 + K) eps times it
-    for j in range(1, k):
-        mag += np.abs(u[:, j])
+    mag = _abs_sum_k(u)  # sum_k |U_k - mean|: the numerator rounds to about (3 + K) eps times it
     largest = float(mag.max())
     u *= inv[None, :, None]  # batch z-scores of U
     zsum = np.add.reduce(u, axis=1)
-    np.abs(u[:, 0], out=mag)  # sum_k |z_k|: zsum's rounding is about (3 + K) eps times it
-    for j in range(1, k):
-        mag += np.abs(u[:, j])
+    _abs_sum_k(u, out=mag)  # sum_k |z_k|: zsum rounds to about (3 + K) eps times it
     del u
     total = float(np.add.reduce(zsum * zsum, axis=None)) / dof
     total_err = 2.0 * (3 + k) * eps32 * float(np.add.reduce(np.abs(zsum) * mag, axis=None)) / dof
