@@ -83,7 +83,7 @@ def _unavailable(path: Path, parent: pytest.Collector) -> Unavailable | None:
     if not missing:
         return None
     how = " or ".join(f"see {e}" if e.endswith(".sh") else f'pip install -e ".[test,{e}]"' for e in extras)
-    reason = f"{path.relative_to(TESTS.parent).as_posix()} needs {', '.join(missing)} (not installed): {how}"
+    reason = f"{path.resolve().relative_to(TESTS.parent).as_posix()} needs {', '.join(missing)} (not installed): {how}"
     node: Unavailable = Unavailable.from_parent(parent, name=path.name, path=path, reason=reason)
     return node
 
