@@ -95,7 +95,8 @@ def test_torch_ops_path_matches_host_path(name, dtype, x):
     }
     got = kernel.dense_ops(name, t, None, shape=t.shape[:-1], **opts)
     want = ESTIMATORS[name](t)
-    _close(got.numpy(), want.numpy())
+    if got is not None:  # None: mostly cancellation, the generic path runs (tested below)
+        _close(got.numpy(), want.numpy())
 
 
 def test_one_group_of_n_rows_and_the_paper_example():
@@ -278,3 +279,90 @@ def test_cancellation_takes_the_float64_path():
         [[[0, 0, 10], [0, 0, 10]], [[1, 0, 10], [1, 1, 0]], [[0, 1, 0], [0, 0, 10]]], dtype=np.float32
     )
     np.testing.assert_allclose(cc.gdpo_advantage(y), cc.gdpo_advantage(y.astype(np.float64)), rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("name", "x", "placement"),
+    [
+        (  # four components near 10 and 100 whose centred total is about 1e-3: corr floored to 0
+            "corrgrpo",
+            [
+                [[9.998697, 100.0, 0.0, 100.002716], [10.000918, 0.0, 100.0, 100.00218]],
+                [[10.000334, 0.0, 100.0, 99.98093], [10.00007, 0.0, 0.0, 100.00513]],
+            ],
+            "outside",
+        ),
+        ("grpo", [[[0.34558418, 1.0000821, 0.0, 10.0], [0.34558418, 1.000033, 10.0, 0.0]]], "inside"),
+    ],
+)
+def test_group_totals_that_nearly_cancel_take_the_float64_path(name, x, placement):
+    """Totals of large terms that nearly cancel lose their digits in float32: the kernels decline."""
+    x = np.asarray(x, dtype=np.float32)
+    opts = {
+        "eps": 1e-6,
+        "eps_placement": placement,
+        "ddof": 1,
+        "zero_variance_rtol": None,
+        "singleton": "zero",
+    }
+    assert kernel.dense(name, torch.from_numpy(x), None, **opts) is None
+    ops = {"eps": 1e-6, "outside": placement == "outside", "ddof": 1, "rtol": 64 * 2.2e-16, "floor": 0.0}
+    assert kernel.dense_ops(name, torch.from_numpy(x), None, shape=x.shape[:-1], **ops) is None
+    want = ESTIMATORS[name](x.astype(np.float64), eps_placement=placement)
+    _close(ESTIMATORS[name](x, eps_placement=placement), want)
+    _close(ESTIMATORS[name](torch.from_numpy(x), eps_placement=placement).numpy(), want)
+
+
+@st.composite
+def offsets_and_tiny_spreads(draw):
+    """(B, n, K) float32: large offsets with tiny spreads, and pass/fail columns of the same size,
+    so that group totals nearly cancel."""
+    b, n, k = draw(st.integers(1, 3)), draw(st.integers(2, 6)), draw(st.integers(2, 4))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    big = 10.0 ** draw(st.integers(0, 3))
+    cols = []
+    for _ in range(k):
+        if draw(st.booleans()):
+            col = big * (1.0 + rng.normal(size=(b, n)) * 10.0 ** draw(st.integers(-6, -2)))
+        else:
+            col = big * (rng.random((b, n)) < 0.5)
+        cols.append(col * draw(st.sampled_from([1.0, -1.0])))
+    return np.stack(cols, axis=-1).astype(np.float32)
+
+
+@pytest.mark.parametrize("name", sorted(ESTIMATORS))
+@settings(max_examples=80, deadline=None)
+@given(x=offsets_and_tiny_spreads(), weighted=st.booleans(), placement=st.sampled_from(["inside", "outside"]))
+def test_cancellation_is_declined_or_within_tolerance(name, x, weighted, placement):
+    kw = {"weights": np.linspace(-1.0, 2.0, x.shape[-1]) if weighted else None, "eps_placement": placement}
+    want = ESTIMATORS[name](x.astype(np.float64), **kw)
+    _close(ESTIMATORS[name](x, **kw), want)
+    _close(ESTIMATORS[name](torch.from_numpy(x), **kw).numpy(), want)
+
+
+@pytest.mark.parametrize("name", sorted(ESTIMATORS))
+@pytest.mark.parametrize("seed", range(4))
+def test_realistic_batches_keep_the_float32_kernel(name, seed):
+    """Rewards as trainers see them (a normal score, pass/fail, a format check; groups of 8 and 16):
+    the cancellation guard does not fire, so the fast path stays the path."""
+    rng = np.random.default_rng(seed)
+    b, n = 256, (8, 16)[seed % 2]
+    x = np.stack(
+        [
+            rng.normal(size=(b, n)),
+            rng.random((b, n)) < rng.random((b, 1)),  # pass/fail at each prompt's own rate
+            rng.random((b, n)) < 0.9,  # format
+        ],
+        axis=-1,
+    ).astype(np.float32)
+    opts = {"eps_placement": "outside", "ddof": 1, "zero_variance_rtol": None, "singleton": "zero"}
+    for weights in (None, np.asarray([1.0, 2.0, 0.5])):
+        for eps in (1e-6, 1e-4):
+            got = kernel.dense(name, torch.from_numpy(x), weights, eps=eps, **opts)
+            assert got is not None
+            t = torch.from_numpy(x)
+            ops = {"eps": eps, "outside": True, "ddof": 1, "rtol": 64 * 2.2e-16, "floor": 0.0}
+            w = None if weights is None else torch.from_numpy(weights.astype(np.float32))
+            assert kernel.dense_ops(name, t, w, shape=t.shape[:-1], **ops) is not None
+            want = ESTIMATORS[name](x.astype(np.float64), weights=weights, eps=eps)
+            _close(got.numpy(), want)

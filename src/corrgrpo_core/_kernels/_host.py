@@ -174,11 +174,14 @@ def corrgrpo(
 
 def _grpo(x: Array, w: Array | None, *, eps: float, outside: bool, ddof: int, rtol: float) -> Array | None:
     n, k = x.shape[1], x.shape[2]
+    largest = None  # (B,): a bound on sum_k |shifted component| of a row of the group
     if k == 1 and w is None:
         c, ref = _shifted(x[..., 0].T, None)  # (n, B)
     else:  # sum the shifted components: a large offset of one component costs no precision
         parts, ref_k = _shifted(np.transpose(x, (1, 2, 0)), w)  # (n, K, B)
         c, ref = np.add.reduce(parts, axis=1), np.add.reduce(ref_k, axis=0)
+        if k > 1:  # one component: its rounding is relative to the total itself, no cancellation
+            largest = np.add.reduce(np.maximum.reduce(np.abs(parts, out=parts), axis=0), axis=0)
         del parts
     stats = _moments(c, ref, n, rtol)
     if stats is None:
@@ -187,7 +190,22 @@ def _grpo(x: Array, w: Array | None, *, eps: float, outside: bool, ddof: int, rt
     ss /= n - ddof
     den = _den(ss, eps, outside)
     den[~varies] = np.inf  # z = 0 for a group whose total does not vary
+    if largest is not None:
+        np.divide(largest, den, out=largest)  # 0 where the total does not vary (den inf)
+        if _cancels(float(largest.max()), k, x.dtype, amplify=1 + math.sqrt(n / (n - ddof))):
+            return None
     return _rows_out(c, den)
+
+
+def _cancels(ratio: float, k: int, dtype: Any, *, amplify: float = 1.0) -> bool:
+    """Whether a group's numerator is mostly cancellation, which float32 cannot keep to 1e-4 of
+    the advantages' scale. ``ratio``: the largest over groups of (a bound on sum_k |term| of a row)
+    over the advantages' denominator (or the group's largest |numerator| where that is larger).
+    Shifted (and weighted) terms round to at most (K + 1) eps times their |sum| (eps / 2 per
+    product and per partial sum), an error the advantages see over the denominator, ``amplify``
+    times where the denominator is the numerator's own spread (1 + sqrt(n / (n - ddof))).
+    Declined above 5e-5: a margin of 2 for the terms left out (the centring, the division)."""
+    return (k + 1) * _EPS[np.dtype(dtype)] * amplify * ratio > 5e-5
 
 
 def _component_variances(
@@ -215,6 +233,7 @@ def _corrgrpo(
     c, ss, varies = stats
     inv = np.zeros_like(ss)
     np.divide(1.0, np.sqrt(ss, out=ss), out=inv, where=varies)
+    largest = np.add.reduce(ss, axis=0)  # sum_k std_k: a bound on sum_k |c_ik| (see below)
     num = np.add.reduce(c, axis=1)  # (n, B): the centred total
     c *= inv
     zsum = np.add.reduce(c, axis=1)  # sum_k z_ik
@@ -225,7 +244,21 @@ def _corrgrpo(
     den = _den(np.maximum(corr, floor, out=corr), eps, outside)
     if eps <= 0:
         den[den <= 0] = np.inf  # advantage 0 where the denominator is 0, as the generic path
+    if x.shape[2] > 1 and _cancels(_corr_ratio(largest, num, den, n, ddof), x.shape[2], x.dtype):
+        return None
     return _rows_out(num, den)
+
+
+def _corr_ratio(std_sum: Array, num: Array, den: Array, n: int, ddof: int) -> float:
+    """For :func:`_cancels`: the largest over groups of sum_k |c_ik| (at most sum_k std_k
+    sqrt((n - ddof)(n - 1) / n), as |centred c_ik| <= sqrt((n - 1) / n sum_i c_ik^2)) over the
+    larger of the denominator and the group's largest |numerator|. A group whose centred total is
+    exactly 0 in every row (components that cancel exactly, as pass/fail against its complement)
+    keeps advantage 0 and is left out."""
+    top = np.maximum.reduce(np.abs(num), axis=0)
+    q = np.divide(np.maximum(den, top), std_sum)  # the inverse ratio: inf where no component varies
+    least = float(np.minimum.reduce(q, where=top > 0, initial=np.inf))
+    return math.sqrt((n - ddof) * (n - 1) / n) / least
 
 
 def _abs_sum_k(c: Array, out: Array | None = None) -> Array:

@@ -33,6 +33,7 @@ _HOST_DTYPES = {torch.float32: np.float32, torch.float64: np.float64, torch.floa
 # pages (madvise): a fresh page of a large tensor otherwise costs a page fault every 4 KiB.
 _HUGE = 1 << 22
 _EPS32, _EPS64 = float(np.finfo(np.float32).eps), float(np.finfo(np.float64).eps)
+_EPS = {torch.float32: _EPS32, torch.float64: _EPS64}
 
 
 def empty(shape: tuple[int, ...], dtype: Any, device: Any) -> Array:
@@ -173,31 +174,45 @@ def dense_ops(
 ) -> Array | None:
     """The same maths as torch calls, for tensors off the host (CUDA and others); ``x`` is (B, n, K)."""
     n, k = x.shape[1], x.shape[2]
+    unit = (k + 1) * _EPS[x.dtype]  # rounding of a sum of K shifted (weighted) terms, per |term|
     if estimator == "grpo":
+        largest = None
         if k == 1 and w is None:
             c, ref = _shifted(x[..., 0].t(), None)  # (n, B)
         else:  # sum the shifted components: a large offset of one component costs no precision
             parts, ref_k = _shifted(x.permute(1, 2, 0), w)
             c, ref = parts.sum(1), ref_k.sum(0)
+            if k > 1:  # a bound on sum_k |term| of a row: the cancellation guard of _host._cancels
+                largest = parts.abs_().amax(0).sum(0)
         stats = _moments(c, ref, n, rtol)
         if stats is None:
             return None
         ss, varies = stats
         den = _den(ss.div_(n - ddof), eps, outside)
         den = torch.where(varies & (den > 0), den, torch.full_like(den, float("inf")))
+        if largest is not None:
+            amplify = 1 + (n / (n - ddof)) ** 0.5
+            if bool((largest.mul_(unit * amplify) > den * 5e-5).any()):
+                return None  # mostly cancellation: the float64 generic path
         return _rows_out(c, den, shape)
     c, ref = _shifted(x.permute(1, 2, 0), w)  # (n, K, B)
     stats = _moments(c, ref, n, rtol)
     if stats is None:
         return None
     ss, varies = stats
-    inv = torch.where(varies, ss.div_(n - ddof).rsqrt_(), torch.zeros_like(ss))
+    std = ss.div_(n - ddof).sqrt_()
+    inv = torch.where(varies, std.reciprocal(), torch.zeros_like(ss))
+    largest = std.sum(0).mul_(((n - ddof) * (n - 1) / n) ** 0.5)  # as _host._corrgrpo
     num = c.sum(1)  # (n, B): the centred total
     zsum = c.mul_(inv).sum(1)  # sum_k z_ik; c is not needed after this
     corr = zsum.square_().sum(0).div_(n - ddof)
     corr.masked_fill_(corr <= noise_floor(n, k, _HOST_DTYPES[x.dtype]), 0.0)  # rounding, not signal
     den = _den(corr.clamp_min_(floor), eps, outside)
     den = torch.where(den > 0, den, torch.full_like(den, float("inf")))  # 0 where den is 0
+    if k > 1:  # the cancellation guard of _host._corrgrpo (rows whose centred total is exactly 0 kept)
+        top = num.abs().amax(0)
+        if bool(((largest.mul_(unit) > torch.maximum(den, top) * 5e-5) & (top > 0)).any()):
+            return None
     return _rows_out(num, den, shape)
 
 
