@@ -216,7 +216,7 @@ def group_table(
     n_groups: int,
     *,
     weights: Array,
-    nan_policy: str = "raise",
+    nan_policy: cc.NanPolicy = "raise",
     detail: Sequence[int] = (),
     min_correlation_sum: float = 0.0,
 ) -> GroupTable:
@@ -313,7 +313,7 @@ def explain(
     *,
     estimators: Sequence[str] = DEFAULT_ESTIMATORS,
     weights: Array | None = None,
-    nan_policy: str = "raise",
+    nan_policy: cc.NanPolicy = "raise",
     detail: Sequence[int] | None = None,
 ) -> Explanation:
     """Compute everything ``corrgrpo explain`` prints for ``batch``.

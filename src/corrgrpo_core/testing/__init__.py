@@ -6,7 +6,7 @@ Anyone reimplementing CorrGRPO (another framework, language or kernel) can run
 """
 
 from ._checks import check_advantage_estimator, check_batch
-from ._oracles import (
+from .._oracles import (
     ORACLES,
     corrgrpo_oracle,
     dr_grpo_oracle,
