@@ -79,6 +79,20 @@ def _policies(nan_policy: str, singleton: str) -> None:
     check_choice("singleton", singleton, SINGLETON_POLICIES)
 
 
+def _z_options(
+    eps: float,
+    eps_placement: str,
+    ddof: int,
+    zero_variance_rtol: float | None,
+    nan_policy: str,
+    singleton: str,
+) -> tuple[float, int, float | None]:
+    """The options of a normalised estimator, checked in one call (the kernel route is short):
+    eps, ddof and the zero-variance tolerance, as the estimators take them."""
+    _policies(nan_policy, singleton)
+    return _eps(eps, eps_placement), check_int("ddof", ddof), _rtol_option(zero_variance_rtol)
+
+
 @overload
 def corrgrpo_advantage(
     scores: Array,
@@ -184,12 +198,8 @@ def corrgrpo_advantage(
     >>> np.round(cc.corrgrpo_advantage(s), 4)
     array([-1.8607,  0.9304,  1.8607, -0.9304])
     """
-    eps = _eps(eps, eps_placement)
-    ddof = check_int("ddof", ddof)
+    eps, ddof, rtol = _z_options(eps, eps_placement, ddof, zero_variance_rtol, nan_policy, singleton)
     floor = check_number("min_correlation_sum", min_correlation_sum)
-    rtol = _rtol_option(zero_variance_rtol)
-    _policies(nan_policy, singleton)
-    options = {"eps": eps, "eps_placement": eps_placement, "ddof": ddof, "zero_variance_rtol": rtol}
     if return_stats:
         warnings.warn(
             "corrgrpo_advantage(return_stats=True) is deprecated; call advantage_stats(scores, group_ids, ...) "
@@ -229,9 +239,12 @@ def corrgrpo_advantage(
         group_ids,
         xp,
         weights=weights,
+        eps=eps,
+        eps_placement=eps_placement,
+        ddof=ddof,
+        zero_variance_rtol=rtol,
         singleton=singleton,
         min_correlation_sum=floor,
-        **options,
     )
     if fast is not None:
         return fast
@@ -341,11 +354,8 @@ def grpo_advantage(
     array([[-0.6693,  0.3347,  0.6693, -0.3347],
            [-1.3387,  0.6693,  1.3387, -0.6693]])
     """
-    eps = _eps(eps, eps_placement)
-    ddof = check_int("ddof", ddof)
+    eps, ddof, rtol = _z_options(eps, eps_placement, ddof, zero_variance_rtol, nan_policy, singleton)
     check_choice("std_scope", std_scope, STD_SCOPES)
-    rtol = _rtol_option(zero_variance_rtol)
-    _policies(nan_policy, singleton)
     if std_scope == "group":
         fast = _kernels.dense_estimator(
             "grpo",

@@ -113,8 +113,7 @@ def stats_from_parts(
     degenerate_threshold: float = 0.01,
 ) -> AdvantageStats:
     """Assemble :class:`AdvantageStats` from the pieces CorrGRPO computed anyway."""
-    from ._estimators import denominator, total_moments, unscaled
-    from ._stats import divisor
+    from ._estimators import denominator, divisor, total_moments, unscaled
 
     xp = batch.xp
     unit = batch.unit  # the weighted scores were multiplied by this power of two (1 almost always)

@@ -13,7 +13,7 @@ from typing import Any
 
 from ._batch import Batch, max_abs
 from ._lib._compat import Array, Namespace, array_namespace, is_lazy_array
-from ._stats import Moments, _sum_k, batch_moments, divisor, group_moments
+from ._stats import Moments, _sum_k, batch_moments, group_moments
 
 
 def denominator(spread_sq: Array, eps: float, placement: str, xp: Namespace, unit: float = 1.0) -> Array:
@@ -52,6 +52,17 @@ def unscaled(x: Array, unit: float, what: str = "the advantages") -> Array:
         if unit == 0.0:  # the two rescalings' product underflowed, and x passed the check: all zero
             return x
     return x / unit
+
+
+def divisor(den: Array, ok: Array, xp: Namespace) -> Array:
+    """``den`` where ``ok``, inf elsewhere: the library's one zero-denominator convention.
+
+    A quotient whose denominator is zero or undefined (no variation, no degrees of freedom left,
+    eps = 0) is defined as 0; dividing a finite value by this divisor gives exactly that, with the
+    guard applied once to the small scope-level array instead of to every row
+    (:func:`corrgrpo_core._stats.moments` writes its ``1 / std`` the same way).
+    """
+    return xp.where(ok, den, xp.full_like(den, float("inf")))
 
 
 def _zscore_den(m: Moments, eps: float, placement: str, xp: Namespace, unit: float = 1.0) -> Array:

@@ -143,6 +143,10 @@ class Groups:
             return self.expand(g).mul_(x).sum(dim=-1, keepdim=True)
         return xp.sum(x * self.expand(g), axis=-1, keepdims=True)
 
+    def group_sum(self, x: Array) -> Array:
+        """Sum of ``x`` over each row's group, broadcastable against ``x``."""
+        return self.expand(self.reduce(x))
+
     def reference(self, x: Array) -> Array:
         """Group level: the value of one row of each group."""
         r = self.ragged

@@ -122,6 +122,10 @@ class EstimatorSpec:
             p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name not in _NOT_OPTIONS
         )
 
+    @cached_property
+    def _option_set(self) -> frozenset[str]:
+        return frozenset(self.options)
+
     @property
     def config_options(self) -> tuple[str, ...]:
         """The options a framework config may set: all but ``weights`` and ``xp``, which an adapter
@@ -226,11 +230,10 @@ def compute_advantages(
     array([-1.0954,  0.5477,  1.0954, -0.5477])
     """
     spec = get_estimator(estimator)
-    if options:
-        unknown = sorted(set(options) - set(spec.options))
-        if unknown:
-            raise TypeError(
-                f"estimator {estimator!r} takes no option(s) {', '.join(unknown)}; "
-                f"its options: {', '.join(spec.options)}"
-            )
+    if options and not spec._option_set.issuperset(options):
+        unknown = sorted(set(options) - spec._option_set)
+        raise TypeError(
+            f"estimator {estimator!r} takes no option(s) {', '.join(unknown)}; "
+            f"its options: {', '.join(spec.options)}"
+        )
     return spec.fn(scores, group_ids, **options)

@@ -142,16 +142,6 @@ class Moments:
         return self.row_sum(self.inv_std_g)
 
 
-def divisor(den: Array, ok: Array, xp: Namespace) -> Array:
-    """``den`` where ``ok``, inf elsewhere: the library's one zero-denominator convention.
-
-    A quotient whose denominator is zero or undefined (no variation, no degrees of freedom,
-    eps = 0) is defined as 0; dividing a finite value by this divisor gives exactly that, with
-    the guard applied once to the small scope-level array rather than to each row.
-    """
-    return xp.where(ok, den, xp.full_like(den, float("inf")))
-
-
 def _sum_k(x: Array, xp: Namespace) -> Array:
     if is_numpy_namespace(xp):  # einsum: one tight loop over a short last axis
         import numpy as np
@@ -226,7 +216,7 @@ def moments(
     threshold = _update(inplace, "multiply", _update(inplace, "multiply", mean_sq, rtol * rtol), safe_count)
     varies = (sum_sq > threshold) & positive & (var > 0)  # var: a subnormal sum of squares over dof can round to 0
     std = xp.sqrt(var)
-    inv_std = 1.0 / divisor(std, varies, xp)
+    inv_std = 1.0 / xp.where(varies, std, xp.full_like(std, float("inf")))  # 0 where it does not vary
     m = Moments(
         scope=scope,
         # Centred already: keep only those (shifted by their mean, 0), not the shifted values too.
@@ -251,7 +241,7 @@ def _update(inplace: bool, op: str, a: Array, b: Any) -> Array:
 
         if np.broadcast_shapes(a.shape, np.shape(b)) == a.shape:
             return getattr(np, op)(a, b, out=a)
-    return {"subtract": a.__sub__, "add": a.__add__, "multiply": a.__mul__}[op](b)
+    return {"divide": a.__truediv__, "subtract": a.__sub__, "add": a.__add__, "multiply": a.__mul__}[op](b)
 
 
 def group_moments(x: Array, valid: Array | None, groups: Groups, *, ddof: int, rtol: float) -> Moments:

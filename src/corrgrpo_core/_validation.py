@@ -113,6 +113,10 @@ def check_number(
     ...
     TypeError: eps must be a non-negative number, got '1e-6' (str)
     """
+    if type(value) is float or type(value) is int:  # the common case, checked in a few operations
+        number = float(value)
+        if (number > minimum if strict else number >= minimum) and (not finite or number < math.inf):
+            return number
     if minimum == 0.0:
         what = "a positive number" if strict else "a non-negative number"
     else:
@@ -146,6 +150,8 @@ def check_int(name: str, value: object, *, minimum: int = 0) -> int:
     ...
     TypeError: ddof must be a non-negative integer, got 1.5 (float)
     """
+    if type(value) is int and value >= minimum:
+        return value
     what = "a non-negative integer" if minimum == 0 else f"an integer >= {minimum}"
     kind = getattr(getattr(value, "dtype", None), "kind", "")
     if isinstance(value, bool) or not (isinstance(value, int) or (kind in "iu" and kind != "")):
