@@ -47,7 +47,7 @@ def _close(got, want):
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * scale)
 
 
-ESTIMATORS = {"grpo": cc.grpo_advantage, "corrgrpo": cc.corrgrpo_advantage}
+ESTIMATORS = {"grpo": cc.grpo_advantage, "corrgrpo": cc.corr_normalized_advantage}
 
 
 @pytest.mark.parametrize("name", sorted(ESTIMATORS))
@@ -84,7 +84,7 @@ def test_torch_ops_path_matches_host_path(name, dtype, x):
 
 def test_one_group_of_n_rows_and_the_paper_example():
     s = np.array([[0.1, 0.18, 0.8], [0.18, 0.1, 7.28], [0.82, 0.9, 8], [0.9, 0.82, 1.52]], dtype=np.float32)
-    got = cc.corrgrpo_advantage(torch.from_numpy(s))
+    got = cc.corr_normalized_advantage(torch.from_numpy(s))
     np.testing.assert_allclose(got.numpy(), [-1.86071, 0.93036, 1.86071, -0.93036], atol=1e-4)
     np.testing.assert_allclose(
         cc.grpo_advantage(torch.from_numpy(s)).numpy(), [-1.09544, 0.54772, 1.09544, -0.54772], atol=1e-4
@@ -93,14 +93,14 @@ def test_one_group_of_n_rows_and_the_paper_example():
 
 def test_constant_groups_give_exact_zeros_in_float32():
     x = torch.full((3, 7, 2), 0.1, dtype=torch.float32)  # 0.1 is not dyadic: a mean would round
-    assert torch.equal(cc.corrgrpo_advantage(x), torch.zeros(3, 7))
+    assert torch.equal(cc.corr_normalized_advantage(x), torch.zeros(3, 7))
     assert torch.equal(cc.grpo_advantage(x), torch.zeros(3, 7))
 
 
 def test_inputs_are_not_mutated_and_the_kernel_declines_what_it_does_not_cover():
     x = torch.rand(4, 8, 3)
     before = x.clone()
-    cc.corrgrpo_advantage(x, weights=[1.0, 2.0, 3.0])
+    cc.corr_normalized_advantage(x, weights=[1.0, 2.0, 3.0])
     cc.grpo_advantage(x)
     assert torch.equal(x, before)
     opts = {
@@ -125,9 +125,9 @@ def test_nan_and_inf_reach_the_generic_path():
     x = torch.rand(2, 4, 3)
     x[1, 2, 0] = float("nan")
     with pytest.raises(ValueError, match="NaN"):
-        cc.corrgrpo_advantage(x)
-    got = cc.corrgrpo_advantage(x, nan_policy="ignore")
-    want = cc.corrgrpo_advantage(x.double().numpy(), nan_policy="ignore")
+        cc.corr_normalized_advantage(x)
+    got = cc.corr_normalized_advantage(x, nan_policy="ignore")
+    want = cc.corr_normalized_advantage(x.double().numpy(), nan_policy="ignore")
     _close(got.numpy(), want)
     x[1, 2, 0] = float("inf")
     with pytest.raises(ValueError, match="inf"):
@@ -136,7 +136,7 @@ def test_nan_and_inf_reach_the_generic_path():
 
 def test_gradients_flow_through_the_generic_path():
     x = torch.rand(3, 4, 2, dtype=torch.float64, requires_grad=True)
-    cc.corrgrpo_advantage(x).sum().backward()
+    cc.corr_normalized_advantage(x).sum().backward()
     assert x.grad is not None
 
 
