@@ -477,8 +477,7 @@ def mo_grpo_advantage(
     >>> np.round(cc.mo_grpo_advantage(np.array([[0.0, 10.0], [1.0, 30.0]])), 4)
     array([-1.4142,  1.4142])
     """
-    eps = _eps(eps, eps_placement)
-    ddof = check_int("ddof", ddof)
+    eps, ddof, rtol = _z_options(eps, eps_placement, ddof, zero_variance_rtol, nan_policy, singleton)
     return _run(
         "mo_grpo",
         scores,
@@ -487,7 +486,7 @@ def mo_grpo_advantage(
         nan_policy,
         singleton,
         xp,
-        zero_variance_rtol,
+        rtol,
         lambda b, rtol: est.mo_grpo(b, eps=eps, eps_placement=eps_placement, ddof=ddof, rtol=rtol),
     )
 
@@ -518,8 +517,7 @@ def gdpo_advantage(
     >>> np.round(cc.gdpo_advantage(s), 4)
     array([-1.1534, -0.4119,  1.1534,  0.4119])
     """
-    eps = _eps(eps, eps_placement)
-    ddof = check_int("ddof", ddof)
+    eps, ddof, rtol = _z_options(eps, eps_placement, ddof, zero_variance_rtol, nan_policy, singleton)
     return _run(
         "gdpo",
         scores,
@@ -528,7 +526,7 @@ def gdpo_advantage(
         nan_policy,
         singleton,
         xp,
-        zero_variance_rtol,
+        rtol,
         lambda b, rtol: est.gdpo(b, eps=eps, eps_placement=eps_placement, ddof=ddof, rtol=rtol),
     )
 
