@@ -208,8 +208,17 @@ def _progress(total: int, *, enabled: bool, label: str) -> Iterator[Callable[[],
 
 
 def _cmd_explain(args: argparse.Namespace, out: TextIO) -> int:
-    from .explain import DEFAULT_ESTIMATORS, example_batch, explain, render_explanation
-    from .io import parse_weights, read_rewards
+    from .io import returning_pool
+
+    if args.example or args.file is None:
+        return _explain(args, out)
+    with returning_pool():  # before the first read: pyarrow's default pool keeps what it frees
+        return _explain(args, out)
+
+
+def _explain(args: argparse.Namespace, out: TextIO) -> int:
+    from .explain import DEFAULT_ESTIMATORS, example_batch, explain_file, explain_shown, render_explanation
+    from .io import parse_weights
 
     if args.example == (args.file is not None):
         raise CliError("give a reward file or --example (not both)")
@@ -224,35 +233,33 @@ def _cmd_explain(args: argparse.Namespace, out: TextIO) -> int:
 
         if is_run(Path(args.file), step_col=args.step_col, file_format=args.file_format):
             return _cmd_explain_run(args, out)
+    estimators = args.estimators or DEFAULT_ESTIMATORS
     if args.example:
-        batch = example_batch()
+        report, shown = explain_shown(
+            example_batch(),
+            estimators=estimators,
+            weights=parse_weights(args.weights, example_batch().components),
+            nan_policy=args.nan_policy,
+            max_groups=args.max_groups,
+            plot_group=args.plot_group,
+        )
     else:
-        batch = read_rewards(
+        report, shown = explain_file(
             args.file,
             group_col=args.group_col or "group",
             components=args.components,
             file_format=args.file_format,
-            allow_nan=args.nan_policy == "ignore",
+            nan_policy=args.nan_policy,
+            estimators=estimators,
+            weights=lambda names: parse_weights(args.weights, names),
+            max_groups=args.max_groups,
+            plot_group=args.plot_group,
         )
-    weights = parse_weights(args.weights, batch.components)
-    group = 0
-    if args.plot_group is not None:
-        if args.plot_group not in batch.group_labels:
-            raise CliError(f"--plot-group {args.plot_group!r} is not a group in the file")
-        group = batch.group_labels.index(args.plot_group)
-    detail = sorted({*range(min(args.max_groups, batch.n_groups)), group})
-    report = explain(
-        batch,
-        estimators=args.estimators or DEFAULT_ESTIMATORS,
-        weights=weights,
-        nan_policy=args.nan_policy,
-        detail=detail,
-    )
     out.write(render_explanation(report, max_groups=args.max_groups) + "\n")
     if args.plot:
         from .plots import plot_explanation
 
-        path = plot_explanation(report, args.plot, group=detail.index(group))
+        path = plot_explanation(report, args.plot, group=shown)
         out.write(f"plot written to {path}\n")
     return 0
 

@@ -74,7 +74,7 @@ def plot_explanation(ex: Explanation, path: str | Path, *, group: int = 0) -> Pa
     its share of CorrGRPO's correlation sum, and the advantages each estimator gives."""
     plt = _pyplot()
     view = ex.groups[group]
-    names = list(ex.batch.components)
+    names = list(ex.components)
     fig, axes = plt.subplots(1, 3, figsize=(13, 4.2), gridspec_kw={"width_ratios": [1, 1, 1.3]})
     cov_share = view.covariance / view.covariance_sum if view.covariance_sum > 0 else view.covariance
     corr_share = view.correlation / view.correlation_sum if view.correlation_sum > 0 else view.correlation
@@ -88,7 +88,7 @@ def plot_explanation(ex: Explanation, path: str | Path, *, group: int = 0) -> Pa
     for i, name in enumerate(ex.estimators):
         ax.bar(
             np.arange(rows.size) + (i - (len(ex.estimators) - 1) / 2) * width,
-            ex.advantages[name][rows],
+            view.advantages[name],
             width,
             label=name,
         )
@@ -97,7 +97,7 @@ def plot_explanation(ex: Explanation, path: str | Path, *, group: int = 0) -> Pa
     ax.set_xlabel("rollout (file row)")
     ax.set_title(f"advantages (c_q = {view.c_q:.3f})", fontsize=10)
     ax.legend(fontsize=8)
-    fig.suptitle(f"group {view.label}: {ex.batch.source}", fontsize=11)
+    fig.suptitle(f"group {view.label}: {ex.source}", fontsize=11)
     fig.tight_layout()
     out = _save(fig, path)
     plt.close(fig)
