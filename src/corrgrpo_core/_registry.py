@@ -161,11 +161,11 @@ def register_estimator(
     Examples
     --------
     >>> import corrgrpo_core as cc
-    >>> spec = cc.register_estimator("grpo_trl_eps", lambda s, g=None, **kw: cc.grpo_advantage(s, g, eps=1e-4, **kw),
-    ...                              "GRPO with TRL's eps", scope="group", numerator="total", centred=True)
+    >>> spec = cc.register_estimator("centred_total", cc.dr_grpo_advantage, "Dr.GRPO under another name",
+    ...                              scope="group", numerator="total", centred=True)
     >>> from corrgrpo_core.objectives import filter_criterion_for
-    >>> filter_criterion_for("grpo_trl_eps")
-    'total'
+    >>> filter_criterion_for("centred_total"), spec.group_local()
+    ('total', True)
     """
     if name in _REGISTRY:
         raise ValueError(f"an estimator named {name!r} is already registered")
