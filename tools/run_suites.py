@@ -6,10 +6,15 @@ Each folder ``ci/envs/NAME/`` describes one environment:
   ``ROOT`` (the repository root) set, from the repository root.
 * ``*.args`` files each hold pytest arguments (test paths, ``-m`` expressions); several issues can
   add their own file to the same environment without touching each other's.
+* ``*.cmd`` files each make one step that is not a test suite (lint: ``ruff``, ``mypy``): one command
+  a line, run without a shell from the repository root with the environment's ``bin/`` first on
+  ``PATH``. Every line runs; the step fails when any of them exits non-zero.
 
-Usage: ``python3 tools/run_suites.py [NAME ...] [--reuse]``. Environments are installed in parallel
-(installs wait on the network, tests on the CPU), then the suites run one after another. The run
-fails when any suite fails, errors, or collects no test.
+Usage: ``python3 tools/run_suites.py [NAME | NAME/STEP ...] [--reuse]``: ``core`` runs that
+environment's steps and its suite, ``core/lint`` only the step ``ci/envs/core/lint.cmd``.
+Environments are installed in parallel (installs wait on the network, tests on the CPU), then each
+environment's steps and suite run one after another. The run fails when any step fails, or any
+suite fails, errors, or collects no test.
 """
 
 from __future__ import annotations
@@ -46,11 +51,22 @@ def _install(name: str, *, reuse: bool) -> tuple[str, int, float, str]:
         return name, 0, 0.0, "reused"
     subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
     log = venv / "install.log"
-    environ = dict(os.environ, VENV=str(venv), PY=str(venv / "bin" / "python"), ROOT=str(ROOT),
-                   PIP_CONSTRAINT=str(ROOT / "ci" / "constraints.txt"))
+    environ = dict(
+        os.environ,
+        VENV=str(venv),
+        PY=str(venv / "bin" / "python"),
+        ROOT=str(ROOT),
+        PIP_CONSTRAINT=str(ROOT / "ci" / "constraints.txt"),
+    )
     with log.open("w") as handle:
-        proc = subprocess.run(["bash", "-euo", "pipefail", str(env / "install.sh")], cwd=ROOT,
-                              env=environ, stdout=handle, stderr=subprocess.STDOUT, check=False)
+        proc = subprocess.run(
+            ["bash", "-euo", "pipefail", str(env / "install.sh")],
+            cwd=ROOT,
+            env=environ,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            check=False,
+        )
     if proc.returncode == 0:
         stamp_file.write_text(_stamp(env))
     tail = "" if proc.returncode == 0 else "".join(log.read_text().splitlines(True)[-40:])
@@ -70,12 +86,26 @@ def _run(name: str) -> tuple[int, dict[str, int], float]:
     venv = VENVS / name
     junit = venv / "junit.xml"
     junit.unlink(missing_ok=True)
-    environ = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", HF_HUB_OFFLINE="1",
-                   HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false",
-                   HYPOTHESIS_PROFILE=os.environ.get("HYPOTHESIS_PROFILE", "ci"),
-                   PATH=f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}")
-    cmd = [str(venv / "bin" / "python"), "-m", "pytest", *_pytest_args(name),
-           f"--junitxml={junit}", "-p", "no:cacheprovider"]
+    environ = dict(
+        os.environ,
+        OMP_NUM_THREADS="1",
+        MKL_NUM_THREADS="1",
+        HF_HUB_OFFLINE="1",
+        HF_DATASETS_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        TOKENIZERS_PARALLELISM="false",
+        HYPOTHESIS_PROFILE=os.environ.get("HYPOTHESIS_PROFILE", "ci"),
+        PATH=f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
+    )
+    cmd = [
+        str(venv / "bin" / "python"),
+        "-m",
+        "pytest",
+        *_pytest_args(name),
+        f"--junitxml={junit}",
+        "-p",
+        "no:cacheprovider",
+    ]
     print(f"\n=== suite {name}: {shlex.join(cmd[1:])}", flush=True)
     start = time.monotonic()
     code = subprocess.run(cmd, cwd=ROOT, env=environ, check=False).returncode
@@ -87,15 +117,49 @@ def _run(name: str) -> tuple[int, dict[str, int], float]:
     return code, counts, time.monotonic() - start
 
 
+def _commands(file: Path) -> list[list[str]]:
+    lines = (line.strip() for line in file.read_text().splitlines())
+    return [shlex.split(line) for line in lines if line and not line.startswith("#")]
+
+
+def _step(name: str, file: Path) -> tuple[list[str], list[str], float]:
+    """Run the commands of one ``*.cmd`` file in the environment ``name``: (passed, failed) commands."""
+    venv = VENVS / name
+    # Caches per environment: mypy's results depend on which packages are installed.
+    environ = dict(
+        os.environ,
+        PATH=f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
+        MYPY_CACHE_DIR=str(venv / ".mypy_cache"),
+        RUFF_CACHE_DIR=str(venv / ".ruff_cache"),
+    )
+    passed: list[str] = []
+    failed: list[str] = []
+    start = time.monotonic()
+    for cmd in _commands(file):
+        print(f"\n=== step {name}/{file.stem}: {shlex.join(cmd)}", flush=True)
+        code = subprocess.run(cmd, cwd=ROOT, env=environ, check=False).returncode
+        (passed if code == 0 else failed).append(shlex.join(cmd))
+    return passed, failed, time.monotonic() - start
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("envs", nargs="*", help="environments to run (default: all)")
+    parser.add_argument("envs", nargs="*", help="environments (NAME) or steps (NAME/STEP); default: all")
     parser.add_argument("--reuse", action="store_true", help="keep an environment whose spec is unchanged")
     opts = parser.parse_args()
-    names = opts.envs or sorted(p.name for p in ENVS.iterdir() if (p / "install.sh").is_file())
-    unknown = [n for n in names if not (ENVS / n / "install.sh").is_file()]
-    if unknown:
-        parser.error(f"unknown environment(s) {unknown}; known: {sorted(p.name for p in ENVS.iterdir())}")
+    known = sorted(p.name for p in ENVS.iterdir() if (p / "install.sh").is_file())
+    # environment -> the steps asked for (None: all its steps and its suite)
+    plan: dict[str, set[str] | None] = {}
+    for entry in opts.envs or known:
+        name, _, step = entry.partition("/")
+        if name not in known:
+            parser.error(f"unknown environment {name!r}; known: {known}")
+        if step and not (ENVS / name / f"{step}.cmd").is_file():
+            steps = sorted(f.stem for f in (ENVS / name).glob("*.cmd"))
+            parser.error(f"environment {name!r} has no step {step!r}; its steps: {steps}")
+        steps_so_far = plan.get(name, set())
+        plan[name] = None if not step or steps_so_far is None else {*steps_so_far, step}
+    names = list(plan)
     VENVS.mkdir(exist_ok=True)
 
     failed_installs: list[str] = []
@@ -112,6 +176,19 @@ def main() -> int:
             rows.append((name, "install failed", 0.0))
             failed += 1
             continue
+        wanted = plan[name]
+        for file in sorted((ENVS / name).glob("*.cmd")):
+            if wanted is not None and file.stem not in wanted:
+                continue
+            ok_cmds, bad_cmds, secs = _step(name, file)
+            passed += len(ok_cmds)
+            failed += len(bad_cmds)
+            status = f"{len(ok_cmds)} of {len(ok_cmds) + len(bad_cmds)} commands passed"
+            if bad_cmds:
+                status += f"; FAILED: {', '.join(bad_cmds)}"
+            rows.append((f"{name}/{file.stem}", status, secs))
+        if wanted is not None:
+            continue
         code, c, secs = _run(name)
         ok = c["tests"] - c["failures"] - c["errors"] - c["skipped"]
         passed += ok
@@ -124,7 +201,7 @@ def main() -> int:
 
     print("\n=== summary")
     for name, status, secs in rows:
-        print(f"{name:>12}: {status} [{secs:.0f} s]")
+        print(f"{name:>14}: {status} [{secs:.0f} s]")
     print(f"{passed} passed, {failed} failed", flush=True)
     return 1 if failed else 0
 

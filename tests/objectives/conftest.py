@@ -2,23 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, settings
-
-settings.register_profile(
-    "ci",
-    derandomize=True,
-    database=None,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-)
-settings.register_profile("dev", deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 BACKENDS = ("numpy", "array_api_strict", "torch", "jax")
 

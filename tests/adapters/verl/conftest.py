@@ -5,22 +5,26 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import warnings
 from collections.abc import Sequence
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from _pytest.config import parse_warning_filter
 
 os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
-# verl's config folder (ppo_trainer.yaml and its defaults), found without importing verl.
-VERL_CONFIG_DIR = next(
-    Path(p) / "verl" / "trainer" / "config"
-    for p in sys.path
-    if (Path(p) / "verl" / "trainer" / "config" / "ppo_trainer.yaml").is_file()
-)
+if find_spec("verl") is not None:  # else tests/conftest.py skips this folder without importing it
+    # verl's config folder (ppo_trainer.yaml and its defaults), found without importing verl.
+    VERL_CONFIG_DIR = next(
+        Path(p) / "verl" / "trainer" / "config"
+        for p in sys.path
+        if (Path(p) / "verl" / "trainer" / "config" / "ppo_trainer.yaml").is_file()
+    )
 
 # A verl GRPO launch (from verl's GSM8K GRPO example) that the adapter's overrides are added to.
 GRPO_RECIPE = [
@@ -53,19 +57,25 @@ CORRGRPO_OVERRIDES = [
 ]
 
 
+# verl, ray and tensordict warn at import about optional engines and their own deprecations; the
+# project turns warnings into errors, so silence exactly those.
+_FRAMEWORK_WARNINGS = (
+    "ignore:.*engine is not available:UserWarning",
+    "ignore::DeprecationWarning",
+    "ignore::FutureWarning",
+    "ignore::PendingDeprecationWarning",
+    "ignore:.*NonTensorData.*:UserWarning",
+    "ignore:.*nested tensors.*:UserWarning",
+    "ignore::ResourceWarning",
+)
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    # verl, ray and tensordict warn at import about optional engines and their own deprecations; the
-    # project turns warnings into errors, so silence exactly those.
-    for line in (
-        "ignore:.*engine is not available:UserWarning",
-        "ignore::DeprecationWarning",
-        "ignore::FutureWarning",
-        "ignore::PendingDeprecationWarning",
-        "ignore:.*NonTensorData.*:UserWarning",
-        "ignore:.*nested tensors.*:UserWarning",
-        "ignore::ResourceWarning",
-    ):
+    for line in _FRAMEWORK_WARNINGS:
         config.addinivalue_line("filterwarnings", line)
+        # Loaded during collection (`pytest tests`), this conftest comes after pytest has set the
+        # collection's filters, and the test modules import verl then: apply the filter there too.
+        warnings.filterwarnings(*parse_warning_filter(line, escape=False))
 
 
 def _compose(overrides: Sequence[str]) -> Any:
