@@ -38,10 +38,6 @@ FRAMEWORKS = {"trl", "verl", "openrlhf"}
 
 # (rule, importing module, imported module) -> why it is allowed for now.
 KNOWN: dict[tuple[str, str, str], str] = {
-    ("layers", "corrgrpo_core._registry", "corrgrpo_core._api"): (
-        "the registry reaches back for the built-in estimators until their facts live on EstimatorSpec "
-        "and _api registers them (issue 18, item 1)"
-    ),
     (
         "backends",
         "corrgrpo_core._groups",
