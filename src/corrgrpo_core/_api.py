@@ -478,6 +478,20 @@ def mo_grpo_advantage(
     array([-1.4142,  1.4142])
     """
     eps, ddof, rtol = _z_options(eps, eps_placement, ddof, zero_variance_rtol, nan_policy, singleton)
+    fast = _kernels.dense_estimator(
+        "mo_grpo",
+        scores,
+        group_ids,
+        xp,
+        weights=weights,
+        eps=eps,
+        eps_placement=eps_placement,
+        ddof=ddof,
+        zero_variance_rtol=rtol,
+        singleton=singleton,
+    )
+    if fast is not None:
+        return fast
     return _run(
         "mo_grpo",
         scores,
@@ -518,6 +532,20 @@ def gdpo_advantage(
     array([-1.1534, -0.4119,  1.1534,  0.4119])
     """
     eps, ddof, rtol = _z_options(eps, eps_placement, ddof, zero_variance_rtol, nan_policy, singleton)
+    fast = _kernels.dense_estimator(
+        "gdpo",
+        scores,
+        group_ids,
+        xp,
+        weights=weights,
+        eps=eps,
+        eps_placement=eps_placement,
+        ddof=ddof,
+        zero_variance_rtol=rtol,
+        singleton=singleton,
+    )
+    if fast is not None:
+        return fast
     return _run(
         "gdpo",
         scores,
@@ -564,6 +592,23 @@ def gdpo_corr_advantage(
     check_choice("group_eps_placement", group_eps_placement, EPS_PLACEMENTS)
     ddof = check_int("ddof", ddof)
     floor = check_number("min_correlation_sum", min_correlation_sum)
+    _policies(nan_policy, singleton)
+    fast = _kernels.dense_estimator(
+        "gdpo_corr",
+        scores,
+        group_ids,
+        xp,
+        weights=weights,
+        eps=eps,
+        eps_placement=eps_placement,
+        ddof=ddof,
+        zero_variance_rtol=_rtol_option(zero_variance_rtol),
+        singleton=singleton,
+        min_correlation_sum=floor,
+        group_eps_placement=group_eps_placement,
+    )
+    if fast is not None:
+        return fast
     return _run(
         "gdpo_corr",
         scores,
@@ -625,6 +670,25 @@ def dara_advantage(
     ddof = check_int("ddof", ddof)
     floor = check_number("min_correlation_sum", min_correlation_sum)
     top = check_number("max_weight", max_weight, minimum=1.0)
+    _policies(nan_policy, singleton)
+    fast = _kernels.dense_estimator(
+        "dara",
+        scores,
+        group_ids,
+        xp,
+        weights=weights,
+        eps=eps,
+        eps_placement=placement,
+        ddof=ddof,
+        zero_variance_rtol=_rtol_option(zero_variance_rtol),
+        singleton=singleton,
+        min_correlation_sum=floor,
+        variant=variant,
+        base=base,
+        max_weight=top,
+    )
+    if fast is not None:
+        return fast
     return _run(
         "dara",
         scores,

@@ -73,7 +73,7 @@ def _zscore_den(m: Moments, eps: float, placement: str, xp: Namespace, unit: flo
 
 def _zscores(m: Moments, eps: float, placement: str, xp: Namespace, unit: float = 1.0) -> Array:
     """GDPO-style z-scores (x - mean) / (std + eps), zero for components that do not vary."""
-    return m.centred / m.scope.expand(_zscore_den(m, eps, placement, xp, unit))
+    return m.divided(_zscore_den(m, eps, placement, xp, unit))
 
 
 def _rows_only(batch: Batch, adv: Array) -> Array:

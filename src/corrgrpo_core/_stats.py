@@ -2,7 +2,9 @@
 
 Statistics are computed at *scope level* (one row per group, or one for the whole batch) and
 broadcast back to the rows only on demand: the ``N x K`` data is read by two reductions and one
-centring update, whatever the layout.
+centring update, whatever the layout. Plain array-API code: the sums and gathers that differ
+between backends are the scope's kernel's (:mod:`corrgrpo_core._kernels`). Updates written as
+``a op= b`` go into temporaries of ours (in place where the backend allows it, a new array on jax).
 """
 
 from __future__ import annotations
@@ -12,17 +14,22 @@ from functools import cached_property
 from typing import Any, Protocol
 
 from ._groups import Groups
-from ._lib._compat import Array, Namespace, array_namespace, is_numpy_namespace
+from ._kernels import Kernel, kernel_for
+from ._lib._compat import Array, Namespace, device
 
 
 class Scope(Protocol):
     """Where a statistic is taken: within each group (:class:`Groups`) or over the batch."""
 
+    @property
+    def xp(self) -> Namespace: ...
     def reduce(self, x: Array) -> Array: ...
     def shift(self, x: Array, g: Array) -> Array: ...
+    def divide(self, x: Array, g: Array) -> Array: ...
     def reduce_sq(self, x: Array) -> Array: ...
     def expand(self, g: Array) -> Array: ...
     def row_dot(self, x: Array, g: Array) -> Array: ...
+    def sum_k(self, x: Array) -> Array: ...
     def reference(self, x: Array) -> Array: ...
 
 
@@ -30,19 +37,18 @@ class Scope(Protocol):
 class BatchScope:
     """The whole batch as one scope (every row counts once)."""
 
-    xp: Namespace
+    kernel: Kernel
     axes: tuple[int, ...]
+
+    @property
+    def xp(self) -> Namespace:
+        return self.kernel.xp
 
     def reduce(self, x: Array) -> Array:
         return self.xp.sum(x, axis=self.axes, keepdims=True)
 
     def reduce_sq(self, x: Array) -> Array:
-        if is_numpy_namespace(self.xp):  # no N x K temporary for the squares
-            import numpy as np
-
-            flat = np.reshape(x, (-1, x.shape[-1]))
-            return np.reshape(np.einsum("nk,nk->k", flat, flat), (1,) * (x.ndim - 1) + (x.shape[-1],))
-        return self.reduce(x * x)
+        return self.kernel.batch_sum_sq(x, self.axes)
 
     def expand(self, g: Array) -> Array:
         return g
@@ -50,12 +56,15 @@ class BatchScope:
     def shift(self, x: Array, g: Array) -> Array:
         return x - g
 
-    def row_dot(self, x: Array, g: Array) -> Array:
-        if is_numpy_namespace(self.xp):  # no N x K temporary for the products
-            import numpy as np
+    def divide(self, x: Array, g: Array) -> Array:
+        x /= g
+        return x
 
-            return np.einsum("...k,...k->...", x, np.broadcast_to(g, x.shape))[..., None]
-        return self.xp.sum(x * g, axis=-1, keepdims=True)
+    def row_dot(self, x: Array, g: Array) -> Array:
+        return self.kernel.batch_row_dot(x, g)
+
+    def sum_k(self, x: Array) -> Array:
+        return self.kernel.sum_k(x)
 
     def reference(self, x: Array) -> Array:
         first = (slice(0, 1),) * (x.ndim - 1) + (slice(None),)
@@ -73,7 +82,7 @@ class Moments:
     z-score with the (ddof-corrected) standard deviation, zero for components that do not vary.
     """
 
-    scope: Any
+    scope: Scope
     shifted: Array
     shift_mean_g: Array  # mean of ``shifted`` over the scope
     count_g: Array
@@ -102,9 +111,12 @@ class Moments:
     @cached_property
     def centred(self) -> Array:
         """x - mean, zero where missing (a new array)."""
-        centred = self.shifted - self.scope.expand(self.shift_mean_g)
+        return self._centred()
+
+    def _centred(self) -> Array:
+        xp = self.scope.xp
+        centred = self.scope.shift(self.shifted, self.shift_mean_g)
         if self.valid is not None:
-            xp = array_namespace(centred)
             centred = xp.where(self.valid, centred, xp.zeros_like(centred))
         return centred
 
@@ -113,15 +125,18 @@ class Moments:
         return self.scaled(self.inv_std_g)
 
     def scaled(self, g: Array) -> Array:
-        """c_ik g_k (g: scope level), a new array; numpy scales the centred values in place."""
-        if "centred" in self.__dict__ or not is_numpy_namespace(array_namespace(self.shifted)):
+        """c_ik g_k (g: scope level), a new array; without the centred values at hand, scaled in place."""
+        if "centred" in self.__dict__:
             return self.centred * self.scope.expand(g)
-        import numpy as np
+        out = self._centred()
+        out *= self.scope.expand(g)
+        return out
 
-        out = self.shifted - self.scope.expand(self.shift_mean_g)
-        if self.valid is not None:
-            out = np.where(self.valid, out, 0.0)
-        return np.multiply(out, self.scope.expand(g), out=out)
+    def divided(self, g: Array) -> Array:
+        """c_ik / g_k (g: scope level), a new array; without the centred values at hand, divided in place."""
+        if "centred" in self.__dict__:
+            return self.centred / self.scope.expand(g)
+        return self.scope.divide(self._centred(), g)
 
     def row_sum(self, g: Array | None = None) -> Array:
         """sum_k c_ik g_k (g: scope level; None: all ones) without materialising the centred values.
@@ -129,13 +144,13 @@ class Moments:
         sum_k (s_ik - m_k) g_k = sum_k s_ik g_k - sum_k m_k g_k: one pass over the shifted values
         and a scope-level correction; constant components add exact zeros to both.
         """
-        xp = array_namespace(self.shifted)
+        scope = self.scope
         if self.valid is not None or "centred" in self.__dict__:  # use the centred values at hand
             c = self.centred
-            return _sum_k(c, xp) if g is None else self.scope.row_dot(c, g)
+            return scope.sum_k(c) if g is None else scope.row_dot(c, g)
         if g is None:
-            return _sum_k(self.shifted, xp) - self.scope.expand(_sum_k(self.shift_mean_g, xp))
-        return self.scope.row_dot(self.shifted, g) - self.scope.expand(_sum_k(self.shift_mean_g * g, xp))
+            return scope.shift(scope.sum_k(self.shifted), scope.sum_k(self.shift_mean_g))
+        return scope.shift(scope.row_dot(self.shifted, g), scope.sum_k(self.shift_mean_g * g))
 
     def z_row_sum(self) -> Array:
         """sum_k z_ik without materialising z."""
@@ -143,11 +158,8 @@ class Moments:
 
 
 def _sum_k(x: Array, xp: Namespace) -> Array:
-    if is_numpy_namespace(xp):  # einsum: one tight loop over a short last axis
-        import numpy as np
-
-        return np.einsum("...k->...", x)[..., None]
-    return xp.sum(x, axis=-1, keepdims=True)
+    """Sum over the trailing component axis, kept (the kernel of ``xp``)."""
+    return kernel_for(xp).sum_k(x)
 
 
 def moments(
@@ -171,6 +183,12 @@ def moments(
     scope has that many rows, spares the arrays of counts. ``one_pass`` only where every scope
     is small (its error bound grows with the scope's size); otherwise the values are centred
     first, as always where entries are missing.
+
+    With s = x - x_ref, m = mean s, S = sum (s - m)^2 and dof = rows - ddof::
+
+        var = S / dof (0 where dof <= 0),   varies = S > rtol^2 rows ((x_ref + m)^2 + S / rows)
+
+    i.e. the population variance against ``rtol`` times the root mean square of the values.
     """
     reference = scope.reference(x)
     if valid is not None:
@@ -179,42 +197,44 @@ def moments(
     if valid is not None:
         shifted = xp.where(valid, shifted, xp.zeros_like(shifted))
         count, size = scope.reduce(xp.astype(valid, x.dtype)), None
-    inplace = is_numpy_namespace(xp)
-    if size is not None:
+    if size is not None:  # Python numbers: no arrays of counts
         safe_count: Any = float(max(size, 1))
         dof: Any = float(size - ddof)
+        positive: Any = dof > 0
     else:
         safe_count = xp.where(count > 0, count, xp.ones_like(count))
         dof = count - ddof
+        positive = dof > 0
     shift_sum = scope.reduce(shifted)
     shifted_mean = shift_sum / safe_count
     centred = None
     if one_pass and valid is None:
-        # n m^2 = (sum s) m; clipped at 0 against rounding (it is a sum of squares)
-        sum_sq = _update(
-            inplace,
-            "subtract",
-            scope.reduce_sq(shifted),
-            _update(inplace, "multiply", shift_sum, shifted_mean),
-        )
+        # sum (s - m)^2 = sum s^2 - (sum s) m; clipped at 0 against rounding (a sum of squares)
+        shift_sum *= shifted_mean
+        sum_sq = scope.reduce_sq(shifted)
+        sum_sq -= shift_sum
         sum_sq = xp.maximum(sum_sq, xp.zeros_like(sum_sq))
     else:  # large scopes: centre first (the error of one pass grows with the scope's size)
-        centred = shifted - scope.expand(shifted_mean)
+        centred = scope.shift(shifted, shifted_mean)
         if valid is not None:
             centred = xp.where(valid, centred, xp.zeros_like(centred))
         sum_sq = scope.reduce_sq(centred)
     if size is not None:
-        var = sum_sq / dof if dof > 0 else xp.zeros_like(sum_sq)
-        positive: Any = dof > 0
+        var = sum_sq / dof if positive else xp.zeros_like(sum_sq)
     else:
-        positive = dof > 0
         var = xp.where(positive, sum_sq / xp.where(positive, dof, xp.ones_like(dof)), xp.zeros_like(sum_sq))
     # Scale-relative zero-variance test: population variance against the mean square of the
     # (unshifted) values; rtol = 0 is the reference code's exact ``var > 0``.
-    mean = reference + shifted_mean
-    mean_sq = _update(inplace, "add", _update(inplace, "multiply", mean, mean), sum_sq / safe_count)
-    threshold = _update(inplace, "multiply", _update(inplace, "multiply", mean_sq, rtol * rtol), safe_count)
-    varies = (sum_sq > threshold) & positive & (var > 0)  # var: a subnormal sum of squares over dof can round to 0
+    threshold = reference + shifted_mean  # the mean
+    threshold *= threshold
+    threshold += sum_sq / safe_count
+    threshold *= rtol * rtol
+    threshold *= safe_count
+    # var > 0: a subnormal sum of squares over dof can round to 0
+    varies = (sum_sq > threshold) & positive & (var > 0)
+    # Dead from here: their memory serves the temporaries below (with groups of n rows, a
+    # group-level array is 1/n of the rows, and a call's peak is reached in this function).
+    del sum_sq, threshold
     std = xp.sqrt(var)
     inv_std = 1.0 / xp.where(varies, std, xp.full_like(std, float("inf")))  # 0 where it does not vary
     m = Moments(
@@ -234,16 +254,6 @@ def moments(
     return m
 
 
-def _update(inplace: bool, op: str, a: Array, b: Any) -> Array:
-    """a <op> b, written into ``a`` (a temporary of ours) on numpy."""
-    if inplace:
-        import numpy as np
-
-        if np.broadcast_shapes(a.shape, np.shape(b)) == a.shape:
-            return getattr(np, op)(a, b, out=a)
-    return {"divide": a.__truediv__, "subtract": a.__sub__, "add": a.__add__, "multiply": a.__mul__}[op](b)
-
-
 def group_moments(x: Array, valid: Array | None, groups: Groups, *, ddof: int, rtol: float) -> Moments:
     """:func:`moments` within each group."""
     return moments(
@@ -260,7 +270,7 @@ def group_moments(x: Array, valid: Array | None, groups: Groups, *, ddof: int, r
 
 
 def batch_scope(groups: Groups) -> BatchScope:
-    return BatchScope(xp=groups.xp, axes=(0, 1) if groups.dense else (0,))
+    return BatchScope(kernel=groups.kernel, axes=(0, 1) if groups.dense else (0,))
 
 
 def batch_moments(x: Array, valid: Array | None, groups: Groups, *, ddof: int, rtol: float) -> Moments:
@@ -269,11 +279,5 @@ def batch_moments(x: Array, valid: Array | None, groups: Groups, *, ddof: int, r
     n = 1
     for size in x.shape[:-1]:
         n *= size
-    count = xp.full((1,) * x.ndim, float(n), dtype=x.dtype, device=_dev(x))
+    count = xp.full((1,) * x.ndim, float(n), dtype=x.dtype, device=device(x))
     return moments(x, valid, batch_scope(groups), count, ddof=ddof, rtol=rtol, xp=xp, size=n)
-
-
-def _dev(x: Array) -> object:
-    from ._lib._compat import device
-
-    return device(x)

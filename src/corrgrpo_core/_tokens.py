@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import _kernels
+from ._kernels import kernel_for
 from ._lib._compat import Array, Namespace, array_namespace
 
 
@@ -30,9 +30,5 @@ def broadcast_to_tokens(advantages: Array, response_mask: Array, /, *, xp: Names
             f"response_mask must be advantages' shape plus a token axis: got advantages "
             f"{tuple(advantages.shape)} and mask {tuple(response_mask.shape)}"
         )
-    kernel = _kernels.for_namespace(xp)
-    if kernel is not None:  # torch: one fused pass, no temporary as large as the output
-        return kernel.broadcast_to_tokens(advantages, response_mask)
-    mask = response_mask if response_mask.dtype == xp.bool else response_mask != 0
-    values = xp.broadcast_to(advantages[..., None], tuple(response_mask.shape))
-    return xp.where(mask, values, xp.zeros_like(values))
+    # torch: one fused pass, no temporary as large as the output; elsewhere xp.where
+    return kernel_for(xp).broadcast_to_tokens(advantages, response_mask)

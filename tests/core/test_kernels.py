@@ -6,6 +6,8 @@ at float32 tolerance against the generic path run in float64 on the same (float3
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -48,19 +50,33 @@ def _close(got, want):
 
 
 ESTIMATORS = {"grpo": cc.grpo_advantage, "corrgrpo": cc.corr_normalized_advantage}
+# on the host only (torch CPU tensors, numpy float32); batch-scope GDPO included
+HOST_ESTIMATORS = {
+    **ESTIMATORS,
+    "mo_grpo": cc.mo_grpo_advantage,
+    "gdpo": cc.gdpo_advantage,
+    "gdpo_corr": cc.gdpo_corr_advantage,
+    "dara": cc.dara_advantage,
+    "dara_sym_corrgrpo": functools.partial(cc.dara_advantage, variant="sym", base="corrgrpo"),
+}
 
 
-@pytest.mark.parametrize("name", sorted(ESTIMATORS))
+@pytest.mark.parametrize("name", sorted(HOST_ESTIMATORS))
 @settings(max_examples=60, deadline=None)
 @given(x=dense_float32(), weighted=st.booleans(), placement=st.sampled_from(["inside", "outside"]))
 def test_float32_kernel_matches_float64_generic_path(name, x, weighted, placement):
-    fn = ESTIMATORS[name]
+    fn = HOST_ESTIMATORS[name]
     weights = np.linspace(-1.0, 2.0, x.shape[-1]) if weighted else None
     kw = {"weights": weights, "eps_placement": placement}
     got = fn(torch.from_numpy(x), **kw)
     assert got.dtype == torch.float32
     assert got.shape == x.shape[:-1]
-    _close(got.numpy(), fn(x.astype(np.float64), **kw))
+    want = fn(x.astype(np.float64), **kw)
+    _close(got.numpy(), want)
+    host = fn(x, **kw)  # numpy float32: the same host kernel, in float32
+    assert host.dtype == np.float32
+    _close(host, want)
+    np.testing.assert_array_equal(host, got.numpy())
 
 
 @pytest.mark.parametrize("name", sorted(ESTIMATORS))
@@ -199,3 +215,66 @@ def test_group_labels_inputs():
         cc.group_labels([[1], [2], [1]])
     with pytest.raises(ValueError, match="one-dimensional"):
         cc.group_labels(np.array([["a"], ["b"]], dtype=object))
+
+
+def test_numpy_float32_takes_the_host_kernel_and_float64_the_generic_path(monkeypatch):
+    from corrgrpo_core._kernels import _host
+
+    calls = []
+    real = _host.dense_call
+    monkeypatch.setattr(_host, "dense_call", lambda *a, **k: calls.append(a[1].dtype) or real(*a, **k))
+    x = np.random.default_rng(0).normal(size=(3, 5, 2))
+    cc.corr_normalized_advantage(x)
+    assert calls == []
+    out = cc.corr_normalized_advantage(x.astype(np.float32))
+    assert calls == [np.float32]
+    assert out.dtype == np.float32
+    cc.corr_normalized_advantage(x.astype(np.float32).reshape(15, 2), np.arange(15) // 5)  # ragged: generic
+    assert len(calls) == 1
+
+
+def test_numpy_float32_declines_to_the_generic_path():
+    x = np.random.default_rng(1).normal(size=(2, 4, 3)).astype(np.float32)
+    with pytest.raises(TypeError, match="real numbers"):
+        cc.grpo_advantage(x, weights=[1j, 2.0, 3.0])
+    with pytest.raises(ValueError, match="one entry per reward component"):
+        cc.grpo_advantage(x, weights=[1.0, 2.0])
+    huge = cc.grpo_advantage(x, weights=[1e300, 1.0, 1.0])  # beyond float32: the generic path rescales
+    np.testing.assert_allclose(
+        huge, cc.grpo_advantage(x.astype(np.float64), weights=[1e300, 1.0, 1.0]), rtol=1e-5
+    )
+    x[1, 2, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        cc.grpo_advantage(x)
+    before = x.copy()
+    cc.corr_normalized_advantage(x, nan_policy="ignore")
+    np.testing.assert_array_equal(x, before)  # not mutated
+
+
+def test_z_family_stays_off_the_accelerator_path():
+    """mo_grpo / gdpo have host kernels only: tensors off the host take the generic path."""
+    opts = {
+        "eps": 1e-6,
+        "eps_placement": "outside",
+        "ddof": 1,
+        "zero_variance_rtol": None,
+        "singleton": "zero",
+    }
+    assert kernel.dense("gdpo", torch.rand(2, 4, 3), None, **opts) is not None  # CPU: the host kernel
+    assert kernel.dense("gdpo", torch.empty((2, 4, 3), device="meta"), None, **opts) is None
+
+
+def test_cancellation_takes_the_float64_path():
+    """Anti-correlated components: GDPO-corr's correlation sum is 0 and GDPO's H nearly so; float32
+    cannot hold those to 1e-5, so the kernels decline and the result is the float64 one."""
+    x = np.asarray([[[0.12573022, 0.64042264], [-0.13210486, 0.10490011]]], dtype=np.float32)
+    w = [-1.0, 2.0]
+    want = cc.gdpo_corr_advantage(x.astype(np.float64), weights=w)
+    np.testing.assert_allclose(cc.gdpo_corr_advantage(x, weights=w), want, rtol=1e-6)
+    np.testing.assert_allclose(
+        cc.gdpo_corr_advantage(torch.from_numpy(x), weights=w).numpy(), want, rtol=1e-6
+    )
+    y = np.asarray(
+        [[[0, 0, 10], [0, 0, 10]], [[1, 0, 10], [1, 1, 0]], [[0, 1, 0], [0, 0, 10]]], dtype=np.float32
+    )
+    np.testing.assert_allclose(cc.gdpo_advantage(y), cc.gdpo_advantage(y.astype(np.float64)), rtol=1e-6)

@@ -38,29 +38,6 @@ FRAMEWORKS = {"trl", "verl", "openrlhf"}
 
 # (rule, importing module, imported module) -> why it is allowed for now.
 KNOWN: dict[tuple[str, str, str], str] = {
-    (
-        "backends",
-        "corrgrpo_core._groups",
-        "torch",
-    ): "until the group kernels move to _kernels (issue 18, item 3)",
-    (
-        "backends",
-        "corrgrpo_core._groups",
-        "jax",
-    ): "until the group kernels move to _kernels (issue 18, item 3)",
-    ("backends", "corrgrpo_core.objectives._backend", "jax"): (
-        "until objectives/_backend.py merges into _lib (issue 18, item 3)"
-    ),
-    (
-        "numpy",
-        "corrgrpo_core._groups",
-        "numpy",
-    ): "until the group kernels move to _kernels (issue 18, item 3)",
-    (
-        "numpy",
-        "corrgrpo_core._stats",
-        "numpy",
-    ): "until the moments lose their backend branches (issue 18, item 3)",
     ("numpy", "corrgrpo_core._batch", "numpy"): "two host-only paths (issue 18, item 3)",
     ("public", "corrgrpo_adapters.verl._estimator", "corrgrpo_core._groups"): (
         "run_length (verl's uid layout test) is not public yet"

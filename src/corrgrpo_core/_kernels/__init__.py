@@ -1,37 +1,65 @@
-"""Backend-specific fast paths, each in its own module, chosen once per call by namespace.
+"""Backend kernels, one module per backend family, chosen once per namespace.
 
 The estimators' maths (``_stats``, ``_estimators``) is written once for every array-API
-namespace. Where one backend has a much cheaper route for a whole call (torch: fewer, fused
-kernel launches; host buffers the kernel can back with huge pages), that route lives here, and a
-public function asks :func:`for_namespace` once for it. A kernel may decline a call (returns
-None), and the generic path then runs.
+namespace. What depends on how a backend stores and indexes arrays lives here:
+
+- ``_generic``: the array API alone (array-api-strict, cupy, ...): the reference kernel;
+- ``_host``: numpy (einsum, bincount, labels without a sort), and dense GRPO / CorrGRPO on host
+  memory in the input's float dtype;
+- ``_torch``: ``index_add_``, in-place gathers, host labels for CPU tensors, the fused token
+  broadcast, dense GRPO / CorrGRPO in the input's dtype;
+- ``_jax``: labels and segment sums that ``jax.jit`` can trace.
+
+:func:`kernel_for` gives the group kernel that :class:`corrgrpo_core._groups.Groups` holds;
+:func:`dense_estimator` a whole-call fast path, which may decline (None: the generic path runs).
+Backend modules are imported only when their namespace is first seen.
 """
 
 from __future__ import annotations
 
-from types import ModuleType
+from functools import cache
 from typing import Any
 
-from .._lib._compat import Namespace, is_torch_namespace
+import numpy as np
+
+from .._lib._compat import Namespace, is_jax_namespace, is_numpy_namespace, is_torch_namespace
+from . import _host
+from ._generic import SMALL_GROUP, Kernel, RaggedIndex, Runs
+from ._host import NumpyKernel
+
+__all__ = ["SMALL_GROUP", "Kernel", "RaggedIndex", "Runs", "dense_estimator", "kernel_for"]
 
 
-def for_namespace(xp: Namespace) -> ModuleType | None:
-    """The kernel module for ``xp``, or None where the generic path is the only one."""
+@cache
+def kernel_for(xp: Namespace) -> Kernel:
+    """The group kernel for the namespace ``xp`` (one instance per namespace)."""
+    if is_numpy_namespace(xp):
+        return NumpyKernel(xp)
     if is_torch_namespace(xp):
-        from . import _torch
+        from ._torch import TorchKernel
 
-        return _torch
-    return None
+        return TorchKernel(xp)
+    if is_jax_namespace(xp):
+        from ._jax import JaxKernel
+
+        return JaxKernel(xp)
+    return Kernel(xp)
 
 
 def dense_estimator(estimator: str, scores: Any, group_ids: Any, xp: Namespace | None, **options: Any) -> Any:
     """The kernel's result for a dense batch of ``scores`` (no ``group_ids``), or None to run the generic path.
 
-    Chosen from the array's type alone (no namespace lookup): a call costs microseconds.
+    torch tensors (any float dtype the kernels cover) and numpy float32 arrays, computed in their
+    own dtype; numpy float64 keeps the generic path. Chosen from the array's type alone (no
+    namespace lookup): a call costs microseconds.
     """
-    if group_ids is not None or type(scores).__module__ != "torch":
+    if group_ids is not None:
         return None
-    if xp is not None and not is_torch_namespace(xp):
+    if type(scores) is np.ndarray:
+        if scores.dtype != np.float32 or not (xp is None or is_numpy_namespace(xp)):
+            return None
+        return _host.dense_call(estimator, scores, **options)
+    if type(scores).__module__ != "torch" or not (xp is None or is_torch_namespace(xp)):
         return None
     from . import _torch
 

@@ -1,8 +1,15 @@
-"""Dense GRPO / CorrGRPO on host memory through numpy, in the input's float dtype.
+"""numpy, and everything computed on host memory through numpy: the group kernel for numpy
+arrays, host labelling of ids, and dense GRPO / CorrGRPO in the input's float dtype.
 
-Used for torch tensors on the CPU (read through zero-copy numpy views): a numpy call costs under a
-microsecond where a torch CPU call costs several, and at the sizes TRL hands over (thousands of
-rows) the per-call overhead is most of the time. The maths is that of
+**Group kernel** (:class:`NumpyKernel`): dense groups are summed with ``einsum`` (one tight loop, no
+temporary for the sum of squares), several times faster than ``sum(axis=1)`` on a short middle
+axis. Ragged groups are labelled ``0..G-1`` without sorting where possible (ids already in runs,
+or ids in a compact range, by direct addressing) and summed with ``bincount`` (``reduceat`` for
+runs), one component column at a time; gathers and updates write into arrays of ours.
+
+**Dense estimators** (:func:`dense`; used for torch tensors on the CPU through zero-copy numpy
+views: a numpy call costs under a microsecond where a torch CPU call costs several, and at the
+sizes TRL hands over most of the time is per-call overhead). The maths is that of
 :func:`corrgrpo_core._stats.moments` with :func:`corrgrpo_core._estimators.grpo` and ``corr_parts``:
 
 - shift by the group's first row, so a constant component is exactly 0 in any dtype;
@@ -19,13 +26,55 @@ shifted values and one product, each the size of the input.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
-Array = Any
+from .._lib._compat import Array, Namespace
+from ._generic import SMALL_GROUP, Kernel, RaggedIndex, Runs
+
+# Ids in a range this many times the row count are labelled by direct addressing (no sort).
+_DIRECT_SPAN = 4
+# Rows per piece where a row-level temporary is taken in pieces (a piece of float64 is 128 KiB).
+_PIECE = 1 << 14
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _EPS = {np.dtype(t): float(np.finfo(t).eps) for t in (np.float16, np.float32, np.float64)}
+
+
+def dense_call(
+    estimator: str,
+    scores: Array,
+    weights: Any,
+    *,
+    eps: float,
+    eps_placement: str,
+    ddof: int,
+    zero_variance_rtol: float | None,
+    singleton: str,
+    min_correlation_sum: float = 0.0,
+    group_eps_placement: str = "outside",
+    variant: str = "asym",
+    base: str = "gdpo",
+    max_weight: float = 5.0,
+) -> Array | None:
+    """:func:`dense` with the public functions' options (the generic path's default tolerance:
+    64 float64 epsilons, its working dtype's)."""
+    return dense(
+        estimator,
+        scores,
+        weights,
+        eps=eps,
+        outside=eps_placement == "outside",
+        ddof=ddof,
+        rtol=64.0 * _EPS[np.dtype(np.float64)] if zero_variance_rtol is None else zero_variance_rtol,
+        singleton=singleton,
+        floor=min_correlation_sum,
+        group_outside=group_eps_placement == "outside",
+        variant=variant,
+        base=base,
+        max_weight=max_weight,
+    )
 
 
 def dense(
@@ -39,8 +88,16 @@ def dense(
     rtol: float,
     singleton: str,
     floor: float,
+    group_outside: bool = True,
+    variant: str = "asym",
+    base: str = "gdpo",
+    max_weight: float = 5.0,
 ) -> Array | None:
     """Advantages shaped like ``scores`` without its last axis, or None for what this does not cover.
+
+    ``estimator``: grpo, corrgrpo, mo_grpo, gdpo, gdpo_corr (``group_outside``: its group
+    z-scores' eps placement; ``outside`` is the batch norm's) or dara (``variant``, ``base``,
+    ``max_weight``).
 
     ``scores`` is ``(n, K)`` or ``(B, n, K)`` float32 / float64; None (the generic path runs) for
     other dtypes, empty batches, ``n <= ddof``, a group of one under ``singleton="raise"``, weights
@@ -57,15 +114,45 @@ def dense(
         if getattr(weights, "requires_grad", False):
             return None
         try:
-            w = np.asarray(weights.detach().cpu() if hasattr(weights, "detach") else weights, dtype=x.dtype)
+            w = np.asarray(weights.detach().cpu() if hasattr(weights, "detach") else weights)
         except (TypeError, ValueError, RuntimeError):
             return None  # the generic path names the problem
-        if w.shape != (k,) or not bool(np.isfinite(w).all()):
+        if w.dtype.kind not in "iuf" or w.shape != (k,):  # complex, strings, objects: the generic error
             return None
-    if estimator == "grpo":
-        out = grpo(x, w, eps=eps, outside=outside, ddof=ddof, rtol=rtol)
-    else:
+        with np.errstate(over="ignore", invalid="ignore"):
+            w = w.astype(x.dtype)
+        if not bool(
+            np.isfinite(w).all()
+        ):  # inf, NaN, or beyond float32: the generic path rescales or names them
+            return None
+    if estimator == "corrgrpo":
         out = corrgrpo(x, w, eps=eps, outside=outside, ddof=ddof, rtol=rtol, floor=floor)
+    elif estimator == "gdpo_corr":
+        with np.errstate(all="ignore"):
+            out = _gdpo_corr(
+                x, w, eps=eps, outside=outside, group_outside=group_outside, ddof=ddof, rtol=rtol, floor=floor
+            )
+    elif estimator == "dara":
+        if variant not in ("sym", "asym") or base not in ("gdpo", "corrgrpo"):
+            return None  # the generic path names the problem
+        with np.errstate(all="ignore"):
+            out = _dara(
+                x,
+                w,
+                eps=eps,
+                outside=outside,
+                ddof=ddof,
+                rtol=rtol,
+                floor=floor,
+                variant=variant,
+                base=base,
+                max_weight=max_weight,
+            )
+    elif estimator in _Z_FAMILY:
+        with np.errstate(all="ignore"):
+            out = _Z_FAMILY[estimator](x, w, eps=eps, outside=outside, ddof=ddof, rtol=rtol)
+    else:
+        out = grpo(x, w, eps=eps, outside=outside, ddof=ddof, rtol=rtol)
     if out is None or scores.ndim == 3:
         return out
     return out[0]
@@ -103,16 +190,29 @@ def _grpo(x: Array, w: Array | None, *, eps: float, outside: bool, ddof: int, rt
     return _rows_out(c, den)
 
 
-def _corrgrpo(
-    x: Array, w: Array | None, *, eps: float, outside: bool, ddof: int, rtol: float, floor: float
-) -> Array | None:
+def _component_variances(
+    x: Array, w: Array | None, *, ddof: int, rtol: float
+) -> tuple[Array, Array, Array] | None:
+    """(n, K, B) centred (weighted) components of (B, n, K) scores, their (K, B) group variances
+    and whether each varies; None when not all finite."""
     n = x.shape[1]
-    c, ref = _shifted(np.transpose(x, (1, 2, 0)), w)  # (n, K, B)
+    c, ref = _shifted(np.transpose(x, (1, 2, 0)), w)
     stats = _moments(c, ref, n, rtol)
     if stats is None:
         return None
     ss, varies = stats
     ss /= n - ddof
+    return c, ss, varies
+
+
+def _corrgrpo(
+    x: Array, w: Array | None, *, eps: float, outside: bool, ddof: int, rtol: float, floor: float
+) -> Array | None:
+    n = x.shape[1]
+    stats = _component_variances(x, w, ddof=ddof, rtol=rtol)
+    if stats is None:
+        return None
+    c, ss, varies = stats
     inv = np.zeros_like(ss)
     np.divide(1.0, np.sqrt(ss, out=ss), out=inv, where=varies)
     num = np.add.reduce(c, axis=1)  # (n, B): the centred total
@@ -126,6 +226,219 @@ def _corrgrpo(
     if eps <= 0:
         den[den <= 0] = np.inf  # advantage 0 where the denominator is 0, as the generic path
     return _rows_out(num, den)
+
+
+def _abs_sum_k(c: Array, out: Array | None = None) -> Array:
+    """(n, B): sum_k |c_k| of (n, K, B) ``c``, a component at a time (temporaries of one column);
+    a sum of K terms rounds to about (3 + K) eps times it."""
+    out = np.abs(c[:, 0], out=out)
+    for j in range(1, c.shape[1]):
+        out += np.abs(c[:, j])
+    return out
+
+
+def _z_denominators(
+    x: Array, *, eps: float, outside: bool, ddof: int, rtol: float
+) -> tuple[Array, Array, Array] | None:
+    """(n, K, B) centred unweighted components, their (K, B) z-score denominators (inf where a
+    component does not vary, so that its z-score is 0) and whether each varies; None if not finite."""
+    stats = _component_variances(x, None, ddof=ddof, rtol=rtol)
+    if stats is None:
+        return None
+    c, var_g, varies = stats
+    den = _den(var_g, eps, outside)
+    den[~varies | (den <= 0)] = np.inf
+    return c, den, varies
+
+
+def _mo_grpo_rows(
+    x: Array, w: Array | None, *, eps: float, outside: bool, ddof: int, rtol: float
+) -> tuple[Array, float] | None:
+    """(n, B): H = sum_k w_k z_k, z the group z-scores of the unweighted components (0 where one
+    does not vary), and the largest sum_k |w_k z_k| of a row (H's rounding is about (3 + K) eps
+    times it); None when not all finite."""
+    got = _z_denominators(x, eps=eps, outside=outside, ddof=ddof, rtol=rtol)
+    if got is None:
+        return None
+    c, den, _ = got
+    c *= np.divide(1.0 if w is None else w[:, None], den)  # (K, B): w_k / (std + eps)
+    return np.add.reduce(c, axis=1), float(_abs_sum_k(c).max())
+
+
+def _mo_grpo(x: Array, w: Array | None, *, eps: float, outside: bool, ddof: int, rtol: float) -> Array | None:
+    """(B, n) MO-GRPO advantages of (B, n, K) scores, or None when not all finite."""
+    rows = _mo_grpo_rows(x, w, eps=eps, outside=outside, ddof=ddof, rtol=rtol)
+    if rows is None or not bool(np.isfinite(np.add.reduce(rows[0], axis=None))):
+        return None
+    return np.ascontiguousarray(rows[0].T)
+
+
+def _gdpo(x: Array, w: Array | None, *, eps: float, outside: bool, ddof: int, rtol: float) -> Array | None:
+    """(B, n) GDPO advantages: MO-GRPO's H, then its z-score over the whole batch, or None when not
+    all finite."""
+    got = _mo_grpo_rows(x, w, eps=eps, outside=outside, ddof=ddof, rtol=rtol)
+    if got is None:
+        return None
+    return _batch_zscore(*got, k=x.shape[2], eps=eps, outside=outside, ddof=ddof, rtol=rtol)
+
+
+def _batch_zscore(
+    h: Array, largest: float, *, k: int, eps: float, outside: bool, ddof: int, rtol: float
+) -> Array | None:
+    """(B, n): the (n, B) row values ``h`` z-scored over the whole batch (the generic path's
+    zero-variance test), written row-major; ``largest``: the largest sum of |terms| of an h.
+    None when not all finite, or when h is mostly cancellation (its terms nearly sum to 0), which
+    float32 cannot hold to 1e-5."""
+    rows = h.size
+    mean = np.add.reduce(h, axis=None) / rows
+    h -= mean
+    sq = h * h
+    ss = float(np.add.reduce(sq, axis=None))  # pairwise summation: error about log(rows) eps
+    del sq
+    if not (math.isfinite(ss) and math.isfinite(float(mean))):
+        return None
+    dof = rows - ddof
+    var = ss / dof if dof > 0 else 0.0
+    varies = dof > 0 and var > 0 and ss > rtol * rtol * rows * (float(mean) ** 2 + ss / rows)
+    den = math.sqrt(var) + eps if outside else math.sqrt(var + eps)
+    if (3 + k) * _EPS[h.dtype] * largest > 1e-5 * den:
+        return None  # whether h varies or not, its rounding would show in A (at 1e-5 of A's scale)
+    if not varies:
+        den = math.inf
+    out = np.empty(h.shape[::-1], dtype=h.dtype)
+    np.divide(h, h.dtype.type(den) if den > 0 else np.inf, out=out.T)
+    return out
+
+
+def _density(varies: Array, max_weight: float) -> Array:
+    """DARA's (K,) weights min(max_weight, sqrt(max_j pi_j / pi_k)), pi_k the share of groups where
+    component k varies (1 where it varies in none): ``varies`` is (K, B)."""
+    pi = np.add.reduce(varies, axis=1) / varies.shape[1]
+    ratio = np.divide(pi.max(), pi, out=np.ones_like(pi), where=pi > 0)
+    return np.minimum(np.sqrt(ratio), max_weight)
+
+
+def _calibrate(c: Array, density: Array, variant: str) -> None:
+    """In place, component k of (n, K, B) ``c``: sym d_k c, asym d_k max(c, 0) + min(c, 0)."""
+    for j in range(c.shape[1]):
+        col = c[:, j]
+        np.multiply(col, col.dtype.type(density[j]), out=col, where=True if variant == "sym" else col > 0)
+
+
+def _dara(
+    x: Array,
+    w: Array | None,
+    *,
+    eps: float,
+    outside: bool,
+    ddof: int,
+    rtol: float,
+    floor: float,
+    variant: str,
+    base: str,
+    max_weight: float,
+) -> Array | None:
+    """(B, n) DARA advantages (base "gdpo": calibrated group z-scores, weighted, then a batch
+    z-score; base "corrgrpo": calibrated centred weighted components over CorrGRPO's norm)."""
+    k = x.shape[2]
+    if base == "gdpo":
+        got = _z_denominators(x, eps=eps, outside=outside, ddof=ddof, rtol=rtol)
+        if got is None:
+            return None
+        c, den, varies = got
+        c /= den  # group z-scores, 0 where a component does not vary
+        _calibrate(c, _density(varies, max_weight), variant)
+        if w is not None:
+            c *= w[:, None]
+        largest = float(_abs_sum_k(c).max())
+        return _batch_zscore(
+            np.add.reduce(c, axis=1), largest, k=k, eps=eps, outside=outside, ddof=ddof, rtol=rtol
+        )
+    n = x.shape[1]
+    stats = _component_variances(x, w, ddof=ddof, rtol=rtol)
+    if stats is None:
+        return None
+    c, var_g, varies = stats
+    inv = np.zeros_like(var_g)
+    np.divide(1.0, np.sqrt(var_g), out=inv, where=varies)
+    zsum = c[:, 0] * inv[0]
+    for j in range(1, k):
+        zsum += c[:, j] * inv[j]
+    zsum *= zsum
+    corr = np.add.reduce(zsum, axis=0)
+    corr /= n - ddof
+    corr[corr <= noise_floor(n, k, x.dtype)] = 0.0  # rounding of the z-scores, not signal
+    den = _den(np.maximum(corr, floor, out=corr), eps, outside)
+    den[den <= 0] = np.inf
+    _calibrate(c, _density(varies, max_weight), variant)
+    return _rows_out(np.add.reduce(c, axis=1), den)
+
+
+def _gdpo_corr(
+    x: Array,
+    w: Array | None,
+    *,
+    eps: float,
+    outside: bool,
+    group_outside: bool,
+    ddof: int,
+    rtol: float,
+    floor: float,
+) -> Array | None:
+    """(B, n) GDPO-corr advantages: U_k = w_k z_k (group z-scores), centred over the batch, over
+    sqrt(Var_B(sum_k U_k / std_B U_k)) (+ eps); None when not all finite, or where float32 cannot
+    keep 1e-5 of A (a numerator or a correlation sum that is mostly cancellation)."""
+    got = _z_denominators(x, eps=eps, outside=group_outside, ddof=ddof, rtol=rtol)
+    if got is None:
+        return None
+    u, den_g, _ = got
+    u *= np.divide(1.0 if w is None else w[:, None], den_g)  # (n, K, B): U = w_k z_k
+    del den_g
+    n, k, b = u.shape
+    rows, dof = n * b, n * b - ddof
+    if dof <= 0:
+        return None
+    eps32 = _EPS[x.dtype]
+    inv = np.zeros(k, dtype=u.dtype)  # 1 / std_B U_k where U_k varies over the batch
+    for j in range(k):  # a component at a time: temporaries of one column
+        col = u[:, j]
+        mean = float(np.add.reduce(col, axis=None)) / rows
+        col -= col.dtype.type(mean)
+        ss = float(np.add.reduce(col * col, axis=None))
+        if not (math.isfinite(ss) and math.isfinite(mean)):
+            return None
+        if ss > 0 and ss > rtol * rtol * rows * (mean * mean + ss / rows):
+            inv[j] = 1.0 / math.sqrt(ss / dof)
+    num = np.add.reduce(u, axis=1)  # (n, B): sum_k (U_k - mean_B U_k)
+    mag = _abs_sum_k(u)  # sum_k |U_k - mean|: the numerator rounds to about (3 + K) eps times it
+    largest = float(mag.max())
+    u *= inv[None, :, None]  # batch z-scores of U
+    zsum = np.add.reduce(u, axis=1)
+    _abs_sum_k(u, out=mag)  # sum_k |z_k|: zsum rounds to about (3 + K) eps times it
+    del u
+    total = float(np.add.reduce(zsum * zsum, axis=None)) / dof
+    total_err = 2.0 * (3 + k) * eps32 * float(np.add.reduce(np.abs(zsum) * mag, axis=None)) / dof
+
+    def norm(spread: float) -> float:
+        corr = max(spread, floor)
+        return math.sqrt(corr) + eps if outside else math.sqrt(corr + eps)
+
+    den = norm(total)
+    if not math.isfinite(den) or not den > 0:
+        return None
+    # Mostly cancellation (a numerator whose terms nearly sum to 0, or a correlation sum near 0
+    # whose square root amplifies its rounding): float32 cannot keep 1e-5 of A, the float64 path runs.
+    top = float(np.abs(num).max())
+    if (3 + k) * eps32 * largest > 1e-5 * max(den, top):
+        return None
+    if norm(total + total_err) - norm(max(total - total_err, 0.0)) > 1e-5 * den:
+        return None
+    out = np.empty((b, n), dtype=num.dtype)
+    np.divide(num, num.dtype.type(den), out=out.T)
+    return out
+
+
+_Z_FAMILY = {"mo_grpo": _mo_grpo, "gdpo": _gdpo}
 
 
 def noise_floor(n: int, k: int, dtype: Any) -> float:
@@ -184,3 +497,263 @@ def _rows_out(values: Array, den: Array) -> Array:
     out = np.empty(values.shape[::-1], dtype=values.dtype)
     np.divide(values, den, out=out.T)
     return out
+
+
+# --- the group kernel --------------------------------------------------------------------------
+
+
+class NumpyKernel(Kernel):
+    """Group kernels for numpy arrays (see the module docstring)."""
+
+    on_host = True
+
+    def __init__(self, xp: Namespace) -> None:
+        super().__init__(xp)
+
+    def sum_k(self, x: Array) -> Array:
+        if x.shape[-1] == 1:  # the sum of one component is the component: no copy (never written)
+            return x
+        return np.einsum("...k->...", x)[..., None]  # one tight loop over a short last axis
+
+    def batch_sum_sq(self, x: Array, axes: tuple[int, ...]) -> Array:
+        flat = np.reshape(x, (-1, x.shape[-1]))  # no N x K temporary for the squares
+        kept = tuple(1 if a in axes else s for a, s in enumerate(x.shape))
+        return np.reshape(np.einsum("nk,nk->k", flat, flat), kept)
+
+    def batch_row_dot(self, x: Array, g: Array) -> Array:
+        return np.einsum("...k,...k->...", x, np.broadcast_to(g, x.shape))[..., None]
+
+    def dense_sum(self, x: Array) -> Array:
+        return _dense_sum(x, None)
+
+    def dense_sum_sq(self, x: Array) -> Array:
+        return _dense_sum(x, x)
+
+    def dense_row_dot(self, x: Array, g: Array) -> Array:
+        return np.einsum("bnk,bk->bn", x, g[:, 0, :])[..., None]
+
+    def find_runs(self, ids: Array) -> Runs | None:
+        return find_runs(ids)
+
+    def index(
+        self, ids: Array, runs: Runs | None, dtype: Any, *, lazy: bool
+    ) -> tuple[RaggedIndex, Array, bool]:
+        index = label(ids, runs)
+        assert index.size is not None
+        return index, index.size[:, None].astype(dtype), small(index.size)
+
+    def segment_sum(self, x: Array, r: RaggedIndex) -> Array:
+        return _bincount(x, r, square=False)
+
+    def segment_sum_sq(self, x: Array, r: RaggedIndex) -> Array:
+        return _bincount(x, r, square=True)
+
+    def gather(self, g: Array, r: RaggedIndex) -> Array:
+        if g.ndim == 2 and g.shape[1] > 1:
+            # Column-major rows: each component's column is contiguous, which is what the
+            # per-column bincount and the elementwise updates want.
+            return np.take(np.ascontiguousarray(g.T), r.labels, axis=1).T
+        return np.take(g, r.labels, axis=0)
+
+    def subtract_gathered(self, x: Array, g: Array, r: RaggedIndex) -> Array:
+        e = self.gather(g, r)
+        return np.subtract(x, e, out=e)  # into the gathered copy: one temporary, not two
+
+    def divide_gathered(self, x: Array, g: Array, r: RaggedIndex) -> Array:
+        for a in range(0, x.shape[0], _PIECE):  # pieces of rows: no gathered copy of the whole batch
+            x[a : a + _PIECE] /= np.take(g, r.labels[a : a + _PIECE], axis=0)
+        return x
+
+    def row_dot_gathered(self, x: Array, g: Array, r: RaggedIndex) -> Array:
+        out = np.zeros((x.shape[0], 1), dtype=x.dtype)
+        for k in range(x.shape[1]):  # one column at a time: no N x K temporary
+            out[:, 0] += x[:, k] * np.take(g[:, k], r.labels)
+        return out
+
+
+def _dense_sum(x: Array, y: Array | None) -> Array:
+    """(B, 1, K) sums over axis 1 of x (or of x * y), each in row order whatever K is.
+
+    The order matters: a constant extra component must leave the others' statistics bit for
+    bit unchanged. einsum adds a strided column in row order but vectorises a lone contiguous
+    one, so K = 1 takes the last entry of a running sum instead.
+    """
+    if x.shape[2] == 1:
+        v = x if y is None else x * y
+        return np.cumsum(v, axis=1)[:, -1:, :] if v.shape[1] else np.zeros_like(v[:, :1])
+    if y is None:
+        return np.einsum("bnk->bk", x)[:, None, :]
+    return np.einsum("bnk,bnk->bk", x, y)[:, None, :]
+
+
+def _bincount(x: Array, r: RaggedIndex, *, square: bool) -> Array:
+    """(num, ...) float64 sums of x (or x * x) per label, one column at a time.
+
+    Scattered labels: squares in pieces of rows at least as long as the group level, so that the
+    temporary is a fraction of the column while the pieces' partial sums cost at most one more
+    pass over the group level per piece.
+    """
+    cols = np.reshape(x, (x.shape[0], -1))
+    out = np.empty((r.num, cols.shape[1]), dtype=np.float64)
+    piece = max(_PIECE, r.num) if square else cols.shape[0]
+    for k in range(cols.shape[1]):  # one column at a time: the same sums whatever K is
+        col = cols[:, k]
+        if r.starts is not None:  # runs: contiguous segments, no scattered adds
+            out[:, k] = np.add.reduceat(col * col if square else col, r.starts)
+            continue
+        out[:, k] = 0.0
+        for a in range(0, max(col.shape[0], 1), piece):
+            part = col[a : a + piece]
+            out[:, k] += np.bincount(
+                r.labels[a : a + piece], weights=part * part if square else part, minlength=r.num
+            )
+    return np.reshape(out, (r.num, *x.shape[1:]))
+
+
+def small(size: Array) -> bool:
+    """Whether every group of these sizes has at most :data:`SMALL_GROUP` rows."""
+    return size.shape[0] == 0 or int(size.max()) <= SMALL_GROUP
+
+
+# --- labelling ids on the host -------------------------------------------------------------
+
+
+def find_runs(ids: Array) -> Runs | None:
+    """The runs when every integer id forms one run of adjacent rows, else None. O(N), no sort.
+
+    Scattered ids cost a comparison of neighbours and a count over the run ids; the row labels
+    and run starts are built only once the ids are known to form runs.
+    """
+    if ids.shape[0] == 0:
+        return None
+    head = np.empty(ids.shape[0], dtype=bool)  # the first row of each run
+    head[0] = True
+    np.not_equal(ids[1:], ids[:-1], out=head[1:])
+    run_ids = ids[head]
+    if run_ids.shape[0] > 1 and not _monotone(run_ids) and _repeats(run_ids):
+        return None  # some id comes back after another: not runs
+    del run_ids
+    labels = np.cumsum(head, dtype=np.intp)
+    labels -= 1
+    return Runs(starts=np.flatnonzero(head), labels=labels)
+
+
+def _monotone(values: Array) -> bool:
+    """Strictly increasing or strictly decreasing: no value repeats, found without a count."""
+    return bool(np.all(values[1:] > values[:-1])) or bool(np.all(values[1:] < values[:-1]))
+
+
+def _offset(values: Array, lo: int) -> Array:
+    """values - lo in a type of 8 bytes (no overflow over the span), no copy where lo is 0."""
+    wide = values if values.dtype.itemsize >= 8 else values.astype(np.int64)
+    return wide if lo == 0 else wide - wide.dtype.type(lo)
+
+
+def _repeats(values: Array) -> bool:
+    """Whether some value occurs twice: a count table for a compact range, else a sort."""
+    lo, hi = int(values.min()), int(values.max())
+    if hi - lo < _DIRECT_SPAN * values.shape[0]:
+        return bool(np.bincount(_offset(values, lo)).max() > 1)
+    return bool(np.unique(values).shape[0] != values.shape[0])
+
+
+def label(ids: Array, runs: Runs | None) -> RaggedIndex:
+    """Labels 0..G-1 of integer ids without a sort when they are in runs (``runs``) or in a compact range."""
+    n = ids.shape[0]
+    if n == 0:
+        empty = np.zeros(0, dtype=np.intp)
+        return RaggedIndex(labels=empty, num=0, member=empty, size=empty)
+    if runs is not None:
+        starts, labels = runs.starts, runs.labels
+        size = np.diff(np.append(starts, n))
+        return RaggedIndex(labels=labels, num=int(starts.shape[0]), member=starts, size=size, starts=starts)
+    lo, hi = int(ids.min()), int(ids.max())
+    if hi - lo < _DIRECT_SPAN * n:  # direct addressing: O(N + span), no comparison sort
+        key = _offset(ids, lo)  # in [0, span)
+        present = np.zeros(hi - lo + 1, dtype=bool)
+        present[key] = True
+        num = int(np.count_nonzero(present))
+        if num == present.shape[0]:  # every value of the span is used: they are the labels
+            labels = key.astype(np.intp, copy=False)  # (the ids themselves when 0..G-1; never written)
+        else:
+            table = np.cumsum(present, dtype=np.intp)
+            table -= 1
+            labels = table[key]
+    else:
+        uniq, labels = np.unique(ids, return_inverse=True)
+        labels = labels.astype(np.intp, copy=False)
+        num = int(uniq.shape[0])
+    size = np.bincount(labels, minlength=num)
+    member = np.empty(num, dtype=np.intp)
+    member[labels] = np.arange(n, dtype=np.intp)  # any row of the group serves as its shift
+    return RaggedIndex(labels=labels, num=num, member=member, size=size)
+
+
+def _neighbours_differ(ids: Array) -> Array | None:
+    """(N - 1,) bool: where the id changes between neighbours; None for ids whose ``!=`` is not a
+    plain bool per row (arrays as ids, say)."""
+    try:
+        change = np.asarray(ids[1:] != ids[:-1], dtype=bool)
+    except (TypeError, ValueError):
+        return None
+    return change if change.shape == (ids.shape[0] - 1,) else None
+
+
+def factorize(ids: Array) -> Array:
+    """Labels 0..G-1 in order of first appearance of a 1-d numpy array of hashable ids (N >= 1).
+
+    Runs of one id are hashed once (one comparison of neighbours finds them); the run heads are
+    factorised with ``dict.setdefault`` mapped in C (no Python frame per row), never sorted.
+    Scattered ids (no two neighbours equal) are hashed in place: no array of heads, no run index.
+    """
+    n = ids.shape[0]
+    change = _neighbours_differ(ids)
+    if change is None:  # every row is a head
+        change = np.ones(n - 1, dtype=bool)
+    runs = int(np.count_nonzero(change)) + 1
+    heads = ids if runs == n else ids[np.concatenate(([True], change))]
+    if heads.dtype != object:
+        heads = heads.tolist()  # numpy scalars -> Python values: hashed as the Python values are
+    # Each run -> the first run of its id; those lie in [0, runs) and map to 0..G-1 directly.
+    seen: dict[Any, int] = {}
+    try:
+        labels = np.fromiter(map(seen.setdefault, heads, range(runs)), dtype=np.intp, count=runs)
+    except TypeError as exc:
+        raise TypeError(f"group ids must be hashable: {exc}") from None
+    del heads
+    if len(seen) < runs:  # some id has several runs (scattered ids): first runs -> 0..G-1
+        present = np.zeros(runs, dtype=bool)
+        present[labels] = True
+        table = np.cumsum(present, dtype=np.intp)
+        del present
+        table -= 1
+        np.take(table, labels, out=labels)
+        del table
+    if runs == n:
+        return labels
+    run_of_row = np.empty(n, dtype=np.intp)  # each row's run
+    run_of_row[0] = 0
+    np.cumsum(change, out=run_of_row[1:])
+    return np.take(labels, run_of_row, out=run_of_row)
+
+
+def run_length(ids: Array) -> int:
+    """n when 1-d host ids (any hashable type) form runs of n >= 2 adjacent rows each, else 0."""
+    rows = ids.shape[0] if ids.ndim == 1 else 0
+    if rows < 2:
+        return 0
+    change = _neighbours_differ(ids)
+    if change is None:
+        return 0
+    runs = int(np.count_nonzero(change)) + 1
+    n = rows // runs
+    if n < 2 or n * runs != rows:  # scattered ids stop here, after one comparison of neighbours
+        return 0
+    ends = np.flatnonzero(change)  # the last row of each run but the final one
+    if not bool(np.all(ends == np.arange(n - 1, rows - 1, n))):
+        return 0
+    heads = ids[::n].tolist()
+    try:
+        return n if len(set(heads)) == runs else 0  # no id comes back after another
+    except TypeError:
+        return 0

@@ -1,5 +1,11 @@
-"""torch fast paths: the token broadcast, and GRPO / CorrGRPO on dense ``(B, n, K)`` groups.
+"""torch: the group kernel, the token broadcast, and GRPO / CorrGRPO on dense ``(B, n, K)`` groups.
 
+**Group kernel** (:class:`TorchKernel`): ids of CPU tensors are labelled on the host (the numpy
+kernel's labels, zero-copy); ids on an accelerator are labelled by the sorted position of each
+group's first row (a running maximum, no shape that depends on values, no host synchronisation)
+and summed with ``index_add_``. Gathered copies are ours, so updates go into them in place.
+
+**Dense estimators**:
 The dense estimators here run the same maths as :mod:`corrgrpo_core._stats` (shift by a member
 of the group, one-pass sums, scale-relative zero-variance test), written as a dozen fused torch
 calls in the input's floating dtype: a call costs tens of microseconds instead of hundreds, and no
@@ -14,10 +20,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from .._lib._compat import Array, Namespace
 from . import _host
+from ._generic import Kernel, RaggedIndex, Runs
 from ._host import noise_floor
-
-Array = Any
 
 # Output elements per piece of the token broadcast: a piece of mask and output stays in cache.
 _TOKEN_PIECE = 1 << 18
@@ -75,6 +81,10 @@ def dense(
     zero_variance_rtol: float | None,
     singleton: str,
     min_correlation_sum: float = 0.0,
+    group_eps_placement: str = "outside",
+    variant: str = "asym",
+    base: str = "gdpo",
+    max_weight: float = 5.0,
 ) -> Array | None:
     """GRPO or CorrGRPO of ``(n, K)`` / ``(B, n, K)`` float scores in their own dtype, or None.
 
@@ -95,19 +105,25 @@ def dense(
             a = scores.numpy()  # refuses tensors that need gradients (they take the generic path)
         except (RuntimeError, TypeError):  # requires_grad, a lazy negation, or no numpy dtype (bfloat16)
             return None
-        got = _host.dense(
+        got = _host.dense_call(
             estimator,
             a,
             weights,
             eps=eps,
-            outside=eps_placement == "outside",
+            eps_placement=eps_placement,
             ddof=ddof,
-            rtol=64.0 * _EPS64 if zero_variance_rtol is None else zero_variance_rtol,
+            zero_variance_rtol=zero_variance_rtol,
             singleton=singleton,
-            floor=min_correlation_sum,
+            min_correlation_sum=min_correlation_sum,
+            group_eps_placement=group_eps_placement,
+            variant=variant,
+            base=base,
+            max_weight=max_weight,
         )
         return None if got is None else torch.from_numpy(got)
     x = scores
+    if estimator not in ("grpo", "corrgrpo"):  # the others: on the host only
+        return None
     if x.dtype not in (torch.float32, torch.float64) or x.ndim not in (2, 3) or x.requires_grad:
         return None
     if x.ndim == 2:
@@ -218,3 +234,67 @@ def _rows_out(values: Array, den: Array, shape: tuple[int, ...]) -> Array:
     out = torch.empty((b, values.shape[0]), dtype=values.dtype, device=values.device)
     torch.div(values, den, out=out.t())
     return out.reshape(shape)
+
+
+# --- the group kernel --------------------------------------------------------------------------
+
+
+class TorchKernel(Kernel):
+    """Group kernels for torch tensors (see the module docstring)."""
+
+    def __init__(self, xp: Namespace) -> None:
+        super().__init__(xp)
+
+    def find_runs(self, ids: Array) -> Runs | None:
+        return _host.find_runs(ids.numpy()) if ids.device.type == "cpu" else None
+
+    def index(
+        self, ids: Array, runs: Runs | None, dtype: Any, *, lazy: bool
+    ) -> tuple[RaggedIndex, Array, bool]:
+        if ids.device.type == "cpu":  # compact labels 0..G-1 on the host, group level of G rows
+            found = _host.label(ids.numpy(), runs)
+            assert found.size is not None
+            index = RaggedIndex(
+                labels=torch.from_numpy(found.labels.astype(np.int64, copy=False)),
+                num=found.num,
+                member=torch.from_numpy(found.member.astype(np.int64, copy=False)),
+                size=None,
+                starts=found.starts,  # host array: only used to cut the batch into pieces
+            )
+            count = torch.from_numpy(found.size).to(dtype)[:, None]
+            return index, count, _host.small(found.size)
+        index = _first_row_labels(ids)
+        ones = torch.ones((ids.shape[0], 1), dtype=dtype, device=ids.device)
+        return index, self.segment_sum(ones, index), False
+
+    def segment_sum(self, x: Array, r: RaggedIndex) -> Array:
+        return torch.zeros((r.num, *x.shape[1:]), dtype=x.dtype, device=x.device).index_add_(0, r.labels, x)
+
+    def subtract_gathered(self, x: Array, g: Array, r: RaggedIndex) -> Array:
+        return self.gather(g, r).neg_().add_(x)  # the gathered copy is ours
+
+    def divide_gathered(self, x: Array, g: Array, r: RaggedIndex) -> Array:
+        return x.div_(self.gather(g, r))
+
+    def row_dot_gathered(self, x: Array, g: Array, r: RaggedIndex) -> Array:
+        return self.gather(g, r).mul_(x).sum(dim=-1, keepdim=True)  # multiply into the gathered copy
+
+    def broadcast_to_tokens(self, advantages: Array, response_mask: Array) -> Array:
+        return broadcast_to_tokens(advantages, response_mask)
+
+
+def _first_row_labels(ids: Array) -> RaggedIndex:
+    """Label = sorted position of the group's first row; shapes independent of values.
+
+    The start of each sorted row's run is a running maximum of the run starts (no searchsorted,
+    which is slow on long runs of equal keys in torch).
+    """
+    n = ids.shape[0]
+    order = torch.argsort(ids)  # any order within a group will do
+    sorted_ids = ids[order]
+    first = torch.ones(n, dtype=torch.bool, device=ids.device)
+    first[1:] = sorted_ids[1:] != sorted_ids[:-1]
+    position = torch.arange(n, device=ids.device)
+    start = torch.cummax(torch.where(first, position, torch.zeros_like(position)), 0).values
+    labels = torch.empty_like(start).scatter_(0, order, start)
+    return RaggedIndex(labels=labels, num=n, member=order, size=None)

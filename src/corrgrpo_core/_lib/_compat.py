@@ -1,4 +1,9 @@
-"""The one import point for array-api-compat, plus small namespace helpers."""
+"""The one compatibility layer: array-api-compat's helpers, the array types, and the few calls
+that differ between backends outside the group kernels (namespace lookup, gradients, dtypes).
+
+Everything else in the package is plain array-API code (``xp.`` calls) or lives in a kernel
+module of :mod:`corrgrpo_core._kernels`.
+"""
 
 from __future__ import annotations
 
@@ -15,8 +20,10 @@ from array_api_compat import (
 )
 from array_api_compat import is_lazy_array as _is_lazy_array
 
-# Arrays of any backend; kept as Any so that numpy, torch and jax arrays all type-check.
+# An array of any backend (numpy, torch, jax, cupy, array-api-strict). ``Any`` at run time and to
+# the type checker, so that every backend's arrays type-check; the one definition in the package.
 Array: TypeAlias = Any
+# An array-API namespace (a module, or array-api-compat's wrapper of one).
 Namespace: TypeAlias = Any
 
 __all__ = [
@@ -29,8 +36,22 @@ __all__ = [
     "is_lazy_array",
     "is_numpy_namespace",
     "is_torch_namespace",
+    "namespace",
+    "stop_gradient",
     "work_dtype",
 ]
+
+
+def namespace(*arrays: Array) -> Namespace:
+    """The one array namespace shared by ``arrays`` (``None`` entries are skipped).
+
+    Like :func:`array_namespace`, with a message that says which inputs are meant.
+    """
+    present = [a for a in arrays if a is not None]
+    try:
+        return array_namespace(*present)
+    except TypeError as exc:
+        raise TypeError(f"inputs must be arrays of one library (numpy, torch, jax, ...): {exc}") from exc
 
 
 def is_lazy_array(x: Any) -> bool:
@@ -39,16 +60,31 @@ def is_lazy_array(x: Any) -> bool:
     if not _is_lazy_array(x):
         return False
     if is_jax_array(x):
-        import jax
+        import jax  # only reached with a jax array in hand: jax is imported already
 
         return isinstance(x, jax.core.Tracer)
     return True
 
 
+def stop_gradient(x: Array, xp: Namespace) -> Array:
+    """Value of ``x`` with no gradient flowing through it.
+
+    torch and jax need their own primitive (``Tensor.detach`` / ``jax.lax.stop_gradient``);
+    namespaces without autograd (numpy, array-api-strict) return ``x`` itself.
+    """
+    if is_torch_namespace(xp):
+        return x.detach()
+    if is_jax_namespace(xp):
+        import jax  # only reached on the jax namespace: jax is imported already
+
+        return jax.lax.stop_gradient(x)
+    return x
+
+
 def work_dtype(xp: Namespace, dev: Any) -> Any:
     """Accumulation dtype: float64 wherever the backend and device can hold it."""
     if is_jax_namespace(xp):
-        import jax
+        import jax  # only reached on the jax namespace: jax is imported already
 
         return xp.float64 if jax.config.read("jax_enable_x64") else xp.float32  # type: ignore[no-untyped-call]
     if is_torch_namespace(xp) and getattr(dev, "type", "cpu") == "mps":

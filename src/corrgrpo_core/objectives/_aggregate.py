@@ -5,8 +5,9 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Literal, get_args
 
+from .._lib._compat import Array, namespace
+from .._lib._helpers import as_float_mask, float_dtype
 from .._validation import check_choice, check_number, check_optional_number
-from ._backend import Array, as_float_mask, float_dtype, namespace
 
 __all__ = ["AggregationMode", "aggregate_loss", "aggregation_modes"]
 

@@ -10,18 +10,10 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Literal, NamedTuple
 
+from .._lib._compat import Array, namespace, stop_gradient
+from .._lib._helpers import as_float_mask, float_dtype, masked_max, masked_mean, masked_min
 from .._validation import check_choice, check_number, check_optional_number, choices
 from ._aggregate import AggregationMode, _aggregate
-from ._backend import (
-    Array,
-    as_float_mask,
-    float_dtype,
-    masked_max,
-    masked_mean,
-    masked_min,
-    namespace,
-    stop_gradient,
-)
 
 __all__ = [
     "KLKind",

@@ -6,9 +6,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .._lib._compat import Array
 from .._registry import estimator_names, get_estimator
 from .._validation import FilterCriterion, unknown_name
-from ._backend import Array
 from ._losses import PolicyLoss, cispo_loss, dapo_loss, gspo_loss, ppo_clip_loss
 
 __all__ = [

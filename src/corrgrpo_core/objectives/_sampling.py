@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._lib._compat import Array, device, namespace
 from .._validation import (
     NAN_POLICIES,
     FilterCriterion,
@@ -13,7 +14,6 @@ from .._validation import (
     check_number,
     choices,
 )
-from ._backend import Array, device, namespace
 
 __all__ = ["FilterCriterion", "informative_groups", "overlong_penalty"]
 
