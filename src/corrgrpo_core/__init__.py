@@ -2,7 +2,7 @@
 
 >>> import numpy as np, corrgrpo_core as cc
 >>> s = np.array([[.1, .18, .8], [.18, .1, 7.28], [.82, .9, 8], [.9, .82, 1.52]])
->>> np.round(cc.corr_normalized_advantage(s), 4)
+>>> np.round(cc.corrgrpo_advantage(s), 4)
 array([-1.8607,  0.9304,  1.8607, -0.9304])
 """
 
@@ -10,6 +10,7 @@ from . import objectives
 from ._api import (
     advantage_stats,
     corr_normalized_advantage,
+    corrgrpo_advantage,
     dara_advantage,
     dr_grpo_advantage,
     gdpo_advantage,
@@ -22,17 +23,25 @@ from ._diagnostics import AdvantageStats
 from ._groups import group_labels
 from ._registry import EstimatorSpec, compute_advantages, estimator_names, get_estimator, register_estimator
 from ._tokens import broadcast_to_tokens
+from ._validation import DaraBase, DaraVariant, EpsPlacement, NanPolicy, SingletonPolicy, StdScope
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AdvantageStats",
+    "DaraBase",
+    "DaraVariant",
+    "EpsPlacement",
     "EstimatorSpec",
+    "NanPolicy",
+    "SingletonPolicy",
+    "StdScope",
     "__version__",
     "advantage_stats",
     "broadcast_to_tokens",
     "compute_advantages",
     "corr_normalized_advantage",
+    "corrgrpo_advantage",
     "dara_advantage",
     "dr_grpo_advantage",
     "estimator_names",

@@ -1,22 +1,48 @@
-"""Public estimators: docstring, validation and dispatch over :mod:`._estimators`."""
+"""Public estimators: docstring, validation and dispatch, one route per estimator.
+
+Each function checks its options (:mod:`._validation`), then either returns a backend kernel's
+result (:func:`._kernels.dense_estimator`: GRPO and CorrGRPO on a dense torch batch, which declines
+what it does not cover) or runs the generic array-API path, :func:`_run` over the estimator's pure
+function in :mod:`._estimators`. What each estimator *is* (group or batch scope, total or
+per-component numerator, its oracle, ...) is declared once, where it is registered at the end of
+this module (see :class:`EstimatorSpec`).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal, overload
 
 from . import _estimators as est
-from . import _kernels
-from ._batch import EPS_PLACEMENTS, Batch, check_choice, check_ddof, check_nonnegative, prepare, resolve_rtol
+from . import _kernels, _oracles, _registry
+from ._batch import Batch, prepare, resolve_rtol
 from ._diagnostics import AdvantageStats, check_stats_finite, empty_stats, stats_from_parts
 from ._lib._compat import Array, Namespace
+from ._validation import (
+    DARA_BASES,
+    DARA_VARIANTS,
+    EPS_PLACEMENTS,
+    NAN_POLICIES,
+    SINGLETON_POLICIES,
+    STD_SCOPES,
+    DaraBase,
+    DaraVariant,
+    EpsPlacement,
+    NanPolicy,
+    SingletonPolicy,
+    StdScope,
+    check_choice,
+    check_int,
+    check_number,
+)
 
 IdsLike = Array | Sequence[int] | None
-STD_SCOPES = ("group", "batch")
 WeightsLike = Array | Sequence[float] | None
 
 
 def _run(
+    name: str,
     scores: Array,
     group_ids: IdsLike,
     weights: WeightsLike,
@@ -25,46 +51,102 @@ def _run(
     xp: Namespace | None,
     zero_variance_rtol: float | None,
     compute: Callable[[Batch, float], Array],
-    *,
-    group_local: bool = False,
+    options: Mapping[str, Any] | None = None,
 ) -> Array:
-    """Validate, then ``compute``; ``group_local`` estimators (no batch-level statistic) may run
-    over a large dense batch in cache-sized pieces of whole groups."""
+    """Prepare the batch, then ``compute``: over a large dense batch in cache-sized pieces of whole
+    groups when the registry says that estimator ``name`` (with ``options``) is group-local."""
     batch = prepare(scores, group_ids, weights=weights, nan_policy=nan_policy, singleton=singleton, xp=xp)
     if 0 in batch.raw.shape[:-1]:
         return batch.xp.zeros(batch.lead_shape, dtype=batch.out_dtype, device=batch.device)
     rtol = resolve_rtol(zero_variance_rtol, batch.xp, batch.raw.dtype)
-    pieces = batch.chunks() if group_local else None
+    pieces = batch.chunks() if _registry.get_estimator(name).group_local(options) else None
     if pieces is None:
         return batch.finish(compute(batch, rtol))
     return batch.finish(batch.xp.concat([compute(piece, rtol) for piece in pieces], axis=0))
 
 
 def _rtol_option(zero_variance_rtol: float | None) -> float | None:
-    return None if zero_variance_rtol is None else check_nonnegative("zero_variance_rtol", zero_variance_rtol)
+    return None if zero_variance_rtol is None else check_number("zero_variance_rtol", zero_variance_rtol)
 
 
 def _eps(eps: float, placement: str, name: str = "eps_placement") -> float:
     check_choice(name, placement, EPS_PLACEMENTS)
-    return check_nonnegative("eps", eps)
+    return check_number("eps", eps)
 
 
-def corr_normalized_advantage(
+def _policies(nan_policy: str, singleton: str) -> None:
+    check_choice("nan_policy", nan_policy, NAN_POLICIES)
+    check_choice("singleton", singleton, SINGLETON_POLICIES)
+
+
+def _z_options(
+    eps: float,
+    eps_placement: str,
+    ddof: int,
+    zero_variance_rtol: float | None,
+    nan_policy: str,
+    singleton: str,
+) -> tuple[float, int, float | None]:
+    """The options of a normalised estimator, checked in one call (the kernel route is short):
+    eps, ddof and the zero-variance tolerance, as the estimators take them."""
+    _policies(nan_policy, singleton)
+    return _eps(eps, eps_placement), check_int("ddof", ddof), _rtol_option(zero_variance_rtol)
+
+
+@overload
+def corrgrpo_advantage(
     scores: Array,
     /,
     group_ids: IdsLike = None,
     *,
     weights: WeightsLike = None,
     eps: float = 1e-6,
-    eps_placement: str = "inside",
+    eps_placement: EpsPlacement = "inside",
     ddof: int = 1,
-    singleton: str = "zero",
+    singleton: SingletonPolicy = "zero",
     zero_variance_rtol: float | None = None,
-    nan_policy: str = "raise",
+    nan_policy: NanPolicy = "raise",
+    min_correlation_sum: float = 0.0,
+    return_stats: Literal[False] = False,
+    xp: Namespace | None = None,
+) -> Array: ...
+
+
+@overload
+def corrgrpo_advantage(
+    scores: Array,
+    /,
+    group_ids: IdsLike = None,
+    *,
+    weights: WeightsLike = None,
+    eps: float = 1e-6,
+    eps_placement: EpsPlacement = "inside",
+    ddof: int = 1,
+    singleton: SingletonPolicy = "zero",
+    zero_variance_rtol: float | None = None,
+    nan_policy: NanPolicy = "raise",
+    min_correlation_sum: float = 0.0,
+    return_stats: Literal[True],
+    xp: Namespace | None = None,
+) -> tuple[Array, AdvantageStats]: ...
+
+
+def corrgrpo_advantage(
+    scores: Array,
+    /,
+    group_ids: IdsLike = None,
+    *,
+    weights: WeightsLike = None,
+    eps: float = 1e-6,
+    eps_placement: EpsPlacement = "inside",
+    ddof: int = 1,
+    singleton: SingletonPolicy = "zero",
+    zero_variance_rtol: float | None = None,
+    nan_policy: NanPolicy = "raise",
     min_correlation_sum: float = 0.0,
     return_stats: bool = False,
     xp: Namespace | None = None,
-) -> Any:
+) -> Array | tuple[Array, AdvantageStats]:
     r"""CorrGRPO advantages: the centred total reward over the correlation norm of its group.
 
     .. math:: A_i = \frac{\sum_k (x_{ik} - \bar x_k)}{\sqrt{\max(\sum_{l,m} \rho_{lm}, f) + \epsilon}}
@@ -72,7 +154,8 @@ def corr_normalized_advantage(
     with :math:`x_{ik} = w_k R_{ik}` (weights applied before any statistic), :math:`\rho` the
     group's sample Pearson matrix with zero rows and columns for components that do not vary,
     and :math:`f` = ``min_correlation_sum``. The correlation sum is computed as the group
-    variance of the summed z-scores (no K x K matrix).
+    variance of the summed z-scores (no K x K matrix). ``corr_normalized_advantage`` (the name
+    in the paper's code) is the same function.
 
     Parameters
     ----------
@@ -101,56 +184,86 @@ def corr_normalized_advantage(
         Floor f on the correlation sum, against the blow-up of anti-correlated components
         (default 0 = paper fidelity).
     return_stats
-        Also return an :class:`AdvantageStats` with the diagnostics.
+        Deprecated: also return :func:`advantage_stats` of the batch with the same options
+        (call that function instead).
 
     Returns
     -------
-    Advantages with the scores' leading shape and floating dtype, on the same device
-    (and an :class:`AdvantageStats` when ``return_stats``).
+    Advantages with the scores' leading shape and floating dtype, on the same device.
 
     Examples
     --------
     >>> import numpy as np, corrgrpo_core as cc
     >>> s = np.array([[.1, .18, .8], [.18, .1, 7.28], [.82, .9, 8], [.9, .82, 1.52]])
-    >>> np.round(cc.corr_normalized_advantage(s), 4)
+    >>> np.round(cc.corrgrpo_advantage(s), 4)
     array([-1.8607,  0.9304,  1.8607, -0.9304])
     """
-    eps = _eps(eps, eps_placement)
-    ddof = check_ddof(ddof)
-    floor = check_nonnegative("min_correlation_sum", min_correlation_sum)
-    if not return_stats:
-        fast = _kernels.dense_estimator(
-            "corrgrpo", scores, group_ids, xp, weights=weights, eps=eps, eps_placement=eps_placement,
-            ddof=ddof, zero_variance_rtol=_rtol_option(zero_variance_rtol), singleton=singleton,
+    eps, ddof, rtol = _z_options(eps, eps_placement, ddof, zero_variance_rtol, nan_policy, singleton)
+    floor = check_number("min_correlation_sum", min_correlation_sum)
+    if return_stats:
+        warnings.warn(
+            "corrgrpo_advantage(return_stats=True) is deprecated; call advantage_stats(scores, group_ids, ...) "
+            "with the same options",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        adv = corrgrpo_advantage(
+            scores,
+            group_ids,
+            weights=weights,
+            eps=eps,
+            eps_placement=eps_placement,
+            ddof=ddof,
+            singleton=singleton,
+            zero_variance_rtol=rtol,
+            nan_policy=nan_policy,
             min_correlation_sum=floor,
+            xp=xp,
         )
-        if fast is not None:
-            return fast
-    stats: list[AdvantageStats] = []
-
-    def compute(batch: Batch, rtol: float) -> Array:
-        parts = est.corr_parts(batch, ddof=ddof, rtol=rtol)
-        if return_stats:
-            den = est.corr_denominator(
-                parts, eps=eps, eps_placement=eps_placement, min_correlation_sum=floor, xp=batch.xp
-            )
-            stats.append(
-                stats_from_parts(
-                    batch, parts, den, eps=eps, eps_placement=eps_placement, ddof=ddof, rtol=rtol
-                )
-            )
-        return est.corrgrpo(
-            batch, eps=eps, eps_placement=eps_placement, ddof=ddof, rtol=rtol, min_correlation_sum=floor,
-            parts=parts,
+        stats = advantage_stats(
+            scores,
+            group_ids,
+            weights=weights,
+            eps=eps,
+            eps_placement=eps_placement,
+            ddof=ddof,
+            zero_variance_rtol=rtol,
+            nan_policy=nan_policy,
+            min_correlation_sum=floor,
+            xp=xp,
         )
+        return adv, stats
+    fast = _kernels.dense_estimator(
+        "corrgrpo",
+        scores,
+        group_ids,
+        xp,
+        weights=weights,
+        eps=eps,
+        eps_placement=eps_placement,
+        ddof=ddof,
+        zero_variance_rtol=rtol,
+        singleton=singleton,
+        min_correlation_sum=floor,
+    )
+    if fast is not None:
+        return fast
+    return _run(
+        "corrgrpo",
+        scores,
+        group_ids,
+        weights,
+        nan_policy,
+        singleton,
+        xp,
+        rtol,
+        lambda b, r: est.corrgrpo(
+            b, eps=eps, eps_placement=eps_placement, ddof=ddof, rtol=r, min_correlation_sum=floor
+        ),
+    )
 
-    adv = _run(scores, group_ids, weights, nan_policy, singleton, xp, zero_variance_rtol, compute,
-               group_local=not return_stats)
-    if not return_stats:
-        return adv
-    if not stats:  # empty batch
-        return adv, advantage_stats(scores, group_ids, weights=weights, nan_policy=nan_policy, xp=xp)
-    return adv, check_stats_finite(stats[0])
+
+corr_normalized_advantage = corrgrpo_advantage
 
 
 def advantage_stats(
@@ -160,17 +273,17 @@ def advantage_stats(
     *,
     weights: WeightsLike = None,
     eps: float = 1e-6,
-    eps_placement: str = "inside",
+    eps_placement: EpsPlacement = "inside",
     ddof: int = 1,
     zero_variance_rtol: float | None = None,
-    nan_policy: str = "raise",
+    nan_policy: NanPolicy = "raise",
     min_correlation_sum: float = 0.0,
     degenerate_threshold: float = 0.01,
     xp: Namespace | None = None,
 ) -> AdvantageStats:
     """Diagnostics of a reward batch under CorrGRPO versus GRPO (see :class:`AdvantageStats`).
 
-    Options mean what they mean in :func:`corr_normalized_advantage`. A group is *degenerate*
+    Options mean what they mean in :func:`corrgrpo_advantage`. A group is *degenerate*
     when some component varies but the correlation sum is below ``degenerate_threshold``:
     its advantages are amplified by up to 1/sqrt(eps).
 
@@ -183,9 +296,9 @@ def advantage_stats(
     (1.699, [0.011, 0.011, 0.911])
     """
     eps = _eps(eps, eps_placement)
-    ddof = check_ddof(ddof)
-    floor = check_nonnegative("min_correlation_sum", min_correlation_sum)
-    threshold = check_nonnegative("degenerate_threshold", degenerate_threshold)
+    ddof = check_int("ddof", ddof)
+    floor = check_number("min_correlation_sum", min_correlation_sum)
+    threshold = check_number("degenerate_threshold", degenerate_threshold)
     batch = prepare(scores, group_ids, weights=weights, nan_policy=nan_policy, singleton="zero", xp=xp)
     if 0 in batch.raw.shape[:-1]:
         return empty_stats(batch)
@@ -215,12 +328,12 @@ def grpo_advantage(
     *,
     weights: WeightsLike = None,
     eps: float = 1e-6,
-    eps_placement: str = "outside",
+    eps_placement: EpsPlacement = "outside",
     ddof: int = 1,
-    std_scope: str = "group",
-    singleton: str = "zero",
+    std_scope: StdScope = "group",
+    singleton: SingletonPolicy = "zero",
     zero_variance_rtol: float | None = None,
-    nan_policy: str = "raise",
+    nan_policy: NanPolicy = "raise",
     xp: Namespace | None = None,
 ) -> Array:
     r"""GRPO: :math:`A_i = (R_i - \bar R) / (s_R + \epsilon)`, :math:`R_i = \sum_k w_k x_{ik}`.
@@ -229,7 +342,7 @@ def grpo_advantage(
     whose total does not vary, and groups of one, get 0 (verl gives a singleton R / (1 + eps)).
     ``std_scope="batch"`` keeps the group mean but divides by one standard deviation of R over
     the whole batch (TRL's ``scale_rewards="batch"``); the batch's rows must then all be passed
-    in one call. Other options as in :func:`corr_normalized_advantage`.
+    in one call. Other options as in :func:`corrgrpo_advantage`.
 
     Examples
     --------
@@ -241,18 +354,26 @@ def grpo_advantage(
     array([[-0.6693,  0.3347,  0.6693, -0.3347],
            [-1.3387,  0.6693,  1.3387, -0.6693]])
     """
-    eps = _eps(eps, eps_placement)
-    ddof = check_ddof(ddof)
+    eps, ddof, rtol = _z_options(eps, eps_placement, ddof, zero_variance_rtol, nan_policy, singleton)
     check_choice("std_scope", std_scope, STD_SCOPES)
     if std_scope == "group":
         fast = _kernels.dense_estimator(
-            "grpo", scores, group_ids, xp, weights=weights, eps=eps, eps_placement=eps_placement, ddof=ddof,
-            zero_variance_rtol=_rtol_option(zero_variance_rtol), singleton=singleton,
+            "grpo",
+            scores,
+            group_ids,
+            xp,
+            weights=weights,
+            eps=eps,
+            eps_placement=eps_placement,
+            ddof=ddof,
+            zero_variance_rtol=rtol,
+            singleton=singleton,
         )
         if fast is not None:
             return fast
     kernel = est.grpo if std_scope == "group" else est.grpo_batch_std
     return _run(
+        "grpo",
         scores,
         group_ids,
         weights,
@@ -261,7 +382,7 @@ def grpo_advantage(
         xp,
         zero_variance_rtol,
         lambda b, rtol: kernel(b, eps=eps, eps_placement=eps_placement, ddof=ddof, rtol=rtol),
-        group_local=std_scope == "group",
+        {"std_scope": std_scope},
     )
 
 
@@ -271,9 +392,9 @@ def dr_grpo_advantage(
     group_ids: IdsLike = None,
     *,
     weights: WeightsLike = None,
-    singleton: str = "zero",
+    singleton: SingletonPolicy = "zero",
     zero_variance_rtol: float | None = None,
-    nan_policy: str = "raise",
+    nan_policy: NanPolicy = "raise",
     xp: Namespace | None = None,
 ) -> Array:
     r"""Dr.GRPO: the centred total reward :math:`A_i = R_i - \bar R` (no std division).
@@ -285,6 +406,7 @@ def dr_grpo_advantage(
     array([-1.,  1.])
     """
     return _run(
+        "dr_grpo",
         scores,
         group_ids,
         weights,
@@ -293,7 +415,6 @@ def dr_grpo_advantage(
         xp,
         zero_variance_rtol,
         lambda b, rtol: est.dr_grpo(b, rtol=rtol),
-        group_local=True,
     )
 
 
@@ -303,9 +424,9 @@ def rloo_advantage(
     group_ids: IdsLike = None,
     *,
     weights: WeightsLike = None,
-    singleton: str = "zero",
+    singleton: SingletonPolicy = "zero",
     zero_variance_rtol: float | None = None,
-    nan_policy: str = "raise",
+    nan_policy: NanPolicy = "raise",
     xp: Namespace | None = None,
 ) -> Array:
     r"""RLOO: :math:`A_i = R_i - \frac{1}{n-1}\sum_{j \ne i} R_j = \frac{n}{n-1}(R_i - \bar R)`.
@@ -319,6 +440,7 @@ def rloo_advantage(
     array([-3. , -1.5,  4.5])
     """
     return _run(
+        "rloo",
         scores,
         group_ids,
         weights,
@@ -327,7 +449,6 @@ def rloo_advantage(
         xp,
         zero_variance_rtol,
         lambda b, rtol: est.rloo(b, rtol=rtol),
-        group_local=True,
     )
 
 
@@ -338,11 +459,11 @@ def mo_grpo_advantage(
     *,
     weights: WeightsLike = None,
     eps: float = 1e-6,
-    eps_placement: str = "outside",
+    eps_placement: EpsPlacement = "outside",
     ddof: int = 1,
-    singleton: str = "zero",
+    singleton: SingletonPolicy = "zero",
     zero_variance_rtol: float | None = None,
-    nan_policy: str = "raise",
+    nan_policy: NanPolicy = "raise",
     xp: Namespace | None = None,
 ) -> Array:
     r"""MO-GRPO: the weighted sum of per-component group z-scores, :math:`\sum_k w_k z_{ik}`.
@@ -356,24 +477,31 @@ def mo_grpo_advantage(
     >>> np.round(cc.mo_grpo_advantage(np.array([[0.0, 10.0], [1.0, 30.0]])), 4)
     array([-1.4142,  1.4142])
     """
-    eps = _eps(eps, eps_placement)
-    ddof = check_ddof(ddof)
+    eps, ddof, rtol = _z_options(eps, eps_placement, ddof, zero_variance_rtol, nan_policy, singleton)
     fast = _kernels.dense_estimator(
-        "mo_grpo", scores, group_ids, xp, weights=weights, eps=eps, eps_placement=eps_placement, ddof=ddof,
-        zero_variance_rtol=_rtol_option(zero_variance_rtol), singleton=singleton,
+        "mo_grpo",
+        scores,
+        group_ids,
+        xp,
+        weights=weights,
+        eps=eps,
+        eps_placement=eps_placement,
+        ddof=ddof,
+        zero_variance_rtol=rtol,
+        singleton=singleton,
     )
     if fast is not None:
         return fast
     return _run(
+        "mo_grpo",
         scores,
         group_ids,
         weights,
         nan_policy,
         singleton,
         xp,
-        zero_variance_rtol,
+        rtol,
         lambda b, rtol: est.mo_grpo(b, eps=eps, eps_placement=eps_placement, ddof=ddof, rtol=rtol),
-        group_local=True,
     )
 
 
@@ -384,11 +512,11 @@ def gdpo_advantage(
     *,
     weights: WeightsLike = None,
     eps: float = 1e-6,
-    eps_placement: str = "outside",
+    eps_placement: EpsPlacement = "outside",
     ddof: int = 1,
-    singleton: str = "zero",
+    singleton: SingletonPolicy = "zero",
     zero_variance_rtol: float | None = None,
-    nan_policy: str = "raise",
+    nan_policy: NanPolicy = "raise",
     xp: Namespace | None = None,
 ) -> Array:
     r"""GDPO: MO-GRPO's :math:`H_i = \sum_k w_k z_{ik}`, then a z-score over the whole batch.
@@ -403,22 +531,30 @@ def gdpo_advantage(
     >>> np.round(cc.gdpo_advantage(s), 4)
     array([-1.1534, -0.4119,  1.1534,  0.4119])
     """
-    eps = _eps(eps, eps_placement)
-    ddof = check_ddof(ddof)
+    eps, ddof, rtol = _z_options(eps, eps_placement, ddof, zero_variance_rtol, nan_policy, singleton)
     fast = _kernels.dense_estimator(
-        "gdpo", scores, group_ids, xp, weights=weights, eps=eps, eps_placement=eps_placement, ddof=ddof,
-        zero_variance_rtol=_rtol_option(zero_variance_rtol), singleton=singleton,
+        "gdpo",
+        scores,
+        group_ids,
+        xp,
+        weights=weights,
+        eps=eps,
+        eps_placement=eps_placement,
+        ddof=ddof,
+        zero_variance_rtol=rtol,
+        singleton=singleton,
     )
     if fast is not None:
         return fast
     return _run(
+        "gdpo",
         scores,
         group_ids,
         weights,
         nan_policy,
         singleton,
         xp,
-        zero_variance_rtol,
+        rtol,
         lambda b, rtol: est.gdpo(b, eps=eps, eps_placement=eps_placement, ddof=ddof, rtol=rtol),
     )
 
@@ -430,12 +566,12 @@ def gdpo_corr_advantage(
     *,
     weights: WeightsLike = None,
     eps: float = 1e-6,
-    eps_placement: str = "inside",
-    group_eps_placement: str = "outside",
+    eps_placement: EpsPlacement = "inside",
+    group_eps_placement: EpsPlacement = "outside",
     ddof: int = 1,
-    singleton: str = "zero",
+    singleton: SingletonPolicy = "zero",
     zero_variance_rtol: float | None = None,
-    nan_policy: str = "raise",
+    nan_policy: NanPolicy = "raise",
     min_correlation_sum: float = 0.0,
     xp: Namespace | None = None,
 ) -> Array:
@@ -454,16 +590,27 @@ def gdpo_corr_advantage(
     """
     eps = _eps(eps, eps_placement)
     check_choice("group_eps_placement", group_eps_placement, EPS_PLACEMENTS)
-    ddof = check_ddof(ddof)
-    floor = check_nonnegative("min_correlation_sum", min_correlation_sum)
+    ddof = check_int("ddof", ddof)
+    floor = check_number("min_correlation_sum", min_correlation_sum)
+    _policies(nan_policy, singleton)
     fast = _kernels.dense_estimator(
-        "gdpo_corr", scores, group_ids, xp, weights=weights, eps=eps, eps_placement=eps_placement, ddof=ddof,
-        zero_variance_rtol=_rtol_option(zero_variance_rtol), singleton=singleton, min_correlation_sum=floor,
+        "gdpo_corr",
+        scores,
+        group_ids,
+        xp,
+        weights=weights,
+        eps=eps,
+        eps_placement=eps_placement,
+        ddof=ddof,
+        zero_variance_rtol=_rtol_option(zero_variance_rtol),
+        singleton=singleton,
+        min_correlation_sum=floor,
         group_eps_placement=group_eps_placement,
     )
     if fast is not None:
         return fast
     return _run(
+        "gdpo_corr",
         scores,
         group_ids,
         weights,
@@ -483,25 +630,21 @@ def gdpo_corr_advantage(
     )
 
 
-DARA_VARIANTS = ("asym", "sym")
-DARA_BASES = ("gdpo", "corrgrpo")
-
-
 def dara_advantage(
     scores: Array,
     /,
     group_ids: IdsLike = None,
     *,
     weights: WeightsLike = None,
-    variant: str = "asym",
-    base: str = "gdpo",
+    variant: DaraVariant = "asym",
+    base: DaraBase = "gdpo",
     max_weight: float = 5.0,
     eps: float = 1e-6,
-    eps_placement: str | None = None,
+    eps_placement: EpsPlacement | None = None,
     ddof: int = 1,
-    singleton: str = "zero",
+    singleton: SingletonPolicy = "zero",
     zero_variance_rtol: float | None = None,
-    nan_policy: str = "raise",
+    nan_policy: NanPolicy = "raise",
     min_correlation_sum: float = 0.0,
     xp: Namespace | None = None,
 ) -> Array:
@@ -520,22 +663,34 @@ def dara_advantage(
     >>> bool(np.allclose(cc.dara_advantage(s), cc.gdpo_advantage(s)))  # equal densities: GDPO
     True
     """
-    check_choice("DARA variant", variant, DARA_VARIANTS)
-    check_choice("DARA base", base, DARA_BASES)
+    check_choice("variant", variant, DARA_VARIANTS)
+    check_choice("base", base, DARA_BASES)
     placement = eps_placement or ("outside" if base == "gdpo" else "inside")
     eps = _eps(eps, placement)
-    ddof = check_ddof(ddof)
-    floor = check_nonnegative("min_correlation_sum", min_correlation_sum)
-    if not (isinstance(max_weight, (int, float)) and max_weight >= 1):
-        raise ValueError(f"max_weight must be a number >= 1, got {max_weight!r}")
+    ddof = check_int("ddof", ddof)
+    floor = check_number("min_correlation_sum", min_correlation_sum)
+    top = check_number("max_weight", max_weight, minimum=1.0)
+    _policies(nan_policy, singleton)
     fast = _kernels.dense_estimator(
-        "dara", scores, group_ids, xp, weights=weights, eps=eps, eps_placement=placement, ddof=ddof,
-        zero_variance_rtol=_rtol_option(zero_variance_rtol), singleton=singleton, min_correlation_sum=floor,
-        variant=variant, base=base, max_weight=float(max_weight),
+        "dara",
+        scores,
+        group_ids,
+        xp,
+        weights=weights,
+        eps=eps,
+        eps_placement=placement,
+        ddof=ddof,
+        zero_variance_rtol=_rtol_option(zero_variance_rtol),
+        singleton=singleton,
+        min_correlation_sum=floor,
+        variant=variant,
+        base=base,
+        max_weight=top,
     )
     if fast is not None:
         return fast
     return _run(
+        "dara",
         scores,
         group_ids,
         weights,
@@ -547,7 +702,7 @@ def dara_advantage(
             b,
             variant=variant,
             base=base,
-            max_weight=float(max_weight),
+            max_weight=top,
             eps=eps,
             eps_placement=placement,
             ddof=ddof,
@@ -555,3 +710,68 @@ def dara_advantage(
             min_correlation_sum=floor,
         ),
     )
+
+
+# --- what each estimator is, declared once (see EstimatorSpec) ---------------------------------------
+# dr_grpo first: the others name it as their unnormalised form.
+_registry.register_estimator(
+    "dr_grpo",
+    dr_grpo_advantage,
+    "centred total reward, no std division (Dr.GRPO)",
+    scope="group",
+    numerator="total",
+    centred=True,
+    unnormalised="dr_grpo",
+    oracle=_oracles.dr_grpo_oracle,
+)
+_registry.register_estimator(
+    "corrgrpo",
+    corrgrpo_advantage,
+    "centred total reward over the correlation norm of the group (CorrGRPO)",
+    diagnostic_options=_registry.CORRELATION_DIAGNOSTIC_OPTIONS,
+    scope="group",
+    numerator="total",
+    centred=True,
+    unnormalised="dr_grpo",
+    oracle=_oracles.corrgrpo_oracle,
+)
+_registry.register_estimator(
+    "grpo",
+    grpo_advantage,
+    "group z-score of the weighted total reward (std_scope='batch': one batch std)",
+    scope="group",
+    batch_scope_when={"std_scope": "batch"},
+    numerator="total",
+    centred=True,
+    unnormalised="dr_grpo",
+    oracle=_oracles.grpo_oracle,
+)
+_registry.register_estimator(
+    "rloo",
+    rloo_advantage,
+    "leave-one-out baseline (RLOO)",
+    scope="group",
+    numerator="total",
+    centred=True,
+    unnormalised="rloo",
+    oracle=_oracles.rloo_oracle,
+)
+_registry.register_estimator(
+    "mo_grpo",
+    mo_grpo_advantage,
+    "sum of per-component group z-scores (MO-GRPO)",
+    scope="group",
+    centred=True,
+    oracle=_oracles.mo_grpo_oracle,
+)
+_registry.register_estimator(
+    "gdpo",
+    gdpo_advantage,
+    "per-component group z-scores summed, then batch z-scored (GDPO)",
+    centred=True,  # H sums to 0 over each group, so its batch mean is 0
+    oracle=_oracles.gdpo_oracle,
+)
+_registry.register_estimator(
+    "gdpo_corr", gdpo_corr_advantage, "GDPO with the batch std replaced by a correlation norm", centred=True
+)
+_registry.register_estimator("dara", dara_advantage, "density-aware weights on GDPO or CorrGRPO (DARA)")

@@ -21,10 +21,8 @@ from ._lib._compat import (
     is_torch_namespace,
     work_dtype,
 )
+from ._validation import NAN_POLICIES, SINGLETON_POLICIES, check_choice, check_number
 
-NAN_POLICIES = ("raise", "ignore")
-SINGLETON_POLICIES = ("zero", "raise")
-EPS_PLACEMENTS = ("inside", "outside")
 _SHOWN = 10  # how many offending rows an error message names
 
 
@@ -79,8 +77,10 @@ class Batch:
             if not on_host or raw.shape[0] <= step:
                 return None
             cuts = [*range(0, raw.shape[0], step), raw.shape[0]]
-            return [self._piece(a, b, dense_groups(xp, (b - a, *raw.shape[1:]), raw.dtype, self.device))
-                    for a, b in itertools.pairwise(cuts)]
+            return [
+                self._piece(a, b, dense_groups(xp, (b - a, *raw.shape[1:]), raw.dtype, self.device))
+                for a, b in itertools.pairwise(cuts)
+            ]
         if r.starts is None or raw.shape[0] <= 2 * rows:
             return None
         import numpy as np
@@ -93,18 +93,32 @@ class Batch:
             a = int(r.starts[ga])
             b = int(r.starts[gb]) if gb < r.num else raw.shape[0]
             starts = r.starts[ga:gb] - a
-            member = starts if is_numpy_namespace(xp) else xp.asarray(starts.astype(np.int64), device=self.device)
-            index = replace(r, labels=r.labels[a:b] - ga, num=gb - ga, member=member,
-                            size=None if r.size is None else r.size[ga:gb], starts=starts)
-            pieces.append(self._piece(a, b, replace(self.groups, count_g=self.groups.count_g[ga:gb], ragged=index)))
+            member = (
+                starts if is_numpy_namespace(xp) else xp.asarray(starts.astype(np.int64), device=self.device)
+            )
+            index = replace(
+                r,
+                labels=r.labels[a:b] - ga,
+                num=gb - ga,
+                member=member,
+                size=None if r.size is None else r.size[ga:gb],
+                starts=starts,
+            )
+            pieces.append(
+                self._piece(a, b, replace(self.groups, count_g=self.groups.count_g[ga:gb], ragged=index))
+            )
         return pieces
 
     def _piece(self, a: int, b: int, groups: Groups) -> Batch:
         """Rows a..b (whole groups) as a batch of their own."""
         part = slice(a, b)
-        return replace(self, raw=self.raw[part, ...], groups=groups,
-                       valid=None if self.valid is None else self.valid[part, ...],
-                       row_valid=None if self.row_valid is None else self.row_valid[part, ...])
+        return replace(
+            self,
+            raw=self.raw[part, ...],
+            groups=groups,
+            valid=None if self.valid is None else self.valid[part, ...],
+            row_valid=None if self.row_valid is None else self.row_valid[part, ...],
+        )
 
     def finish(self, adv: Array) -> Array:
         """(rows..., 1) internal advantages -> the scores' leading shape and floating dtype.
@@ -124,30 +138,11 @@ class Batch:
         return xp.astype(adv, self.out_dtype)
 
 
-def check_choice(name: str, value: object, choices: Sequence[str]) -> None:
-    if value not in choices:
-        raise ValueError(f"unknown {name} {value!r}; choose one of {', '.join(map(repr, choices))}")
-
-
-def check_nonnegative(name: str, value: float) -> float:
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not value >= 0:
-        raise ValueError(f"{name} must be a non-negative number, got {value!r}")
-    if not math.isfinite(value):
-        raise ValueError(f"{name} must be a non-negative number, got {value!r} (it must be finite)")
-    return float(value)
-
-
-def check_ddof(ddof: int) -> int:
-    if isinstance(ddof, bool) or not isinstance(ddof, int) or ddof < 0:
-        raise ValueError(f"ddof must be a non-negative integer, got {ddof!r}")
-    return ddof
-
-
 def resolve_rtol(zero_variance_rtol: float | None, xp: Namespace, dtype: Any) -> float:
     """Default: 64 machine epsilons of the working dtype; 0 gives the exact ``var > 0`` test."""
     if zero_variance_rtol is None:
         return 64.0 * float(xp.finfo(dtype).eps)
-    return check_nonnegative("zero_variance_rtol", zero_variance_rtol)
+    return check_number("zero_variance_rtol", zero_variance_rtol)
 
 
 def prepare(
@@ -161,7 +156,7 @@ def prepare(
 ) -> Batch:
     """Validate ``scores`` (and ids, weights) and build the :class:`Batch` the estimators use."""
     check_choice("nan_policy", nan_policy, NAN_POLICIES)
-    check_choice("singleton policy", singleton, SINGLETON_POLICIES)
+    check_choice("singleton", singleton, SINGLETON_POLICIES)
     if not is_array_api_obj(scores):
         raise TypeError(
             f"scores must be an array (numpy, torch, jax, cupy, ...), got {type(scores).__name__}"
@@ -196,8 +191,11 @@ def prepare(
         x = xp.reshape(x, (1, *x.shape))
     valid = row_valid = None
     lo, hi = safe_range(xp, dtype)
-    has_nan, in_range = (True, True) if lazy else _check_finite(x, nan_policy, dense=group_ids is None, xp=xp,
-                                                              bounds=(lo, hi))
+    has_nan, in_range = (
+        (True, True)
+        if lazy
+        else _check_finite(x, nan_policy, dense=group_ids is None, xp=xp, bounds=(lo, hi))
+    )
     if nan_policy == "ignore" and has_nan:  # without NaN the complete-data path is exact and faster
         valid = ~xp.isnan(x)
         x = xp.where(valid, x, xp.zeros_like(x))
@@ -303,7 +301,9 @@ def _weights(
             else xp.asarray(weights, dtype=dtype, device=dev)
         )
     else:
-        if any(isinstance(v, complex) or getattr(getattr(v, "dtype", None), "kind", "") == "c" for v in weights):
+        if any(
+            isinstance(v, complex) or getattr(getattr(v, "dtype", None), "kind", "") == "c" for v in weights
+        ):
             raise TypeError(f"weights must be real numbers, got {list(weights)!r}")
         try:
             w = xp.asarray([float(v) for v in weights], dtype=dtype, device=dev)

@@ -113,7 +113,7 @@ def stats_from_parts(
     degenerate_threshold: float = 0.01,
 ) -> AdvantageStats:
     """Assemble :class:`AdvantageStats` from the pieces CorrGRPO computed anyway."""
-    from ._estimators import denominator, safe_divide, total_moments, unscaled
+    from ._estimators import denominator, divisor, total_moments, unscaled
 
     xp = batch.xp
     unit = batch.unit  # the weighted scores were multiplied by this power of two (1 almost always)
@@ -128,6 +128,7 @@ def stats_from_parts(
     zero = xp.sum(xp.astype(~comps.varies, int_dtype), axis=-1, keepdims=True)
     varying = xp.any(comps.varies, axis=-1, keepdims=True)
     corr = parts.correlation_sum
+    corr_nonzero = divisor(corr_den, corr_den > 0, xp)  # 0 where the denominator is 0 (eps = 0)
 
     def per_row(v: Array) -> Array:
         return xp.reshape(xp.broadcast_to(v, rows), lead)
@@ -141,10 +142,10 @@ def stats_from_parts(
             unscaled(unscaled(covariance_sum, unit, "covariance_sum"), unit, "covariance_sum")
         ),
         correlation_sum=per_row(corr),
-        c_q=per_row(unscaled(safe_divide(grpo_den, corr_den, xp), unit, "c_q")),
-        variance_share=per_comp(safe_divide(comps.var, covariance_sum, xp)),
+        c_q=per_row(unscaled(grpo_den / corr_nonzero, unit, "c_q")),
+        variance_share=per_comp(comps.var / divisor(covariance_sum, covariance_sum > 0, xp)),
         advantage_contribution=per_comp(
-            unscaled(safe_divide(comps.centred, corr_den, xp), unit, "advantage_contribution")
+            unscaled(comps.centred / corr_nonzero, unit, "advantage_contribution")
             * xp.astype(parts.components.scope.expand(parts.spread_g), corr.dtype)
         ),
         zero_variance_count=per_row(zero),

@@ -54,16 +54,21 @@ def unscaled(x: Array, unit: float, what: str = "the advantages") -> Array:
     return x / unit
 
 
-def safe_divide(num: Array, den: Array, xp: Namespace) -> Array:
-    """num / den, and 0 where den is 0 (only possible with eps = 0)."""
-    ok = den > 0
-    return xp.where(ok, num / xp.where(ok, den, xp.ones_like(den)), xp.zeros_like(num))
+def divisor(den: Array, ok: Array, xp: Namespace) -> Array:
+    """``den`` where ``ok``, inf elsewhere: the library's one zero-denominator convention.
+
+    A quotient whose denominator is zero or undefined (no variation, no degrees of freedom left,
+    eps = 0) is defined as 0; dividing a finite value by this divisor gives exactly that, with the
+    guard applied once to the small scope-level array instead of to every row
+    (:func:`corrgrpo_core._stats.moments` writes its ``1 / std`` the same way).
+    """
+    return xp.where(ok, den, xp.full_like(den, float("inf")))
 
 
 def _zscore_den(m: Moments, eps: float, placement: str, xp: Namespace, unit: float = 1.0) -> Array:
     """Scope level: the z-score denominator, inf where the z-score is 0 (no variation, or 0)."""
     den = denominator(m.var_g, eps, placement, xp, unit)
-    return xp.where(m.varies_g & (den > 0), den, xp.full_like(den, float("inf")))
+    return divisor(den, m.varies_g & (den > 0), xp)
 
 
 def _zscores(m: Moments, eps: float, placement: str, xp: Namespace, unit: float = 1.0) -> Array:
@@ -114,10 +119,7 @@ def rloo(batch: Batch, *, rtol: float) -> Array:
     """R_i - mean_{j != i} R_j = n / (n - 1) (R_i - mean_g R); zero for groups of one."""
     xp = batch.xp
     m = total_moments(batch, ddof=0, rtol=rtol)
-    many = m.count > 1
-    factor = xp.where(
-        many, m.count / xp.where(many, m.count - 1, xp.ones_like(m.count)), xp.zeros_like(m.count)
-    )
+    factor = m.count / divisor(m.count - 1, m.count > 1, xp)
     return unscaled(m.centred * factor, batch.unit)
 
 
@@ -154,7 +156,7 @@ def corr_parts(batch: Batch, *, ddof: int, rtol: float) -> CorrParts:
     spread = dof > 0
     if batch.valid is None:
         zsum = m.z_row_sum()
-        corr = xp.where(spread, g.reduce_sq(zsum) / xp.where(spread, dof, xp.ones_like(dof)), xp.zeros_like(dof))
+        corr = g.reduce_sq(zsum) / divisor(dof, spread, xp)
     else:
         corr = xp.where(spread, pairwise_correlation_sum(m, batch.valid, g, rtol=rtol), xp.zeros_like(dof))
     return CorrParts(components=m, numerator=m.row_sum(), correlation_sum_g=corr, spread_g=spread)
@@ -178,7 +180,7 @@ def pairwise_correlation_sum(m: Moments, valid: Array, scope: Any, *, rtol: floa
         for b in range(a + 1, k):
             both = v[..., a : a + 1] * v[..., b : b + 1]
             n = scope.reduce(both)
-            safe_n = xp.where(n > 0, n, xp.ones_like(n))
+            safe_n = divisor(n, n > 0, xp)
             ca, cb = c[..., a : a + 1] * both, c[..., b : b + 1] * both
             da = (ca - scope.expand(scope.reduce(ca) / safe_n)) * both
             db = (cb - scope.expand(scope.reduce(cb) / safe_n)) * both
@@ -191,8 +193,7 @@ def pairwise_correlation_sum(m: Moments, valid: Array, scope: Any, *, rtol: floa
                 & (va > 0)
                 & (vb > 0)
             )
-            den = xp.sqrt(xp.where(ok, va, xp.ones_like(va))) * xp.sqrt(xp.where(ok, vb, xp.ones_like(vb)))
-            rho = xp.where(ok, scope.reduce(da * db) / den, xp.zeros_like(den))
+            rho = scope.reduce(da * db) / divisor(xp.sqrt(va) * xp.sqrt(vb), ok, xp)
             total = total + 2.0 * (rho * varies[..., a : a + 1] * varies[..., b : b + 1])
     return total
 
@@ -228,8 +229,7 @@ def corr_advantage(
         parts, eps=eps, eps_placement=eps_placement, min_correlation_sum=min_correlation_sum, xp=xp
     )
     # no spread (rows <= ddof): 0, as GRPO gives, not the numerator over sqrt(eps)
-    den = xp.where((den > 0) & parts.spread_g, den, xp.full_like(den, float("inf")))
-    return numerator / parts.components.scope.expand(den)
+    return numerator / parts.components.scope.expand(divisor(den, (den > 0) & parts.spread_g, xp))
 
 
 def corrgrpo(
@@ -240,12 +240,11 @@ def corrgrpo(
     ddof: int,
     rtol: float,
     min_correlation_sum: float,
-    parts: CorrParts | None = None,
 ) -> Array:
-    """sum_k c_ik / sqrt(max(sum_{l,m} rho_lm, floor) + eps) (``parts``: computed already)."""
+    """CorrGRPO, the generic route: sum_k c_ik / sqrt(max(sum_{l,m} rho_lm, floor) + eps), 0 for
+    rows without a valid component, in the caller's units."""
     xp = batch.xp
-    if parts is None:
-        parts = corr_parts(batch, ddof=ddof, rtol=rtol)
+    parts = corr_parts(batch, ddof=ddof, rtol=rtol)
     adv = corr_advantage(
         parts,
         parts.numerator,
@@ -258,12 +257,6 @@ def corrgrpo(
 
 
 # --- per-component z-score family (MO-GRPO, GDPO, GDPO-corr, DARA) --------------------------
-
-
-def component_zscores(batch: Batch, *, eps: float, eps_placement: str, ddof: int, rtol: float) -> Array:
-    """Unweighted group z-scores of each component, (rows, K)."""
-    m = group_moments(batch.raw, batch.valid, batch.groups, ddof=ddof, rtol=rtol)
-    return _zscores(m, eps, eps_placement, batch.xp, batch.scale)
 
 
 def _weighted_zscores(batch: Batch, *, eps: float, eps_placement: str, ddof: int, rtol: float) -> Moments:
@@ -314,12 +307,11 @@ def gdpo_corr(
     dof = rows - ddof
     # U is complete (a missing reward has z = 0, its group mean), so the z-score identity holds.
     zsum = m.z_row_sum()
-    total = batch.groups.batch_sum(zsum * zsum) / xp.where(dof > 0, dof, xp.ones_like(dof))
-    corr = xp.where(dof > 0, total, xp.zeros_like(rows))
+    corr = batch.groups.batch_sum(zsum * zsum) / divisor(dof, dof > 0, xp)
     corr = xp.maximum(corr, xp.full_like(corr, min_correlation_sum))
     den = denominator(corr, eps, eps_placement, xp)
-    den = xp.where(dof > 0, den, xp.zeros_like(den))  # no spread left (rows <= ddof): advantage 0
-    adv = safe_divide(m.row_sum(), den, xp)
+    # no spread left (rows <= ddof), or a zero denominator (eps = 0): advantage 0
+    adv = m.row_sum() / divisor(den, (dof > 0) & (den > 0), xp)
     return _rows_only(batch, unscaled(adv, batch.weight_scale))
 
 

@@ -236,7 +236,7 @@ def moments(
     # group-level array is 1/n of the rows, and a call's peak is reached in this function).
     del sum_sq, threshold
     std = xp.sqrt(var)
-    inv_std = xp.where(varies, 1.0 / xp.where(varies, std, xp.ones_like(std)), xp.zeros_like(std))
+    inv_std = 1.0 / xp.where(varies, std, xp.full_like(std, float("inf")))  # 0 where it does not vary
     m = Moments(
         scope=scope,
         # Centred already: keep only those (shifted by their mean, 0), not the shifted values too.

@@ -62,8 +62,8 @@ def test_eps_is_rescaled_with_the_data() -> None:
         np.testing.assert_allclose(huge, small, rtol=1e-12)
     # weights are rescaled too: a huge weight is a common factor of the weighted rewards
     w = np.array([1e300, 2e300, -1e300])
-    np.testing.assert_allclose(cc.corr_normalized_advantage(x, weights=w, eps=0.0),
-                               cc.corr_normalized_advantage(x, weights=w / 1e300, eps=0.0) * 1e300, rtol=1e-11)
+    np.testing.assert_allclose(cc.corrgrpo_advantage(x, weights=w, eps=0.0),
+                               cc.corrgrpo_advantage(x, weights=w / 1e300, eps=0.0) * 1e300, rtol=1e-11)
 
 
 @pytest.mark.parametrize(("name", "dtype", "value"), [("dr_grpo", np.float16, 6e4), ("rloo", np.float16, 6e4),
@@ -112,7 +112,8 @@ def test_empty_batch_diagnostics(shape: tuple[int, ...], ids: np.ndarray | None)
     assert stats.c_q.shape == lead
     assert stats.variance_share.shape == (*lead, shape[-1])
     assert stats.summary() == {"groups": 0.0}
-    adv, stats = cc.corr_normalized_advantage(np.zeros(shape), ids, return_stats=True)
+    with pytest.warns(DeprecationWarning, match="advantage_stats"):
+        adv, stats = cc.corrgrpo_advantage(np.zeros(shape), ids, return_stats=True)
     assert adv.shape == lead
     assert stats.degenerate.shape == lead
 
@@ -120,7 +121,7 @@ def test_empty_batch_diagnostics(shape: tuple[int, ...], ids: np.ndarray | None)
 @pytest.mark.parametrize("option", ["eps", "min_correlation_sum", "zero_variance_rtol"])
 def test_infinite_options_are_refused(option: str) -> None:
     with pytest.raises(ValueError, match=f"{option} must be a non-negative number, got inf .it must be finite"):
-        cc.corr_normalized_advantage(np.ones((4, 2)), **{option: math.inf})
+        cc.corrgrpo_advantage(np.ones((4, 2)), **{option: math.inf})
     with pytest.raises(ValueError, match="it must be finite"):
         cc.advantage_stats(np.ones((4, 2)), **{option: math.inf})
 
@@ -129,7 +130,7 @@ def test_infinite_options_are_refused(option: str) -> None:
                          ids=["array", "python", "numpy-scalar"])
 def test_complex_weights_are_refused(weights: object) -> None:
     with pytest.raises(TypeError, match="weights must be real numbers"):
-        cc.corr_normalized_advantage(np.ones((4, 2)), weights=weights)
+        cc.corrgrpo_advantage(np.ones((4, 2)), weights=weights)
 
 
 def _pairwise_loop(x: np.ndarray, ids: np.ndarray, w: np.ndarray, rtol: float) -> np.ndarray:
@@ -231,7 +232,7 @@ def test_grpo_batch_std_scope_equals_a_loop(seed: int, backend) -> None:
     ragged = cc.grpo_advantage(x.reshape(20, 3)[perm], ids[perm], weights=w, eps=1e-4, std_scope="batch",
                                nan_policy="ignore", zero_variance_rtol=0.0)
     np.testing.assert_allclose(ragged, _batch_std_loop(x, w, 1e-4).reshape(20)[perm], rtol=1e-10, atol=1e-12)
-    with pytest.raises(ValueError, match="unknown std_scope 'global'"):
+    with pytest.raises(ValueError, match="std_scope must be one of 'group', 'batch', got 'global'"):
         cc.grpo_advantage(x, std_scope="global", nan_policy="ignore")
 
 

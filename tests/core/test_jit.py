@@ -28,6 +28,6 @@ def test_dense_and_ragged_under_jit(name):
 
 def test_jit_without_x64_computes_in_float32():
     x = np.random.default_rng(1).normal(size=(2, 4, 3)).astype(np.float32)
-    out = jax.jit(cc.corr_normalized_advantage)(jnp.asarray(x))
+    out = jax.jit(cc.corrgrpo_advantage)(jnp.asarray(x))
     assert out.dtype == jnp.float32
-    np.testing.assert_allclose(out, cc.corr_normalized_advantage(x.astype(np.float64)), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(out, cc.corrgrpo_advantage(x.astype(np.float64)), rtol=1e-5, atol=1e-5)

@@ -38,10 +38,6 @@ FRAMEWORKS = {"trl", "verl", "openrlhf"}
 
 # (rule, importing module, imported module) -> why it is allowed for now.
 KNOWN: dict[tuple[str, str, str], str] = {
-    ("layers", "corrgrpo_core._registry", "corrgrpo_core._api"): (
-        "the registry reaches back for the built-in estimators until their facts live on EstimatorSpec "
-        "and _api registers them (issue 18, item 1)"
-    ),
     ("numpy", "corrgrpo_core._batch", "numpy"): "two host-only paths (issue 18, item 3)",
     ("public", "corrgrpo_adapters.verl._estimator", "corrgrpo_core._groups"): (
         "run_length (verl's uid layout test) is not public yet"

@@ -11,7 +11,7 @@ CORR = [-1.8607, 0.9304, 1.8607, -0.9304]
 
 def test_advantages_on_every_backend(backend, figure2):
     scores = backend.asarray(figure2)
-    corr = cc.corr_normalized_advantage(scores)
+    corr = cc.corrgrpo_advantage(scores)
     grpo = cc.grpo_advantage(scores)
     assert type(corr) is type(scores)
     np.testing.assert_allclose(backend.to_numpy(corr), CORR, atol=1e-4)
@@ -39,16 +39,16 @@ def test_gdpo_numbers_of_the_reference(figure2):
 
 
 def test_eps_placement_changes_only_the_floor(figure2):
-    inside = cc.corr_normalized_advantage(figure2, eps=1e-6, eps_placement="inside")
-    outside = cc.corr_normalized_advantage(figure2, eps=1e-6, eps_placement="outside")
+    inside = cc.corrgrpo_advantage(figure2, eps=1e-6, eps_placement="inside")
+    outside = cc.corrgrpo_advantage(figure2, eps=1e-6, eps_placement="outside")
     np.testing.assert_allclose(inside, outside, rtol=1e-6)
     # in a degenerate group the placement decides the amplification: 1/sqrt(eps) versus 1/eps
     anti = np.array([[0.0, 1.0], [1.0, 0.0]])
-    assert np.all(cc.corr_normalized_advantage(anti, eps_placement="inside") == 0)  # totals tie
+    assert np.all(cc.corrgrpo_advantage(anti, eps_placement="inside") == 0)  # totals tie
     pair = np.array([[0.0, 10.0], [1.0, 0.0]])  # rho = -1, S = 0, centred total non-zero
-    big = cc.corr_normalized_advantage(pair, eps_placement="inside")
+    big = cc.corrgrpo_advantage(pair, eps_placement="inside")
     np.testing.assert_allclose(np.abs(big), 4.5 / np.sqrt(1e-6))
-    np.testing.assert_allclose(np.abs(cc.corr_normalized_advantage(pair, eps_placement="outside")), 4.5 / 1e-6)
-    floored = cc.corr_normalized_advantage(pair, min_correlation_sum=1.0)
+    np.testing.assert_allclose(np.abs(cc.corrgrpo_advantage(pair, eps_placement="outside")), 4.5 / 1e-6)
+    floored = cc.corrgrpo_advantage(pair, min_correlation_sum=1.0)
     np.testing.assert_allclose(np.abs(floored), 4.5 / np.sqrt(1.0 + 1e-6))
     assert bool(cc.advantage_stats(pair).degenerate[0])

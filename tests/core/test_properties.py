@@ -39,7 +39,8 @@ def test_corrgrpo_is_c_q_times_grpo(backend):
 
 def _c_q_property(backend, batch, eps, placement):
     x, ids = backend.asarray(batch.scores), backend.asarray(batch.group_ids)
-    corr, stats = cc.corr_normalized_advantage(x, ids, eps=eps, eps_placement=placement, return_stats=True)
+    corr = cc.corrgrpo_advantage(x, ids, eps=eps, eps_placement=placement)
+    stats = cc.advantage_stats(x, ids, eps=eps, eps_placement=placement)
     grpo = cc.grpo_advantage(x, ids, eps=eps, eps_placement=placement)
     c_q = backend.to_numpy(stats.c_q)
     assert np.all(c_q > 0)
@@ -73,8 +74,9 @@ def test_duplicating_every_component_leaves_corrgrpo_unchanged(backend):
 
 def _duplicate_all(backend, batch):
     x, ids = batch.scores, backend.asarray(batch.group_ids)
-    once, stats = cc.corr_normalized_advantage(backend.asarray(x), ids, eps=0.0, return_stats=True)
-    twice = cc.corr_normalized_advantage(backend.asarray(np.concatenate([x, x], axis=1)), ids, eps=0.0)
+    once = cc.corrgrpo_advantage(backend.asarray(x), ids, eps=0.0)
+    stats = cc.advantage_stats(backend.asarray(x), ids, eps=0.0)
+    twice = cc.corrgrpo_advantage(backend.asarray(np.concatenate([x, x], axis=1)), ids, eps=0.0)
     # where the correlations cancel (sum ~ 0) and eps = 0, both sides are rounding noise over ~0
     conditioned = backend.to_numpy(stats.correlation_sum) > 1e-6
     np.testing.assert_allclose(backend.to_numpy(twice)[conditioned], backend.to_numpy(once)[conditioned],
@@ -84,14 +86,14 @@ def _duplicate_all(backend, batch):
 @given(batch=reward_batches(max_components=1))
 def test_a_duplicated_single_reward_is_not_doubled(batch):
     x = batch.scores
-    twice = cc.corr_normalized_advantage(np.concatenate([x, x], axis=1), batch.group_ids, eps=0.0)
+    twice = cc.corrgrpo_advantage(np.concatenate([x, x], axis=1), batch.group_ids, eps=0.0)
     np.testing.assert_allclose(twice, cc.dr_grpo_advantage(x, batch.group_ids), rtol=1e-9, atol=1e-9)
 
 
 @given(batch=reward_batches(max_components=1), constants=st.lists(st.floats(-1e3, 1e3), max_size=4))
 def test_one_varying_component_is_dr_grpo(batch, constants):
     x = np.concatenate([batch.scores, np.tile(constants, (batch.scores.shape[0], 1))], axis=1)
-    corr = cc.corr_normalized_advantage(x, batch.group_ids, eps=1e-6)
+    corr = cc.corrgrpo_advantage(x, batch.group_ids, eps=1e-6)
     dr = cc.dr_grpo_advantage(batch.scores, batch.group_ids)
     np.testing.assert_allclose(corr, dr / np.sqrt(1 + 1e-6), rtol=1e-9, atol=1e-9)
 
@@ -103,8 +105,8 @@ def test_a_constant_component_is_the_same_as_no_component(batch, values):
         with_constant = np.concatenate([x, np.full((x.shape[0], 1), values, dtype=dtype)], axis=1)
         for rtol in (None, 0.0):
             np.testing.assert_array_equal(
-                cc.corr_normalized_advantage(with_constant, batch.group_ids, zero_variance_rtol=rtol),
-                cc.corr_normalized_advantage(x, batch.group_ids, zero_variance_rtol=rtol))
+                cc.corrgrpo_advantage(with_constant, batch.group_ids, zero_variance_rtol=rtol),
+                cc.corrgrpo_advantage(x, batch.group_ids, zero_variance_rtol=rtol))
 
 
 @given(batch=reward_batches(), seed=st.integers(0, 2**32 - 1))

@@ -79,7 +79,7 @@ def test_filter_criterion_covers_every_estimator() -> None:
 
 
 def test_get_objective_error_names_choices() -> None:
-    with pytest.raises(ValueError, match=r"\('cispo', 'dapo', 'gspo', 'ppo'\)"):
+    with pytest.raises(ValueError, match=r"unknown objective 'vanilla'; known: cispo, dapo, gspo, ppo"):
         obj.get_objective("vanilla")
 
 

@@ -52,9 +52,10 @@ def group_advantages(
         tensor([-1.5000,  1.5000,  0.0000,  0.0000])
     """
     n = rewards.shape[0]
-    adv = cc.compute_advantages(_as_groups(rewards, num_generations), estimator=estimator, weights=weights,
-                                **dict(options or {}))
-    return adv.reshape(n)
+    kwargs = {} if options is None else dict(options)
+    if weights is not None:
+        kwargs["weights"] = weights
+    return cc.compute_advantages(_as_groups(rewards, num_generations), estimator=estimator, **kwargs).reshape(n)
 
 
 def advantage_diagnostics(

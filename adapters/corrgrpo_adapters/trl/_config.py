@@ -21,7 +21,6 @@ _AGGREGATIONS = ("sum_then_normalize", "normalize_then_sum")
 
 # Options the adapter supplies itself: weights are TRL's reward_weights; the result must be a plain array.
 _RESERVED = {"weights": "set reward_weights instead", "xp": "the rewards' namespace is used",
-             "return_stats": "diagnostics are logged by log_advantage_diagnostics",
              "std_scope": "set scale_rewards='batch' (or 'group') instead"}
 _NAMED_OPTIONS = {  # config field -> core option
     "advantage_eps": "eps",
@@ -164,10 +163,12 @@ class CorrGRPOConfig(GRPOConfig):
                     "'gdpo_corr' is its correlation-normalised form) and leave multi_objective_aggregation alone")
             trl_names = (scale, "normalize_then_sum")
         elif scale == "none":
-            if name in ("grpo", "corrgrpo"):  # their form without the std / correlation norm
-                estimator, trl_names = "dr_grpo", ("none", aggregation)
-            elif name in ("dr_grpo", "rloo"):  # no std scaling anyway
-                trl_names = ("none", aggregation) if name == "dr_grpo" else (None, None)
+            # the estimator's form without the std / correlation norm, as the core's registry declares it
+            # (dr_grpo for grpo and corrgrpo; dr_grpo and rloo are their own)
+            unnormalised = cc.get_estimator(name).unnormalised
+            if unnormalised is not None:
+                estimator = unnormalised
+                trl_names = ("none", aggregation) if unnormalised == "dr_grpo" else (None, None)
             else:
                 raise ValueError(
                     f"scale_rewards='none' (no std scaling) conflicts with advantage_estimator={name!r}, which "
@@ -203,7 +204,7 @@ class CorrGRPOConfig(GRPOConfig):
                 continue
             if option not in spec.options:
                 raise ValueError(f"{name} is set, but estimator {spec.name!r} takes no {option!r} option "
-                                 f"(its options: {', '.join(spec.options)})")
+                                 f"(its options: {', '.join(spec.config_options)})")
             options[option] = value
         extra = self.advantage_kwargs if isinstance(self.advantage_kwargs, dict) else {}
         for option, value in extra.items():
@@ -214,6 +215,6 @@ class CorrGRPOConfig(GRPOConfig):
                                  f"advantage_{option}")
             if option not in spec.options:
                 raise ValueError(f"advantage_kwargs sets {option!r}, but estimator {spec.name!r} takes no such "
-                                 f"option (its options: {', '.join(spec.options)})")
+                                 f"option (its options: {', '.join(spec.config_options)})")
             options[option] = value
         return options

@@ -1,7 +1,9 @@
 """The adapter's settings, read from verl's ``algorithm`` config section and validated.
 
-Everything here is plain Python (no verl, no torch, no corrgrpo_core import) so that the plugin shim can
-validate a config and report a broken installation even when the heavier modules fail to import.
+Everything here is plain Python (no verl, no torch, and corrgrpo_core only inside the functions that ask
+its registry) so that the plugin shim can import this module and report a broken installation even when
+the heavier modules fail to import. What an estimator is (its unnormalised form, its options) comes from
+the core's registry, ``corrgrpo_core.get_estimator(name)``, never from a list kept here.
 """
 
 from __future__ import annotations
@@ -23,12 +25,6 @@ ESTIMATORS: Mapping[str, str] = {
     "mo_grpo": "mo_grpo",
     "dara": "dara",
 }
-
-# With ``algorithm.norm_adv_by_std_in_grpo=False`` verl's GRPO skips the division by the group std and
-# keeps the centred score (Dr.GRPO). The CorrGRPO counterpart keeps the centred weighted total, which is
-# exactly the core's ``dr_grpo``. The other estimators normalise each component before combining them;
-# they have no std-free form, so the flag is rejected for them instead of being silently ignored.
-UNNORMALISED: Mapping[str, str] = {"corrgrpo": "dr_grpo", "grpo": "dr_grpo"}
 
 # V1 trainer modes we register: our name -> the verl mode whose behaviour it keeps.
 TRAINER_MODES: Mapping[str, str] = {
@@ -156,13 +152,17 @@ def reward_spec(algorithm: Any, estimator: str | None = None) -> RewardSpec:
     weights = _reward_weights(algorithm, keys)
     core = ESTIMATORS[name]
     if not bool(_get(algorithm, "norm_adv_by_std_in_grpo", True)):
-        if core not in UNNORMALISED:
+        # verl's GRPO then skips the division by the group std and keeps the centred score (Dr.GRPO); the
+        # registry names each estimator's form without normalisation (``EstimatorSpec.unnormalised``).
+        # Those that normalise every component have none: the flag is rejected, not silently ignored.
+        unnormalised = _unnormalised(core)
+        if unnormalised is None:
             raise ConfigError(
                 f"algorithm.norm_adv_by_std_in_grpo=False has no meaning for {name!r}, which "
                 "normalises every component before combining them; remove the flag or use "
-                f"one of {sorted(k for k, v in ESTIMATORS.items() if v in UNNORMALISED)}"
+                f"one of {sorted(k for k, v in ESTIMATORS.items() if _unnormalised(v))}"
             )
-        core = UNNORMALISED[core]
+        core = unnormalised
     extra = _get(algorithm, "estimator_kwargs")
     if extra is None:
         extra = {}
@@ -179,6 +179,15 @@ def reward_spec(algorithm: Any, estimator: str | None = None) -> RewardSpec:
     return RewardSpec(verl_name=name, core_estimator=core, keys=keys, weights=weights, core_kwargs=kwargs)
 
 
+def _unnormalised(core: str) -> str | None:
+    """The core estimator that is ``core`` without its normalisation, as the core's registry declares it."""
+    try:
+        import corrgrpo_core as cc
+    except ImportError as exc:
+        raise ConfigError(f"corrgrpo_core failed to import ({exc}); reinstall corrgrpo-core") from exc
+    return cc.get_estimator(core).unnormalised
+
+
 def _check_core_options(core: str, kwargs: dict[str, Any], k: int, weights: tuple[float, ...] | None) -> None:
     """Unknown ``estimator_kwargs`` names and bad values fail here, at config time, not at the first step.
 
@@ -191,11 +200,11 @@ def _check_core_options(core: str, kwargs: dict[str, Any], k: int, weights: tupl
     except ImportError:
         return
     spec = cc.get_estimator(core)
-    unknown = sorted(set(kwargs) - set(spec.options))
+    unknown = sorted(set(kwargs) - set(spec.config_options))
     if unknown:
         raise ConfigError(
             f"algorithm.estimator_kwargs sets {unknown}, which estimator {core!r} does not take; "
-            f"its options: {', '.join(o for o in spec.options if o not in ('weights', 'return_stats', 'xp'))}"
+            f"its options: {', '.join(spec.config_options)}"
         )
     probe = np.arange(4 * k, dtype=np.float64).reshape(2, 2, k) % 3  # two groups of two
     try:

@@ -299,7 +299,7 @@ def _slice_stats(
     pieces: Sequence[_Piece],
     *,
     weights: Array,
-    nan_policy: str,
+    nan_policy: cc.NanPolicy,
     min_correlation_sum: float = 0.0,
 ) -> _SliceStats:
     """:func:`corrgrpo_core.advantage_stats` and the display matrices of each group of a slice
@@ -371,7 +371,7 @@ def group_table(
     n_groups: int,
     *,
     weights: Array,
-    nan_policy: str = "raise",
+    nan_policy: cc.NanPolicy = "raise",
     detail: Sequence[int] = (),
     min_correlation_sum: float = 0.0,
 ) -> GroupTable:
@@ -447,13 +447,13 @@ class _ZScoreSpec:
     ddof: int
 
 
-def _zscore_spec(name: str, weights: Array, nan_policy: str) -> _ZScoreSpec | None:
+def _zscore_spec(name: str, weights: Array, nan_policy: cc.NanPolicy) -> _ZScoreSpec | None:
     """How to compute ``name`` from pieces, or ``None`` (then it needs the whole batch at once)."""
     return _zscore_spec_cached(name, tuple(float(w) for w in weights), nan_policy)
 
 
 @functools.cache
-def _zscore_spec_cached(name: str, weights: tuple[float, ...], nan_policy: str) -> _ZScoreSpec | None:
+def _zscore_spec_cached(name: str, weights: tuple[float, ...], nan_policy: cc.NanPolicy) -> _ZScoreSpec | None:
     base = _ZSCORE_OF.get(name)
     if base is None or base not in cc.estimator_names() or not is_group_local(base):
         return None
@@ -639,7 +639,7 @@ class _Engine:
         components: Sequence[str],
         weights: Array,
         estimators: Sequence[str],
-        nan_policy: str,
+        nan_policy: cc.NanPolicy,
         detail: Sequence[int],
         *,
         missing: bool,
@@ -887,7 +887,7 @@ def explain(
     *,
     estimators: Sequence[str] = DEFAULT_ESTIMATORS,
     weights: Array | None = None,
-    nan_policy: str = "raise",
+    nan_policy: cc.NanPolicy = "raise",
     detail: Sequence[int] | None = None,
 ) -> Explanation:
     """Compute everything ``corrgrpo explain`` prints for ``batch``.
@@ -937,7 +937,7 @@ def explain_file(
     group_col: str = "group",
     components: Sequence[str] | None = None,
     file_format: str | None = None,
-    nan_policy: str = "raise",
+    nan_policy: cc.NanPolicy = "raise",
     estimators: Sequence[str] = DEFAULT_ESTIMATORS,
     weights: Callable[[Sequence[str]], Array | None] = lambda names: None,
     max_groups: int = 10,
@@ -985,7 +985,7 @@ def explain_shown(
     *,
     estimators: Sequence[str] = DEFAULT_ESTIMATORS,
     weights: Array | None = None,
-    nan_policy: str = "raise",
+    nan_policy: cc.NanPolicy = "raise",
     max_groups: int = 10,
     plot_group: str | None = None,
 ) -> tuple[Explanation, int]:
@@ -1012,7 +1012,7 @@ def _explain_streamed(
     group_col: str,
     components: Sequence[str] | None,
     file_format: str | None,
-    nan_policy: str,
+    nan_policy: cc.NanPolicy,
     estimators: Sequence[str],
     weights: Callable[[Sequence[str]], Array | None],
     max_groups: int,

@@ -352,7 +352,7 @@ def analyse_run(
     weights: Array | None = None,
     estimators: Sequence[str] = ("corrgrpo", "gdpo"),
     run_estimator: str = "grpo",
-    nan_policy: str = "raise",
+    nan_policy: cc.NanPolicy = "raise",
     parse_weights: Callable[[Sequence[str]], Array | None] | None = None,
 ) -> RunReport:
     """Read the run step by step and compare each estimator with the run's own."""
@@ -425,7 +425,7 @@ def _fit_weights(source: RunSource, names: Sequence[str], nan_policy: str) -> Ar
 
 
 def _analyse_step(
-    step: str, batch: RewardBatch, w: Array, report: RunReport, score: Array | None, nan_policy: str
+    step: str, batch: RewardBatch, w: Array, report: RunReport, score: Array | None, nan_policy: cc.NanPolicy
 ) -> StepReport:
     ids, n_groups = batch.group_ids, batch.n_groups
     missing = int(np.sum(np.any(np.isnan(batch.scores), axis=1)))

@@ -7,12 +7,16 @@ from typing import Literal, get_args
 
 from .._lib._compat import Array, namespace
 from .._lib._helpers import as_float_mask, float_dtype
+from .._validation import check_choice, check_number, check_optional_number
 
 __all__ = ["AggregationMode", "aggregate_loss", "aggregation_modes"]
 
 AggregationMode = Literal[
     "token-mean", "token-sum", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"
 ]
+
+
+_MODES: tuple[str, ...] = get_args(AggregationMode)
 
 
 def aggregation_modes() -> tuple[str, ...]:
@@ -77,6 +81,7 @@ def aggregate_loss(
     >>> float(aggregate_loss(loss, mask)), float(aggregate_loss(loss, mask, mode="seq-mean-token-mean"))
     (1.75, 2.5)
     """
+    check_choice("mode", mode, _MODES)
     xp = namespace(token_loss, mask)
     dtype = float_dtype(xp, token_loss)
     if token_loss.ndim != 2 or tuple(mask.shape) != tuple(token_loss.shape):
@@ -108,7 +113,7 @@ def _aggregate(
     # Multiplying by the mask would turn a NaN in a padded position into NaN; select instead.
     masked = xp.where(m > 0, token_loss, xp.zeros_like(token_loss))
     if mode == "token-mean":
-        return xp.sum(masked) / _denominator(num_tokens, xp.sum(m), xp)
+        return xp.sum(masked) / _denominator("num_tokens", num_tokens, xp.sum(m), xp)
     if mode == "token-sum":
         return xp.sum(masked)
     counts = xp.sum(m, axis=-1)
@@ -117,23 +122,19 @@ def _aggregate(
     elif mode in ("seq-mean-token-sum", "seq-mean-token-sum-norm"):
         seq = xp.sum(masked, axis=-1)
     else:
-        raise ValueError(f"unknown aggregation mode {mode!r}; expected one of {aggregation_modes()}")
+        check_choice("aggregation", mode, _MODES)
     nonempty = xp.sum(xp.astype(counts > 0, m.dtype))
-    loss = xp.sum(seq) / _denominator(num_sequences, nonempty, xp)
+    loss = xp.sum(seq) / _denominator("num_sequences", num_sequences, nonempty, xp)
     if mode == "seq-mean-token-sum-norm":
-        scale = token_loss.shape[-1] if loss_scale_factor is None else loss_scale_factor
-        if scale <= 0:
-            raise ValueError(f"loss_scale_factor must be positive, got {scale}")
-        loss = loss / scale
+        scale = check_optional_number("loss_scale_factor", loss_scale_factor, strict=True)
+        loss = loss / (token_loss.shape[-1] if scale is None else scale)
     return loss
 
 
-def _denominator(given: float | Array | None, local: Array, xp: ModuleType) -> Array | float:
+def _denominator(name: str, given: float | Array | None, local: Array, xp: ModuleType) -> Array | float:
     """``given`` if set (validated when it is a Python number), else ``local`` floored at 1."""
     if given is None:
         return xp.maximum(local, xp.ones_like(local))
     if isinstance(given, (int, float)):
-        if given <= 0:
-            raise ValueError(f"num_tokens / num_sequences must be positive, got {given}")
-        return float(given)
+        return check_number(name, given, strict=True)
     return xp.astype(given, local.dtype)

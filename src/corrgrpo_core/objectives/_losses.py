@@ -12,6 +12,7 @@ from typing import Literal, NamedTuple
 
 from .._lib._compat import Array, namespace, stop_gradient
 from .._lib._helpers import as_float_mask, float_dtype, masked_max, masked_mean, masked_min
+from .._validation import check_choice, check_number, check_optional_number, choices
 from ._aggregate import AggregationMode, _aggregate
 
 __all__ = [
@@ -79,18 +80,10 @@ def _prepare(log_prob: Array, old_log_prob: Array, advantages: Array, mask: Arra
 
 
 def _clamp_log_ratio(log_ratio: Array, limit: float | None, xp: ModuleType) -> Array:
-    if limit is None:
+    bound = check_optional_number("log_ratio_limit", limit, strict=True)
+    if bound is None:
         return log_ratio
-    if limit <= 0:
-        raise ValueError(f"log_ratio_limit must be positive or None, got {limit}")
-    return xp.clip(log_ratio, -limit, limit)
-
-
-def _check_eps(name: str, value: float | None, *, allow_none: bool = False) -> None:
-    if value is None and allow_none:
-        return
-    if value is None or not value >= 0:
-        raise ValueError(f"{name} must be a non-negative number, got {value!r}")
+    return xp.clip(log_ratio, -bound, bound)
 
 
 def _fraction(condition: Array, m: Array, xp: ModuleType) -> Array:
@@ -135,22 +128,20 @@ def kl_penalty(
         raise ValueError(
             f"log_prob and ref_log_prob shapes differ: {tuple(log_prob.shape)} vs {tuple(ref_log_prob.shape)}"
         )
+    check_choice("kind", kind, choices(KLKind))
+    limit = check_optional_number("bound", bound, strict=True)
     delta = stop_gradient(ref_log_prob, xp) - log_prob
     if kind == "k1":
         kl = -delta
     elif kind == "k2":
         kl = 0.5 * delta * delta
-    elif kind == "k3":
-        if bound is not None:
+    else:  # "k3"
+        if limit is not None:
             # verl clamps delta before exp for overflow safety; only matters when bound is on.
             delta = xp.clip(delta, -20.0, 20.0)
         kl = xp.exp(delta) - delta - 1.0
-    else:
-        raise ValueError(f"unknown KL kind {kind!r}; expected 'k1', 'k2' or 'k3'")
-    if bound is not None:
-        if bound <= 0:
-            raise ValueError(f"bound must be positive or None, got {bound}")
-        kl = xp.clip(kl, -bound, bound)
+    if limit is not None:
+        kl = xp.clip(kl, -limit, limit)
     return kl
 
 
@@ -227,9 +218,7 @@ def _clipped_surrogate(
         "clip_fraction_high": _fraction((r > 1.0 + eps_high) & (a > 0), m, xp),
     }
     if dual_clip is not None:
-        if not dual_clip > 1.0:
-            raise ValueError(f"dual_clip must be > 1 (a ratio cap for negative advantages), got {dual_clip}")
-        cap = -a * dual_clip
+        cap = -a * check_number("dual_clip", dual_clip, minimum=1.0, strict=True)
         metrics["dual_clip_fraction"] = _fraction((a < 0) & (token > cap), m, xp)
         token = xp.where(a < 0, xp.minimum(token, cap), token)
     return token, metrics
@@ -341,8 +330,8 @@ def _ppo_clip(
     log_ratio_limit: float | None,
     tail: _Tail,
 ) -> PolicyLoss:
-    _check_eps("eps_low", eps_low)
-    _check_eps("eps_high", eps_high)
+    check_number("eps_low", eps_low)
+    check_number("eps_high", eps_high)
     inp = _prepare(log_prob, old_log_prob, advantages, mask)
     ratio = inp.xp.exp(_clamp_log_ratio(inp.log_ratio, log_ratio_limit, inp.xp))
     token, metrics = _clipped_surrogate(inp, ratio, eps_low=eps_low, eps_high=eps_high, dual_clip=dual_clip)
@@ -454,20 +443,18 @@ def cispo_loss(
     >>> round(float(out.loss), 4), float(out.metrics["clip_fraction"])  # -1.2 * log 0.5
     (0.8318, 1.0)
     """
+    check_choice("bound", bound, choices(CispoBound))
     if bound == "relative":
-        high = 0.2 if eps_high is None else eps_high
-        _check_eps("eps_high", high)
-        _check_eps("eps_low", eps_low, allow_none=True)
-        lo, hi = (None if eps_low is None else 1.0 - eps_low), 1.0 + high
-    elif bound == "absolute":
+        high = check_number("eps_high", 0.2 if eps_high is None else eps_high)
+        low = check_optional_number("eps_low", eps_low)
+        lo, hi = (None if low is None else 1.0 - low), 1.0 + high
+    else:  # "absolute"
         if eps_low is not None:
-            raise ValueError("bound='absolute' caps the weight from above only; leave eps_low=None")
-        hi = 5.0 if eps_high is None else eps_high
-        if not hi > 0:
-            raise ValueError(f"eps_high (the absolute weight cap) must be positive, got {hi!r}")
+            raise ValueError(
+                f"eps_low must be None with bound='absolute' (a cap from above only), got {eps_low!r}"
+            )
+        hi = check_number("eps_high", 5.0 if eps_high is None else eps_high, strict=True)
         lo = None
-    else:
-        raise ValueError(f"unknown CISPO bound {bound!r}; expected 'relative' or 'absolute'")
     inp = _prepare(log_prob, old_log_prob, advantages, mask)
     xp = inp.xp
     raw_ratio = xp.exp(_clamp_log_ratio(inp.log_ratio, log_ratio_limit, xp))
@@ -537,17 +524,16 @@ def gspo_loss(
     >>> float(gspo_loss(lp, old, np.asarray([1.0]), np.asarray([[1, 1]])).loss)
     -1.0
     """
-    _check_eps("eps_low", eps_low)
-    _check_eps("eps_high", eps_high)
+    check_number("eps_low", eps_low)
+    check_number("eps_high", eps_high)
+    limit = check_optional_number("log_ratio_limit", log_ratio_limit, strict=True)
     inp = _prepare(log_prob, old_log_prob, advantages, mask)
     xp, m = inp.xp, inp.mask
     seq_log_ratio = masked_mean(inp.log_ratio, m, xp, axis=-1)
     lp = inp.log_prob
     log_s = lp - stop_gradient(lp, xp) + stop_gradient(xp.expand_dims(seq_log_ratio, axis=-1), xp)
-    if log_ratio_limit is not None:
-        if log_ratio_limit <= 0:
-            raise ValueError(f"log_ratio_limit must be positive or None, got {log_ratio_limit}")
-        log_s = xp.clip(log_s, None, log_ratio_limit)
+    if limit is not None:
+        log_s = xp.clip(log_s, None, limit)
     ratio = xp.exp(log_s)
     token, metrics = _clipped_surrogate(inp, ratio, eps_low=eps_low, eps_high=eps_high, dual_clip=None)
     tail = _Tail(

@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._lib._compat import Array
+from .._registry import estimator_names, get_estimator
+from .._validation import FilterCriterion, unknown_name
 from ._losses import PolicyLoss, cispo_loss, dapo_loss, gspo_loss, ppo_clip_loss
-from ._sampling import FilterCriterion
 
 __all__ = [
     "ObjectiveSpec",
@@ -65,9 +66,6 @@ _OBJECTIVES: dict[str, ObjectiveSpec] = {
     )
 }
 
-# Estimators whose advantage numerator is the centred weighted total: tied totals give zero advantage.
-_TOTAL_BASED = frozenset({"grpo", "dr_grpo", "rloo", "corrgrpo"})
-
 
 def objective_names() -> tuple[str, ...]:
     """Registered objective names, sorted."""
@@ -78,8 +76,8 @@ def get_objective(name: str) -> ObjectiveSpec:
     """The :class:`ObjectiveSpec` registered as ``name``; ``ValueError`` naming the choices otherwise."""
     try:
         return _OBJECTIVES[name]
-    except KeyError:
-        raise ValueError(f"unknown objective {name!r}; expected one of {objective_names()}") from None
+    except (KeyError, TypeError):
+        raise unknown_name("objective", name, _OBJECTIVES) from None
 
 
 def policy_loss(
@@ -105,12 +103,6 @@ def policy_loss(
     return get_objective(objective).fn(log_prob, old_log_prob, advantages, mask, **options)
 
 
-def _estimator_names() -> tuple[str, ...]:
-    import corrgrpo_core as cc
-
-    return tuple(cc.estimator_names())
-
-
 def parse_combination(name: str) -> tuple[str, str]:
     """Split an adapter option such as ``"cispo+corrgrpo"`` into ``(objective, estimator)``.
 
@@ -129,7 +121,7 @@ def parse_combination(name: str) -> tuple[str, str]:
     parts = [p.strip().lower() for p in name.split("+")]
     if not 1 <= len(parts) <= 2 or not all(parts):
         raise ValueError(f"combination {name!r} must be 'objective', 'estimator' or 'objective+estimator'")
-    estimators = _estimator_names()
+    estimators = estimator_names()
     objective: str | None = None
     estimator: str | None = None
     for part in parts:
@@ -150,12 +142,14 @@ def parse_combination(name: str) -> tuple[str, str]:
 
 
 def filter_criterion_for(estimator: str) -> FilterCriterion:
-    """The :func:`informative_groups` criterion that matches ``estimator``.
+    """The :func:`informative_groups` criterion that matches ``estimator``, as its registry entry
+    declares it (:attr:`corrgrpo_core.EstimatorSpec.numerator`).
 
     ``"total"`` for estimators whose advantage is the centred weighted total up to a group
     factor (grpo, dr_grpo, rloo, corrgrpo), since a group with tied totals gets zero advantage
     from them; ``"any_component"`` for the per-component normalisers (gdpo, gdpo_corr, mo_grpo,
-    dara), which can learn from such a group.
+    dara), which can learn from such a group. An estimator added with
+    :func:`corrgrpo_core.register_estimator` gets the criterion its ``numerator`` declares.
 
     Examples
     --------
@@ -163,8 +157,4 @@ def filter_criterion_for(estimator: str) -> FilterCriterion:
     >>> filter_criterion_for("corrgrpo"), filter_criterion_for("gdpo")
     ('total', 'any_component')
     """
-    if estimator not in _estimator_names():
-        raise ValueError(
-            f"unknown estimator {estimator!r}; expected one of {tuple(sorted(_estimator_names()))}"
-        )
-    return "total" if estimator in _TOTAL_BASED else "any_component"
+    return get_estimator(estimator).filter_criterion

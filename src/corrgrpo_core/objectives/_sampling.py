@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from .._lib._compat import Array, device, namespace
+from .._validation import (
+    NAN_POLICIES,
+    FilterCriterion,
+    NanPolicy,
+    check_choice,
+    check_int,
+    check_number,
+    choices,
+)
 
 __all__ = ["FilterCriterion", "informative_groups", "overlong_penalty"]
-
-FilterCriterion = Literal["total", "any_component"]
 
 
 def informative_groups(
@@ -20,7 +27,7 @@ def informative_groups(
     weights: Array | None = None,
     atol: float = 1e-6,
     zero_variance_rtol: float | None = None,
-    nan_policy: str = "raise",
+    nan_policy: NanPolicy = "raise",
 ) -> Array:
     r"""Which groups carry a learning signal: DAPO's dynamic-sampling filter, per row.
 
@@ -56,7 +63,7 @@ def informative_groups(
         A group whose total has std at most this counts as tied (absorbs round-off such as
         0.1 + 0.2 != 0.3; scale it with the rewards).
     zero_variance_rtol, nan_policy
-        As in :func:`corrgrpo_core.corr_normalized_advantage`: the component rule for
+        As in :func:`corrgrpo_core.corrgrpo_advantage`: the component rule for
         ``"any_component"`` and the handling of missing rewards.
 
     Returns
@@ -80,10 +87,9 @@ def informative_groups(
     """
     import corrgrpo_core as cc
 
-    if criterion not in ("total", "any_component"):
-        raise ValueError(f"unknown criterion {criterion!r}; expected 'total' or 'any_component'")
-    if not atol >= 0:
-        raise ValueError(f"atol must be non-negative, got {atol!r}")
+    check_choice("criterion", criterion, choices(FilterCriterion))
+    check_choice("nan_policy", nan_policy, NAN_POLICIES)
+    check_number("atol", atol)
     stats = cc.advantage_stats(
         scores, group_ids, weights=weights, zero_variance_rtol=zero_variance_rtol, nan_policy=nan_policy
     )
@@ -143,12 +149,10 @@ def overlong_penalty(
     [0.0, 0.0, -0.5, -1.0, -1.0]
     """
     xp = namespace(lengths)
-    if not 0 < cache_length <= max_length:
-        raise ValueError(
-            f"need 0 < cache_length <= max_length; got cache_length={cache_length}, max_length={max_length}"
-        )
-    if not penalty_factor >= 0:
-        raise ValueError(f"penalty_factor must be non-negative, got {penalty_factor!r}")
+    check_int("max_length", max_length, minimum=1)
+    if check_int("cache_length", cache_length, minimum=1) > max_length:
+        raise ValueError(f"cache_length must be at most max_length ({max_length}), got {cache_length!r}")
+    check_number("penalty_factor", penalty_factor)
     if dtype is None:
         if xp.isdtype(lengths.dtype, "real floating"):
             dtype = lengths.dtype

@@ -5,8 +5,7 @@ Anyone reimplementing CorrGRPO (another framework, language or kernel) can run
 (``pip install corrgrpo-core[test]``).
 """
 
-from ._checks import check_advantage_estimator, check_batch
-from ._oracles import (
+from .._oracles import (
     ORACLES,
     corrgrpo_oracle,
     dr_grpo_oracle,
@@ -15,6 +14,7 @@ from ._oracles import (
     mo_grpo_oracle,
     rloo_oracle,
 )
+from ._checks import check_advantage_estimator, check_batch
 from ._strategies import RewardBatch, reward_batches, weights_for
 
 __all__ = [

@@ -84,4 +84,6 @@ def reward_batches(
 
 def weights_for(k: int) -> Any:
     """Weights, negative and zero included."""
-    return st.lists(st.sampled_from([1.0, 0.5, 2.0, 0.05, -1.0, 0.0, 3.0]), min_size=k, max_size=k).map(np.asarray)
+    return st.lists(st.sampled_from([1.0, 0.5, 2.0, 0.05, -1.0, 0.0, 3.0]), min_size=k, max_size=k).map(
+        np.asarray
+    )

@@ -246,3 +246,21 @@ def test_a_changed_openrlhf_layout_is_a_clear_error(orl, monkeypatch, target, na
     with pytest.raises(hook.OpenRLHFLayoutError, match=message) as info:
         hook.patch_openrlhf(AdapterConfig("corrgrpo", ("acc",)))
     assert "openrlhf==0.11.2" in str(info.value)
+
+
+def test_a_registered_estimator_logs_with_its_declared_diagnostic_options():
+    """An estimator registered once with the core: the adapter validates it, runs it, and passes its
+    diagnostics exactly the options its spec declares as shared (no list kept in the adapter)."""
+    from corrgrpo_core import _registry
+
+    def half_corrgrpo(scores, group_ids=None, *, eps=1e-6, nan_policy="raise"):
+        return 0.5 * cc.corrgrpo_advantage(scores, group_ids, eps=eps, nan_policy=nan_policy)
+
+    cc.register_estimator("half_corrgrpo", half_corrgrpo, "half CorrGRPO", diagnostic_options=("eps", "nan_policy"))
+    try:
+        config = AdapterConfig("half_corrgrpo", ("a", "b"), options={"eps": 1e-4, "nan_policy": "ignore"})
+        assert hook._stats_kwargs(config) == {"eps": 1e-4, "nan_policy": "ignore"}
+        with pytest.raises(ValueError, match="takes no option"):
+            AdapterConfig("half_corrgrpo", ("a", "b"), options={"ddof": 0})
+    finally:
+        del _registry._REGISTRY["half_corrgrpo"]

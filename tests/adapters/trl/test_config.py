@@ -170,3 +170,30 @@ def test_untested_version_with_matching_hooks_warns(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(trl, "__version__", "1.17.0")
     with pytest.warns(UserWarning, match="untested"):
         check_trl_compatibility()
+
+
+def test_a_registered_estimator_gets_its_declared_facts_in_trl() -> None:
+    """An estimator registered once with the core is used by TRL's adapter as its spec declares:
+    its unnormalised form under scale_rewards='none', its diagnostic options, its config options."""
+    from corrgrpo_core import _registry
+
+    def half_grpo(scores: Any, group_ids: Any = None, *, eps: float = 1e-6, nan_policy: str = "raise") -> Any:
+        return 0.5 * cc.grpo_advantage(scores, group_ids, eps=eps, nan_policy=nan_policy)
+
+    cc.register_estimator("half_grpo", half_grpo, "half GRPO", scope="group", numerator="total",
+                          centred=True, unnormalised="dr_grpo")
+    try:
+        plan = CorrGRPOConfig(**CPU, advantage_estimator="half_grpo", advantage_eps=1e-4).advantage_plan()
+        assert plan.estimator == "half_grpo"
+        assert plan.options == {"eps": 1e-4, "nan_policy": "ignore"}
+        assert plan.diagnostic_options() == {"nan_policy": "ignore"}  # eps is not shared with the diagnostics
+        unscaled = CorrGRPOConfig(**CPU, advantage_estimator="half_grpo", scale_rewards="none").advantage_plan()
+        assert (unscaled.estimator, unscaled.scale_rewards) == ("dr_grpo", "none")
+        with pytest.raises(ValueError, match=r"takes no such option \(its options: eps, nan_policy\)"):
+            CorrGRPOConfig(**CPU, advantage_estimator="half_grpo", advantage_kwargs={"ddof": 0})
+    finally:
+        del _registry._REGISTRY["half_grpo"]
+    from corrgrpo_core.objectives import filter_criterion_for
+
+    with pytest.raises(ValueError, match="unknown estimator 'half_grpo'"):
+        filter_criterion_for("half_grpo")

@@ -90,7 +90,7 @@ def test_components_missing_names_the_trainer_mode(batch: Any, algo: Any) -> Non
 
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"epsilon": 1e-3}, r"sets \['epsilon'\], which estimator 'corrgrpo' does not take; its options: eps, "),
-    ({"eps_placement": "middle"}, "rejected by estimator 'corrgrpo': unknown eps_placement 'middle'"),
+    ({"eps_placement": "middle"}, "rejected by estimator 'corrgrpo': eps_placement must be one of 'inside', 'outside', got 'middle'"),
     ({"min_correlation_sum": -1}, "rejected by estimator 'corrgrpo': min_correlation_sum must be"),
 ])
 def test_bad_estimator_kwargs_fail_at_config_time(algo: Any, kwargs: dict[str, Any], message: str) -> None:

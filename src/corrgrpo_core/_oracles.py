@@ -26,8 +26,15 @@ def _varies(column: F64, tol: float) -> bool:
     return bool(column.size > 1 and np.std(column) > tol * np.sqrt(np.mean(column**2)))
 
 
-def corrgrpo_oracle(scores: F64, group_ids: npt.NDArray[Any], *, weights: F64 | None = None, eps: float = 1e-6,
-                    eps_placement: str = "inside", tol: float = 1e-12) -> F64:
+def corrgrpo_oracle(
+    scores: F64,
+    group_ids: npt.NDArray[Any],
+    *,
+    weights: F64 | None = None,
+    eps: float = 1e-6,
+    eps_placement: str = "inside",
+    tol: float = 1e-12,
+) -> F64:
     """CorrGRPO with the explicit masked Pearson matrix of each group (paper eq. 2)."""
     x = scores * (1.0 if weights is None else weights)
 
@@ -45,8 +52,14 @@ def corrgrpo_oracle(scores: F64, group_ids: npt.NDArray[Any], *, weights: F64 | 
     return _by_group(x, group_ids, group)
 
 
-def grpo_oracle(scores: F64, group_ids: npt.NDArray[Any], *, weights: F64 | None = None, eps: float = 1e-6,
-                tol: float = 1e-12) -> F64:
+def grpo_oracle(
+    scores: F64,
+    group_ids: npt.NDArray[Any],
+    *,
+    weights: F64 | None = None,
+    eps: float = 1e-6,
+    tol: float = 1e-12,
+) -> F64:
     """GRPO: (R - mean) / (std + eps) of the weighted total; constant groups and singletons get 0."""
     total = (scores * (1.0 if weights is None else weights)).sum(axis=1)
 
@@ -78,6 +91,7 @@ def rloo_oracle(scores: F64, group_ids: npt.NDArray[Any], *, weights: F64 | None
 def _zscores(scores: F64, group_ids: npt.NDArray[Any], eps: float, tol: float) -> F64:
     z = np.zeros_like(scores)
     for j in range(scores.shape[1]):
+
         def group(g: F64) -> F64:
             r = g[:, 0]
             return np.zeros(r.shape[0]) if not _varies(r, tol) else (r - r.mean()) / (r.std(ddof=1) + eps)
@@ -86,15 +100,27 @@ def _zscores(scores: F64, group_ids: npt.NDArray[Any], eps: float, tol: float) -
     return z
 
 
-def mo_grpo_oracle(scores: F64, group_ids: npt.NDArray[Any], *, weights: F64 | None = None, eps: float = 1e-6,
-                   tol: float = 1e-12) -> F64:
+def mo_grpo_oracle(
+    scores: F64,
+    group_ids: npt.NDArray[Any],
+    *,
+    weights: F64 | None = None,
+    eps: float = 1e-6,
+    tol: float = 1e-12,
+) -> F64:
     """MO-GRPO: sum_k w_k z_k."""
     weighted = _zscores(scores, group_ids, eps, tol) * (1.0 if weights is None else weights)
     return np.asarray(weighted.sum(axis=1), dtype=np.float64)
 
 
-def gdpo_oracle(scores: F64, group_ids: npt.NDArray[Any], *, weights: F64 | None = None, eps: float = 1e-6,
-                tol: float = 1e-12) -> F64:
+def gdpo_oracle(
+    scores: F64,
+    group_ids: npt.NDArray[Any],
+    *,
+    weights: F64 | None = None,
+    eps: float = 1e-6,
+    tol: float = 1e-12,
+) -> F64:
     """GDPO: MO-GRPO, then a z-score over the batch."""
     h = mo_grpo_oracle(scores, group_ids, weights=weights, eps=eps, tol=tol)
     if not _varies(h, tol):

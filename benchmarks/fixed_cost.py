@@ -1,0 +1,81 @@
+"""Fixed cost of one advantage call in TRL's layout: a small ``(N, K)`` torch float32 batch.
+
+``python -m benchmarks.fixed_cost [--n 64] [--group 8]`` (TRL installed, for its adapter) prints,
+for ``grpo`` (K = 1 and 3) and ``corrgrpo`` (K = 3) through ``corrgrpo_adapters.trl``'s
+``group_advantages``:
+
+- *tight loop*: the 10th percentile of 500 back-to-back calls, the minimum over 20 rounds (robust
+  to other processes on the machine: a call is far shorter than a scheduler slice);
+- *after torch*: the minimum over 300 rounds of one call made right after TRL's own advantage
+  lines (torch ops), which is what ``python -m benchmarks.frameworks trl`` measures for the call
+  that follows them: numpy's code paths are then cold.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+
+def _tight(fn: Callable[[], Any], rounds: int = 20, calls: int = 500) -> float:
+    best = float("inf")
+    for _ in range(rounds):
+        times = []
+        for _ in range(calls):
+            t0 = time.perf_counter_ns()
+            fn()
+            times.append(time.perf_counter_ns() - t0)
+        times.sort()
+        best = min(best, times[len(times) // 10] / 1e3)
+    return best
+
+
+def _after(fn: Callable[[], Any], before: Callable[[], Any], rounds: int = 300) -> float:
+    best = float("inf")
+    for _ in range(rounds):
+        before()
+        t0 = time.perf_counter_ns()
+        fn()
+        best = min(best, (time.perf_counter_ns() - t0) / 1e3)
+    return best
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--n", type=int, default=64, help="rows (default 64)")
+    p.add_argument("--group", type=int, default=8, help="group size (default 8)")
+    args = p.parse_args(argv)
+
+    import numpy as np
+    import torch
+
+    from benchmarks.frameworks import trl_lines
+    from corrgrpo_adapters.trl._advantages import group_advantages
+
+    torch.set_num_threads(1)
+    print("| call | K | tight loop us | right after TRL's lines us |")
+    print("|---|---|---|---|")
+    for name, k, options in (("grpo", 1, {"eps": 1e-4}), ("grpo", 3, {"eps": 1e-4}), ("corrgrpo", 3, {})):
+        rng = np.random.default_rng(0)
+        x = torch.from_numpy(rng.random((args.n, k)).astype(np.float32))
+        x[:, 1::2] = (x[:, 1::2] < 0.5).float()  # binary components, as pass/fail rewards
+        w = torch.ones(k)
+
+        def call(x: Any = x, name: str = name, options: dict[str, float] = options) -> Any:
+            return group_advantages(x, args.group, estimator=name, options=options)
+
+        def trl(x: Any = x, w: Any = w) -> Any:
+            return trl_lines(x, w, args.group)
+
+        call()
+        print(f"| {name} | {k} | {_tight(call):.1f} | {_after(call, trl):.1f} |")
+    load = " ".join(f"{v:.2f}" for v in os.getloadavg())
+    print(f"\nN = {args.n}, groups of {args.group}, torch float32 on the CPU; load average {load}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
