@@ -20,7 +20,7 @@ from ._api import (
     rloo_advantage,
 )
 from ._diagnostics import AdvantageStats
-from ._groups import group_labels
+from ._groups import group_labels, run_length
 from ._registry import EstimatorSpec, compute_advantages, estimator_names, get_estimator, register_estimator
 from ._tokens import broadcast_to_tokens
 from ._validation import DaraBase, DaraVariant, EpsPlacement, NanPolicy, SingletonPolicy, StdScope
@@ -54,4 +54,5 @@ __all__ = [
     "objectives",
     "register_estimator",
     "rloo_advantage",
+    "run_length",
 ]

@@ -9,7 +9,10 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
+import numpy as np
+
 from ._groups import Groups, dense_groups, find_runs, ragged_groups
+from ._kernels import in_host_memory, sum_of_squares
 from ._lib._compat import (
     Array,
     Namespace,
@@ -17,8 +20,6 @@ from ._lib._compat import (
     device,
     is_array_api_obj,
     is_lazy_array,
-    is_numpy_namespace,
-    is_torch_namespace,
     work_dtype,
 )
 from ._validation import NAN_POLICIES, SINGLETON_POLICIES, check_choice, check_number
@@ -72,9 +73,8 @@ class Batch:
         """
         xp, raw, r = self.xp, self.raw, self.groups.ragged
         if r is None:
-            on_host = is_numpy_namespace(xp) or (is_torch_namespace(xp) and raw.device.type == "cpu")
             step = max(1, rows // max(1, raw.shape[1]))
-            if not on_host or raw.shape[0] <= step:
+            if not in_host_memory(raw, xp) or raw.shape[0] <= step:
                 return None
             cuts = [*range(0, raw.shape[0], step), raw.shape[0]]
             return [
@@ -83,8 +83,6 @@ class Batch:
             ]
         if r.starts is None or raw.shape[0] <= 2 * rows:
             return None
-        import numpy as np
-
         # cut at the first group start at or after each multiple of ``rows``
         first = np.unique(np.searchsorted(r.starts, np.arange(0, raw.shape[0], rows)))
         bounds = [int(g) for g in first if g < r.num] + [r.num]
@@ -93,9 +91,7 @@ class Batch:
             a = int(r.starts[ga])
             b = int(r.starts[gb]) if gb < r.num else raw.shape[0]
             starts = r.starts[ga:gb] - a
-            member = (
-                starts if is_numpy_namespace(xp) else xp.asarray(starts.astype(np.int64), device=self.device)
-            )
+            member = xp.asarray(starts, dtype=xp.int64, device=self.device)  # host ids: starts is numpy
             index = replace(
                 r,
                 labels=r.labels[a:b] - ga,
@@ -364,11 +360,8 @@ def _check_finite(
     if n == 0:
         return False, True
     lo, hi = bounds
-    if is_numpy_namespace(xp):
-        import numpy as np
-
-        flat = np.reshape(x, (-1,))
-        ss = float(np.vdot(flat, flat))  # BLAS: one pass, no temporary, no floating-point warnings
+    ss = sum_of_squares(x, xp)
+    if ss is not None:
         if math.isfinite(ss):
             return False, n * lo * lo <= ss <= hi * hi  # 0: all zero, or squares that underflow
     else:  # max and min: no overflow (and no warning) on any backend

@@ -173,5 +173,14 @@ def run_length(ids: Array) -> int:
     Such a batch is dense, ``(N / n, n, K)``: verl's usual layout (each prompt's n rollouts
     adjacent). No labels are built, and only the run heads are hashed, and only once the runs
     have one length (scattered ids cost one comparison of neighbours).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import corrgrpo_core as cc
+    >>> cc.run_length(np.array(["a", "a", "b", "b", "c", "c"], dtype=object))
+    2
+    >>> cc.run_length(np.array([0, 1, 0, 1]))  # scattered: not runs
+    0
     """
     return _host.run_length(np.asarray(ids))

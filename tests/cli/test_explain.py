@@ -218,6 +218,22 @@ def test_group_locality_is_detected():
     assert is_group_local("grpo")
     assert is_group_local("corrgrpo")
     assert not is_group_local("gdpo")  # its batch z-score couples the groups
+    assert not is_group_local("grpo", {"std_scope": "batch"})
+
+
+def test_group_locality_is_what_the_registry_declares():
+    """A user's estimator is sliced only when its registry entry says it is group-local, whatever a
+    test batch would suggest: GRPO's function registered with the default (batch) scope is not."""
+    from corrgrpo_core import _registry
+    from corrgrpo_core.cli.explain import is_group_local
+
+    cc.register_estimator("grpo_batch_declared", cc.grpo_advantage, "GRPO, scope undeclared")
+    cc.register_estimator("dr_grpo_local", cc.dr_grpo_advantage, "Dr.GRPO", scope="group")
+    try:
+        assert not is_group_local("grpo_batch_declared")
+        assert is_group_local("dr_grpo_local")
+    finally:
+        del _registry._REGISTRY["grpo_batch_declared"], _registry._REGISTRY["dr_grpo_local"]
 
 
 def test_group_labels_are_trimmed_on_the_dictionary(write_csv):

@@ -37,12 +37,7 @@ BACKENDS = {"torch", "jax", "jaxlib", "cupy", "array_api_strict", "dask", "spars
 FRAMEWORKS = {"trl", "verl", "openrlhf"}
 
 # (rule, importing module, imported module) -> why it is allowed for now.
-KNOWN: dict[tuple[str, str, str], str] = {
-    ("numpy", "corrgrpo_core._batch", "numpy"): "two host-only paths (issue 18, item 3)",
-    ("public", "corrgrpo_adapters.verl._estimator", "corrgrpo_core._groups"): (
-        "run_length (verl's uid layout test) is not public yet"
-    ),
-}
+KNOWN: dict[tuple[str, str, str], str] = {}
 
 
 @dataclass(frozen=True)

@@ -43,9 +43,19 @@ METRICS_PREFIX = "corrgrpo/"
 TAKEN: dict[str, str] = {}
 
 
+#: estimators of the core's registry beyond :data:`ESTIMATORS` (a user's ``register_estimator``, and
+#: built-ins such as ``dr_grpo`` that verl has no name for), registered in verl under their core name.
+REGISTERED: set[str] = set()
+
+
 def ours(name: str) -> bool:
     """Whether ``name`` is one of our estimator names and not left to another package that took it first."""
-    return name in ESTIMATORS and name not in TAKEN
+    return (name in ESTIMATORS and name not in TAKEN) or name in REGISTERED
+
+
+def core_estimator(name: str) -> str | None:
+    """The core estimator that verl's estimator ``name`` runs, or None when it is not ours."""
+    return ESTIMATORS.get(name, name if name in REGISTERED else None)
 
 
 class ConfigError(ValueError):
@@ -140,17 +150,21 @@ def _reward_weights(algorithm: Any, keys: tuple[str, ...]) -> tuple[float, ...] 
 def reward_spec(algorithm: Any, estimator: str | None = None) -> RewardSpec:
     """Validate the adapter's options in verl's ``algorithm`` section and return them.
 
-    ``estimator`` defaults to ``algorithm.adv_estimator``; it must be one of :data:`ESTIMATORS`.
+    ``estimator`` defaults to ``algorithm.adv_estimator``; it must be one of :data:`ESTIMATORS` or an
+    estimator of the core's registry that the plugin registered in verl under its own name
+    (:data:`REGISTERED`).
     Options: ``reward_keys`` / ``reward_weights`` (``gdpo_reward_keys`` / ``gdpo_reward_weights``, the
     names verl's GDPO and the paper's fork use, are accepted too), ``norm_adv_by_std_in_grpo`` (verl's own
     flag) and ``estimator_kwargs`` (a dict passed to the core estimator, e.g. ``{eps: 1e-4}``).
     """
     name = str(estimator if estimator is not None else _get(algorithm, "adv_estimator"))
-    if name not in ESTIMATORS:
-        raise ConfigError(f"{name!r} is not a corrgrpo estimator; choose one of {sorted(ESTIMATORS)}")
+    core = core_estimator(name)
+    if core is None:
+        raise ConfigError(
+            f"{name!r} is not a corrgrpo estimator; choose one of {sorted({*ESTIMATORS, *REGISTERED})}"
+        )
     keys = reward_keys(algorithm)
     weights = _reward_weights(algorithm, keys)
-    core = ESTIMATORS[name]
     if not bool(_get(algorithm, "norm_adv_by_std_in_grpo", True)):
         # verl's GRPO then skips the division by the group std and keeps the centred score (Dr.GRPO); the
         # registry names each estimator's form without normalisation (``EstimatorSpec.unnormalised``).
@@ -210,7 +224,9 @@ def _check_core_options(core: str, kwargs: dict[str, Any], k: int, weights: tupl
     try:
         cc.compute_advantages(probe, estimator=core, weights=weights, **kwargs)
     except (TypeError, ValueError) as exc:
-        raise ConfigError(f"algorithm.estimator_kwargs={kwargs} is rejected by estimator {core!r}: {exc}") from None
+        raise ConfigError(
+            f"algorithm.estimator_kwargs={kwargs} is rejected by estimator {core!r}: {exc}"
+        ) from None
 
 
 def check_trainer(config: Any) -> RewardSpec | None:
@@ -235,7 +251,7 @@ def check_trainer(config: Any) -> RewardSpec | None:
     keys = spec.keys if spec is not None else reward_keys(algorithm)
     our_mode = use_v1 and mode in TRAINER_MODES
     own_keys = _as_list(_get(algorithm, "reward_keys"), "reward_keys")
-    if spec is None and own_keys and not component_filter and name not in ESTIMATORS:
+    if spec is None and own_keys and not component_filter and core_estimator(name) is None:
         raise ConfigError(
             f"algorithm.reward_keys={own_keys} is read only by the corrgrpo estimators; "
             f"algorithm.adv_estimator={name} would ignore it and train on the summed reward. Choose one of "

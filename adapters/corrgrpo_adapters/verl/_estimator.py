@@ -24,8 +24,8 @@ from corrgrpo_core import (
     compute_advantages,
     get_estimator,
     group_labels,
+    run_length,
 )
-from corrgrpo_core._groups import run_length
 
 from ._config import METRICS_PREFIX, ConfigError, RewardSpec, reward_spec
 
@@ -254,7 +254,9 @@ def advantages_for_verl(
         if final_row is not None:
             finals, to_final = np.unique(final_row, return_inverse=True)
             ids, host = group_ids(np.asarray(index, dtype=object).reshape(-1)[finals]), host[finals]
-        adv = compute_advantages(host, ids, estimator=spec.core_estimator, weights=weights, **spec.core_kwargs)
+        adv = compute_advantages(
+            host, ids, estimator=spec.core_estimator, weights=weights, **spec.core_kwargs
+        )
         if final_row is not None:
             adv = np.asarray(adv)[to_final.reshape(-1)]
     adv_t = torch.as_tensor(adv, dtype=token_level_rewards.dtype, device=token_level_rewards.device)

@@ -99,17 +99,50 @@ def _register_estimators(core_algos: ModuleType) -> None:
             logger.warning(
                 "corrgrpo verl plugin: estimator name %r is registered to %s by another package; "
                 "corrgrpo registered its other estimators and leaves %r to that package",
-                name, TAKEN[name], name,
+                name,
+                TAKEN[name],
+                name,
             )
             continue
-        fn = functools.partial(_estimator.advantages_for_verl, estimator=name)
-        fn.corrgrpo_estimator = name  # type: ignore[attr-defined]
-        core_algos.register_adv_est(name)(fn)
+        core_algos.register_adv_est(name)(_verl_estimator(_estimator, name))
+    register_core_estimators(core_algos)
+
+
+def _verl_estimator(estimator_module: ModuleType, name: str) -> Callable[..., Any]:
+    fn = functools.partial(estimator_module.advantages_for_verl, estimator=name)
+    fn.corrgrpo_estimator = name  # type: ignore[attr-defined]
+    return fn
+
+
+def register_core_estimators(core_algos: ModuleType | None = None) -> list[str]:
+    """Register in verl, under its own name, every estimator of the core's registry that verl cannot
+    select yet: a user's ``corrgrpo_core.register_estimator(...)``, and built-ins verl has no name for
+    (``dr_grpo``). Names verl already has (its own ``grpo``, ``rloo``, ``gdpo``, another package's) and
+    core estimators reachable through :data:`ESTIMATORS` (``grpo`` as ``core_grpo``) are left alone.
+
+    The plugin runs it when verl's ``core_algos`` is imported and again in the driver's config check; an
+    estimator registered later in a process (a worker's own module) calls it after ``register_estimator``.
+    Returns the names it registered now.
+    """
+    import corrgrpo_core as cc
+
+    from . import _estimator
+
+    if core_algos is None:
+        core_algos = importlib.import_module("verl.trainer.ppo.core_algos")
+    registry = core_algos.ADV_ESTIMATOR_REGISTRY
+    added = []
+    for name in cc.estimator_names():
+        if name in registry or name in _config.ESTIMATORS.values():
+            continue
+        core_algos.register_adv_est(name)(_verl_estimator(_estimator, name))
+        _config.REGISTERED.add(name)
+        added.append(name)
+    return added
 
 
 def _owner(fn: Any) -> str:
     return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
-
 
 
 @_guarded("legacy trainer hooks")
@@ -153,13 +186,18 @@ def check_config(config: Any) -> _config.RewardSpec | None:
     algorithm = config.get("algorithm", {})
     trainer = config.get("trainer", {})
     name = str(algorithm.get("adv_estimator"))
+    if "estimators" in DONE:  # estimators the driver registered in the core after importing verl
+        register_core_estimators()
     mode = str(trainer.get("v1", {}).get("trainer_mode", "sync")) if trainer.get("use_v1", True) else None
     if name in TAKEN:
         logger.warning(
             "algorithm.adv_estimator=%s runs %s, which another package registered under that name before "
             "corrgrpo; corrgrpo's checks do not apply to it%s",
-            name, TAKEN[name], " (corrgrpo's CorrGRPO is also registered as grpo_covariance_coefficient)"
-            if name == "corrgrpo" and ours("grpo_covariance_coefficient") else "",
+            name,
+            TAKEN[name],
+            " (corrgrpo's CorrGRPO is also registered as grpo_covariance_coefficient)"
+            if name == "corrgrpo" and ours("grpo_covariance_coefficient")
+            else "",
         )
     estimator_ours = ours(name)
     selected = estimator_ours or mode in _config.TRAINER_MODES

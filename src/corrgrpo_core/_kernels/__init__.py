@@ -27,7 +27,16 @@ from . import _host
 from ._generic import SMALL_GROUP, Kernel, RaggedIndex, Runs
 from ._host import NumpyKernel
 
-__all__ = ["SMALL_GROUP", "Kernel", "RaggedIndex", "Runs", "dense_estimator", "kernel_for"]
+__all__ = [
+    "SMALL_GROUP",
+    "Kernel",
+    "RaggedIndex",
+    "Runs",
+    "dense_estimator",
+    "in_host_memory",
+    "kernel_for",
+    "sum_of_squares",
+]
 
 
 @cache
@@ -64,3 +73,18 @@ def dense_estimator(estimator: str, scores: Any, group_ids: Any, xp: Namespace |
     from . import _torch
 
     return _torch.dense(estimator, scores, **options)
+
+
+def in_host_memory(x: Any, xp: Namespace) -> bool:
+    """Whether ``x`` (of namespace ``xp``) lies in host memory a pass can stream through: numpy
+    arrays and CPU torch tensors (accelerators and ``jax.jit`` get their batches whole)."""
+    return is_numpy_namespace(xp) or (is_torch_namespace(xp) and x.device.type == "cpu")
+
+
+def sum_of_squares(x: Any, xp: Namespace) -> float | None:
+    """sum(x * x) of a numpy array in one BLAS pass (no temporary, no floating-point warnings), or
+    None where the backend has no such pass (the caller then uses max and min, which cannot overflow)."""
+    if not is_numpy_namespace(xp):
+        return None
+    flat = np.reshape(x, (-1,))
+    return float(np.vdot(flat, flat))

@@ -18,7 +18,7 @@ import functools
 import inspect
 import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -223,22 +223,11 @@ def group_slices(
     return order, sizes, starts, whole_group_ranges(sizes, SLICE_ROWS)
 
 
-_LOCAL: dict[str, bool] = {}
-
-
-def is_group_local(name: str) -> bool:
+def is_group_local(name: str, options: Mapping[str, Any] | None = None) -> bool:
     """Whether an estimator's advantages for a group depend on that group alone (no batch-level
-    statistic such as GDPO's batch z-score), found by running it on three groups and on each alone."""
-    if name not in _LOCAL:
-        rng = np.random.default_rng(0)
-        scores = rng.normal(size=(12, 2)) * np.array([1.0, 5.0])
-        ids = np.repeat(np.arange(3), 4)
-        whole = np.asarray(cc.compute_advantages(scores, ids, estimator=name), dtype=np.float64)
-        alone = np.concatenate(
-            [np.asarray(cc.compute_advantages(scores[ids == g], estimator=name)) for g in range(3)]
-        )
-        _LOCAL[name] = bool(np.allclose(whole, alone, rtol=1e-9, atol=1e-12))
-    return _LOCAL[name]
+    statistic such as GDPO's batch z-score), as its registry entry declares (``scope`` and
+    ``batch_scope_when``; see :meth:`corrgrpo_core.EstimatorSpec.group_local`)."""
+    return cc.get_estimator(name).group_local(options)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -453,7 +442,9 @@ def _zscore_spec(name: str, weights: Array, nan_policy: cc.NanPolicy) -> _ZScore
 
 
 @functools.cache
-def _zscore_spec_cached(name: str, weights: tuple[float, ...], nan_policy: cc.NanPolicy) -> _ZScoreSpec | None:
+def _zscore_spec_cached(
+    name: str, weights: tuple[float, ...], nan_policy: cc.NanPolicy
+) -> _ZScoreSpec | None:
     base = _ZSCORE_OF.get(name)
     if base is None or base not in cc.estimator_names() or not is_group_local(base):
         return None

@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 
 ESTIMATORS = ["core_grpo", "corrgrpo", "grpo_covariance_coefficient", "gdpo_corr", "mo_grpo", "dara"]
+# core estimators verl has no name for, registered under their core name (every other one is verl's own)
+CORE_NAMED = ["dr_grpo"]
 MODES = ["corrgrpo", "corrgrpo_colocate_async", "corrgrpo_separate_async"]
 
 REPORT = f"""
@@ -60,7 +62,7 @@ def report(result: Any) -> dict[str, Any]:
 def test_import_verl_registers_every_name(run_python: Any) -> None:
     got = report(run_python(REPORT))
     assert got["plugin_loaded"]
-    assert got["estimators"] == sorted(ESTIMATORS)
+    assert got["estimators"] == sorted(ESTIMATORS + CORE_NAMED)
     # The V1 trainer is registered when verl imports it, not dragged into every process by `import verl`.
     assert not got["v1_loaded_by_import_verl"]
     assert set(MODES) <= set(got["modes"])
@@ -78,7 +80,9 @@ def test_broken_core_fails_loudly(run_python: Any, tmp_path: Path) -> None:
     fake = tmp_path / "corrgrpo_core"
     fake.mkdir()
     (fake / "__init__.py").write_text("raise ImportError('simulated broken corrgrpo_core install')\n")
-    result = run_python(CHECK, env={"PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])})
+    result = run_python(
+        CHECK, env={"PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     # Logged at ERROR level in every process, with the reason, as soon as verl is imported ...
     assert "corrgrpo verl plugin: estimators failed" in result.stderr
@@ -120,7 +124,7 @@ def test_name_collision_leaves_that_name_and_registers_the_others(run_python: An
     result = run_python(COLLISION, env={"PYTHONPATH": path, "VERL_USE_EXTERNAL_MODULES": "other_corrgrpo"})
     assert result.returncode == 0, result.stderr[-3000:]
     lines = dict(line.split(" ", 1) for line in result.stdout.splitlines() if line.split(" ")[0].isupper())
-    assert lines["OURS"] == str(sorted(n for n in ESTIMATORS if n != "corrgrpo"))
+    assert lines["OURS"] == str(sorted(n for n in ESTIMATORS + CORE_NAMED if n != "corrgrpo"))
     assert lines["CORRGRPO_OWNER"] == "other_corrgrpo"
     assert result.stdout.count("CHECK gdpo_corr True") == 1  # ours, checked as ours
     assert result.stdout.count("CHECK corrgrpo False") == 1  # theirs: not checked as ours, no error
@@ -132,7 +136,11 @@ def test_name_collision_leaves_that_name_and_registers_the_others(run_python: An
 @pytest.mark.parametrize(
     ("env", "code", "needle"),
     [
-        ({}, 0, "estimators ['core_grpo', 'corrgrpo', 'grpo_covariance_coefficient', 'gdpo_corr', 'mo_grpo', 'dara']"),
+        (
+            {},
+            0,
+            "estimators ['core_grpo', 'corrgrpo', 'grpo_covariance_coefficient', 'gdpo_corr', 'mo_grpo', 'dara']",
+        ),
         ({"VERL_USE_EXTERNAL_PLUGINS": "none"}, 1, "did not load the verl.plugins entry point"),
     ],
 )
