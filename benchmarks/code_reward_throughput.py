@@ -28,8 +28,9 @@ def _load_test_mix() -> tuple[str, dict[str, str]]:
     """The ground truth and the kinds of completion of ``tests/tasks/code/test_load.py`` (one mix)."""
     import importlib.util
 
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "tasks", "code",
-                        "test_load.py")
+    path = os.path.join(
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "tasks", "code", "test_load.py"
+    )
     spec = importlib.util.spec_from_file_location("_code_load_mix", path)
     assert spec is not None
     assert spec.loader is not None
@@ -58,8 +59,14 @@ def batch(samples: int) -> tuple[list[str], list[float]]:
 
 def run_batch(tasks_dir: str, texts: list[str], workers: int) -> tuple[float, list[float]]:
     env = {**os.environ, "PYTHONPATH": tasks_dir, "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, "-c", _BATCH], input=json.dumps([texts, GT, workers]), text=True,
-                          capture_output=True, env=env, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", _BATCH],
+        input=json.dumps([texts, GT, workers]),
+        text=True,
+        capture_output=True,
+        env=env,
+        check=True,
+    )
     seconds, accuracy = json.loads(done.stdout.strip().splitlines()[-1])
     return float(seconds), accuracy
 
@@ -78,27 +85,40 @@ def startup(repeats: int = 20) -> dict[str, float]:
         result = box.run("pass")
         boxed.append(time.perf_counter() - start)
         assert result.ok, result
-    return {"bare_interpreter_ms": 1000 * min(bare), "sandbox_ms": 1000 * min(boxed),
-            "bare_interpreter_median_ms": 1000 * sorted(bare)[len(bare) // 2],
-            "sandbox_median_ms": 1000 * sorted(boxed)[len(boxed) // 2]}
+    return {
+        "bare_interpreter_ms": 1000 * min(bare),
+        "sandbox_ms": 1000 * min(boxed),
+        "bare_interpreter_median_ms": 1000 * sorted(bare)[len(bare) // 2],
+        "sandbox_median_ms": 1000 * sorted(boxed)[len(boxed) // 2],
+    }
 
 
 def parsers() -> dict[str, float]:
     from corrgrpo_tasks.code import extract_code
 
     mb = 1 << 20
-    shapes = {"blank_lines": " \n" * (mb // 2), "open_fences": "```\n" * (mb // 4), "backticks": "`" * mb,
-              "fence_then_spaces": "```" + " " * mb, "unclosed_fence": "```python\n" + "x" * mb,
-              "newlines_then_name": "\n" * mb + "Solution", "open_tool_calls": "<tool_call>" * (mb // 11),
-              "deep_json_call": "<tool_call>" + "[" * mb + "</tool_call>"}
+    shapes = {
+        "blank_lines": " \n" * (mb // 2),
+        "open_fences": "```\n" * (mb // 4),
+        "backticks": "`" * mb,
+        "fence_then_spaces": "```" + " " * mb,
+        "unclosed_fence": "```python\n" + "x" * mb,
+        "newlines_then_name": "\n" * mb + "Solution",
+        "open_tool_calls": "<tool_call>" * (mb // 11),
+        "deep_json_call": "<tool_call>" + "[" * mb + "</tool_call>",
+    }
     funcs: list[tuple[str, Any]] = [("extract_code", extract_code)]
     try:
         from corrgrpo_tasks.agent_security import _reward as agent
         from corrgrpo_tasks.tool_calling import compute_score as tool_score
 
-        funcs += [("tool_call_format_is_valid", agent.tool_call_format_is_valid),
-                  ("tool_calling.compute_score", lambda t: tool_score("rlla", t, "<think>x</think>\n<response>"
-                                                                      "r</response>"))]
+        funcs += [
+            ("tool_call_format_is_valid", agent.tool_call_format_is_valid),
+            (
+                "tool_calling.compute_score",
+                lambda t: tool_score("rlla", t, "<think>x</think>\n<response>r</response>"),
+            ),
+        ]
     except ImportError:  # the agent-security package needs its optional dependencies
         pass
     worst = {}
@@ -135,13 +155,19 @@ def main() -> None:
             if accuracy != expected:
                 raise SystemExit(f"{side}: wrong accuracies")
             best[side] = min(best.get(side, float("inf")), seconds)
-            print(f"  {side}: {args.samples} samples in {seconds:.1f} s = {args.samples / seconds:.1f} samples/s",
-                  flush=True)
+            print(
+                f"  {side}: {args.samples} samples in {seconds:.1f} s = {args.samples / seconds:.1f} samples/s",
+                flush=True,
+            )
     for side, seconds in best.items():
-        print(f"best {side}: {args.samples / seconds:.1f} samples/s ({args.workers} workers, "
-              f"{len(os.sched_getaffinity(0))} cores)")
+        print(
+            f"best {side}: {args.samples / seconds:.1f} samples/s ({args.workers} workers, "
+            f"{len(os.sched_getaffinity(0))} cores)"
+        )
     print("start-up (min of 20 interleaved):", {k: round(v, 1) for k, v in startup().items()})
-    print("parsers on 1 MB adversarial shapes (process time):", {k: round(v, 1) for k, v in parsers().items()})
+    print(
+        "parsers on 1 MB adversarial shapes (process time):", {k: round(v, 1) for k, v in parsers().items()}
+    )
     print("load average after:", _load())
 
 

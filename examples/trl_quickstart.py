@@ -39,7 +39,9 @@ def brevity(completions: list[str], **_: object) -> list[float]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", help="checkpoint (hub id or local path); default: a tiny local model on CPU")
+    parser.add_argument(
+        "--model", help="checkpoint (hub id or local path); default: a tiny local model on CPU"
+    )
     parser.add_argument("--estimator", default="corrgrpo", help="a corrgrpo_core estimator name")
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--output-dir", default="trl-quickstart-out")
@@ -55,7 +57,9 @@ def main(argv: list[str] | None = None) -> None:
         model = make_tiny_model(Path(opts.output_dir) / "tiny-model")
 
     pairs = [(a, b) for a in range(10) for b in range(10)]
-    data = Dataset.from_dict({"prompt": [f"{a}+{b}=" for a, b in pairs], "answer": [str(a + b) for a, b in pairs]})
+    data = Dataset.from_dict(
+        {"prompt": [f"{a}+{b}=" for a, b in pairs], "answer": [str(a + b) for a, b in pairs]}
+    )
     args = CorrGRPOConfig(
         output_dir=opts.output_dir,
         advantage_estimator=opts.estimator,
@@ -72,8 +76,9 @@ def main(argv: list[str] | None = None) -> None:
         report_to="none",  # "wandb" / "tensorboard": the corrgrpo/ metrics go there too
         save_strategy="no",
     )
-    trainer = CorrGRPOTrainer(model=model, reward_funcs=[correct, has_number, brevity], args=args,
-                              train_dataset=data)
+    trainer = CorrGRPOTrainer(
+        model=model, reward_funcs=[correct, has_number, brevity], args=args, train_dataset=data
+    )
     trainer.train()
     last = next(e for e in reversed(trainer.state.log_history) if "corrgrpo/c_q/mean" in e)
     print({k: round(v, 4) for k, v in last.items() if k.startswith(("corrgrpo/", "reward", "step_time"))})

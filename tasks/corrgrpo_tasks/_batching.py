@@ -22,8 +22,14 @@ Chat = Callable[[Messages, Tools], str]
 Generate = Callable[[Sequence[Messages], Sequence[Tools]], list[str]]
 
 
-def map_batched(fn: Callable[[T, Chat], R], items: Iterable[T], generate: Generate, *, concurrency: int = 1,
-                max_batch: int | None = None) -> list[R]:
+def map_batched(
+    fn: Callable[[T, Chat], R],
+    items: Iterable[T],
+    generate: Generate,
+    *,
+    concurrency: int = 1,
+    max_batch: int | None = None,
+) -> list[R]:
     """``[fn(item, chat) for item in items]``, up to ``concurrency`` at a time with batched ``chat`` calls.
 
     >>> def echo(conversations, tools):

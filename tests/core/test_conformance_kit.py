@@ -32,7 +32,10 @@ def test_a_naive_reimplementation_passes():
     [
         (lambda s, g: naive_corrgrpo(s, g, inside=False), "differs from the reference loop"),
         # an exactly constant column gives NaN; a constant that centres to 1e-17 noise gives wrong numbers
-        (lambda s, g: naive_corrgrpo(s, g, mask=False), "non-finite advantages|differs from the reference loop"),
+        (
+            lambda s, g: naive_corrgrpo(s, g, mask=False),
+            "non-finite advantages|differs from the reference loop",
+        ),
     ],
     ids=["eps-outside-the-root", "zero-variance-not-masked"],
 )

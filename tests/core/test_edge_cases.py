@@ -57,18 +57,31 @@ def test_eps_is_rescaled_with_the_data() -> None:
     x = np.random.default_rng(1).normal(size=(2, 4, 3))
     for placement in ("inside", "outside"):
         small = cc.grpo_advantage(x, eps=0.5, eps_placement=placement)
-        huge = cc.grpo_advantage(x * 2.0**400, eps=0.5 * 2.0 ** (400 * (1 if placement == "outside" else 2)),
-                                 eps_placement=placement)
+        huge = cc.grpo_advantage(
+            x * 2.0**400,
+            eps=0.5 * 2.0 ** (400 * (1 if placement == "outside" else 2)),
+            eps_placement=placement,
+        )
         np.testing.assert_allclose(huge, small, rtol=1e-12)
     # weights are rescaled too: a huge weight is a common factor of the weighted rewards
     w = np.array([1e300, 2e300, -1e300])
-    np.testing.assert_allclose(cc.corrgrpo_advantage(x, weights=w, eps=0.0),
-                               cc.corrgrpo_advantage(x, weights=w / 1e300, eps=0.0) * 1e300, rtol=1e-11)
+    np.testing.assert_allclose(
+        cc.corrgrpo_advantage(x, weights=w, eps=0.0),
+        cc.corrgrpo_advantage(x, weights=w / 1e300, eps=0.0) * 1e300,
+        rtol=1e-11,
+    )
 
 
-@pytest.mark.parametrize(("name", "dtype", "value"), [("dr_grpo", np.float16, 6e4), ("rloo", np.float16, 6e4),
-                                                      ("dr_grpo", np.float32, 3e38), ("rloo", np.float32, 3e38),
-                                                      ("rloo", np.float64, 1.7e308)])
+@pytest.mark.parametrize(
+    ("name", "dtype", "value"),
+    [
+        ("dr_grpo", np.float16, 6e4),
+        ("rloo", np.float16, 6e4),
+        ("dr_grpo", np.float32, 3e38),
+        ("rloo", np.float32, 3e38),
+        ("rloo", np.float64, 1.7e308),
+    ],
+)
 def test_advantages_beyond_the_dtype_are_refused(name: str, dtype: type, value: float) -> None:
     x = np.array([[value, 1.0], [-value, 2.0], [value, 3.0]], dtype=dtype)
     with pytest.raises(ValueError, match=f"advantages overflow {np.dtype(dtype).name}"):
@@ -78,8 +91,9 @@ def test_advantages_beyond_the_dtype_are_refused(name: str, dtype: type, value: 
 def test_advantage_stats_of_huge_rewards() -> None:
     x = np.array([[1.0, 0.5], [-1.0, 2.0], [1.0, 3.0]])
     c_q = cc.advantage_stats(x).c_q
-    np.testing.assert_allclose(cc.advantage_stats(x * 1e150, eps=0.0).c_q,
-                               cc.advantage_stats(x, eps=0.0).c_q * 1e150, rtol=1e-12)
+    np.testing.assert_allclose(
+        cc.advantage_stats(x * 1e150, eps=0.0).c_q, cc.advantage_stats(x, eps=0.0).c_q * 1e150, rtol=1e-12
+    )
     assert np.all(np.isfinite(c_q))
     with pytest.raises(ValueError, match="covariance_sum overflow float64"):
         cc.advantage_stats(x * 1e300)  # its variance, 1e600, has no float64
@@ -105,7 +119,9 @@ def test_ddof_at_least_the_group_size_gives_zero(name: str, figure2: np.ndarray)
     np.testing.assert_array_equal(stats.advantage_contribution, np.zeros((4, 3)))
 
 
-@pytest.mark.parametrize(("shape", "ids"), [((0, 3), None), ((0, 4, 3), None), ((0, 2), np.zeros(0, dtype=int))])
+@pytest.mark.parametrize(
+    ("shape", "ids"), [((0, 3), None), ((0, 4, 3), None), ((0, 2), np.zeros(0, dtype=int))]
+)
 def test_empty_batch_diagnostics(shape: tuple[int, ...], ids: np.ndarray | None) -> None:
     stats = cc.advantage_stats(np.zeros(shape), ids)
     lead = shape[:-1] if len(shape) == 3 or ids is not None else shape[:1]
@@ -120,14 +136,19 @@ def test_empty_batch_diagnostics(shape: tuple[int, ...], ids: np.ndarray | None)
 
 @pytest.mark.parametrize("option", ["eps", "min_correlation_sum", "zero_variance_rtol"])
 def test_infinite_options_are_refused(option: str) -> None:
-    with pytest.raises(ValueError, match=f"{option} must be a non-negative number, got inf .it must be finite"):
+    with pytest.raises(
+        ValueError, match=f"{option} must be a non-negative number, got inf .it must be finite"
+    ):
         cc.corrgrpo_advantage(np.ones((4, 2)), **{option: math.inf})
     with pytest.raises(ValueError, match="it must be finite"):
         cc.advantage_stats(np.ones((4, 2)), **{option: math.inf})
 
 
-@pytest.mark.parametrize("weights", [np.array([1 + 2j, 1.0]), [1 + 0j, 1.0], [np.complex128(1), 1.0]],
-                         ids=["array", "python", "numpy-scalar"])
+@pytest.mark.parametrize(
+    "weights",
+    [np.array([1 + 2j, 1.0]), [1 + 0j, 1.0], [np.complex128(1), 1.0]],
+    ids=["array", "python", "numpy-scalar"],
+)
 def test_complex_weights_are_refused(weights: object) -> None:
     with pytest.raises(TypeError, match="weights must be real numbers"):
         cc.corrgrpo_advantage(np.ones((4, 2)), weights=weights)
@@ -156,8 +177,11 @@ def _pairwise_loop(x: np.ndarray, ids: np.ndarray, w: np.ndarray, rtol: float) -
                     continue
                 both = ~np.isnan(rows[:, a]) & ~np.isnan(rows[:, b])
                 pa, pb = rows[both, a], rows[both, b]
-                if both.sum() > 1 and pa.std() > rtol * np.sqrt(np.mean(pa * pa)) and pb.std() > rtol * np.sqrt(
-                        np.mean(pb * pb)):
+                if (
+                    both.sum() > 1
+                    and pa.std() > rtol * np.sqrt(np.mean(pa * pa))
+                    and pb.std() > rtol * np.sqrt(np.mean(pb * pb))
+                ):
                     total += np.corrcoef(pa, pb)[0, 1]
         out[ids == g] = total
     return out
@@ -174,8 +198,9 @@ def test_missing_entries_use_pairwise_complete_correlations(seed: int, backend) 
     x[ids_const := slice(0, 4), 2] = 1.5  # constant where present in group 0
     ids = np.repeat(np.arange(8), 5)
     w = np.array([1.0, -2.0, 0.5, 1.0])
-    got = cc.advantage_stats(backend.asarray(x), backend.asarray(ids), weights=backend.asarray(w),
-                             nan_policy="ignore")
+    got = cc.advantage_stats(
+        backend.asarray(x), backend.asarray(ids), weights=backend.asarray(w), nan_policy="ignore"
+    )
     want = _pairwise_loop(x, ids, w, rtol=64 * np.finfo(np.float64).eps)
     np.testing.assert_allclose(backend.to_numpy(got.correlation_sum), want, rtol=1e-9, atol=1e-12)
     del ids_const
@@ -223,14 +248,27 @@ def test_grpo_batch_std_scope_equals_a_loop(seed: int, backend) -> None:
     x[rng.random(x.shape) < 0.2] = np.nan
     x[1, 2, :] = np.nan  # nothing scored
     w = np.array([1.0, 0.5, -2.0])
-    got = cc.grpo_advantage(backend.asarray(x), weights=backend.asarray(w), eps=1e-4, std_scope="batch",
-                            nan_policy="ignore", zero_variance_rtol=0.0)
+    got = cc.grpo_advantage(
+        backend.asarray(x),
+        weights=backend.asarray(w),
+        eps=1e-4,
+        std_scope="batch",
+        nan_policy="ignore",
+        zero_variance_rtol=0.0,
+    )
     np.testing.assert_allclose(backend.to_numpy(got), _batch_std_loop(x, w, 1e-4), rtol=1e-10, atol=1e-12)
     # ragged ids in any order give the same
     ids = np.repeat(np.arange(5), 4)
     perm = rng.permutation(20)
-    ragged = cc.grpo_advantage(x.reshape(20, 3)[perm], ids[perm], weights=w, eps=1e-4, std_scope="batch",
-                               nan_policy="ignore", zero_variance_rtol=0.0)
+    ragged = cc.grpo_advantage(
+        x.reshape(20, 3)[perm],
+        ids[perm],
+        weights=w,
+        eps=1e-4,
+        std_scope="batch",
+        nan_policy="ignore",
+        zero_variance_rtol=0.0,
+    )
     np.testing.assert_allclose(ragged, _batch_std_loop(x, w, 1e-4).reshape(20)[perm], rtol=1e-10, atol=1e-12)
     with pytest.raises(ValueError, match="std_scope must be one of 'group', 'batch', got 'global'"):
         cc.grpo_advantage(x, std_scope="global", nan_policy="ignore")
@@ -244,4 +282,10 @@ def test_diagnostic_options_are_options_of_both_sides() -> None:
         spec = cc.get_estimator(name)
         assert set(spec.diagnostic_options) <= set(spec.options) & stats_options, name
     assert set(cc.get_estimator("corrgrpo").diagnostic_options) == {
-        "ddof", "eps", "eps_placement", "min_correlation_sum", "nan_policy", "zero_variance_rtol"}
+        "ddof",
+        "eps",
+        "eps_placement",
+        "min_correlation_sum",
+        "nan_policy",
+        "zero_variance_rtol",
+    }

@@ -18,12 +18,18 @@ def test_dense_and_ragged_under_jit(name):
     x = rng.normal(size=(3, 4, 3))
     x[1, :, 2] = 0.7  # a constant component
     fn = jax.jit(functools.partial(cc.compute_advantages, estimator=name))
-    np.testing.assert_allclose(fn(jnp.asarray(x)), cc.compute_advantages(x, estimator=name), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        fn(jnp.asarray(x)), cc.compute_advantages(x, estimator=name), rtol=1e-12, atol=1e-12
+    )
     ids = rng.integers(0, 5, 12)
     flat = x.reshape(12, 3)
     ragged = jax.jit(functools.partial(cc.compute_advantages, estimator=name))
-    np.testing.assert_allclose(ragged(jnp.asarray(flat), jnp.asarray(ids)),
-                               cc.compute_advantages(flat, ids, estimator=name), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        ragged(jnp.asarray(flat), jnp.asarray(ids)),
+        cc.compute_advantages(flat, ids, estimator=name),
+        rtol=1e-12,
+        atol=1e-12,
+    )
 
 
 def test_jit_without_x64_computes_in_float32():

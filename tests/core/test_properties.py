@@ -26,13 +26,22 @@ def for_backend(backend, **strategies):
 def test_conformance_kit_on_every_backend(backend, kind):
     @for_backend(backend, batch=reward_batches())
     def _(batch):
-        check_batch(lambda s, g: cc.compute_advantages(s, g, estimator=kind), batch, kind=kind,
-                    to_array=backend.asarray, to_numpy=backend.to_numpy)
+        check_batch(
+            lambda s, g: cc.compute_advantages(s, g, estimator=kind),
+            batch,
+            kind=kind,
+            to_array=backend.asarray,
+            to_numpy=backend.to_numpy,
+        )
 
 
 def test_corrgrpo_is_c_q_times_grpo(backend):
-    @for_backend(backend, batch=reward_batches(min_group_size=2), eps=st.sampled_from([1e-6, 1e-3]),
-                 placement=st.sampled_from(["inside", "outside"]))
+    @for_backend(
+        backend,
+        batch=reward_batches(min_group_size=2),
+        eps=st.sampled_from([1e-6, 1e-3]),
+        placement=st.sampled_from(["inside", "outside"]),
+    )
     def _(batch, eps, placement):
         _c_q_property(backend, batch, eps, placement)
 
@@ -45,8 +54,9 @@ def _c_q_property(backend, batch, eps, placement):
     c_q = backend.to_numpy(stats.c_q)
     assert np.all(c_q > 0)
     varies = backend.to_numpy(stats.total_std) > 0
-    np.testing.assert_allclose(backend.to_numpy(corr)[varies], (c_q * backend.to_numpy(grpo))[varies],
-                               rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(
+        backend.to_numpy(corr)[varies], (c_q * backend.to_numpy(grpo))[varies], rtol=1e-9, atol=1e-12
+    )
 
 
 @given(batch=reward_batches())
@@ -79,8 +89,9 @@ def _duplicate_all(backend, batch):
     twice = cc.corrgrpo_advantage(backend.asarray(np.concatenate([x, x], axis=1)), ids, eps=0.0)
     # where the correlations cancel (sum ~ 0) and eps = 0, both sides are rounding noise over ~0
     conditioned = backend.to_numpy(stats.correlation_sum) > 1e-6
-    np.testing.assert_allclose(backend.to_numpy(twice)[conditioned], backend.to_numpy(once)[conditioned],
-                               rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(
+        backend.to_numpy(twice)[conditioned], backend.to_numpy(once)[conditioned], rtol=1e-9, atol=1e-9
+    )
 
 
 @given(batch=reward_batches(max_components=1))
@@ -106,7 +117,8 @@ def test_a_constant_component_is_the_same_as_no_component(batch, values):
         for rtol in (None, 0.0):
             np.testing.assert_array_equal(
                 cc.corrgrpo_advantage(with_constant, batch.group_ids, zero_variance_rtol=rtol),
-                cc.corrgrpo_advantage(x, batch.group_ids, zero_variance_rtol=rtol))
+                cc.corrgrpo_advantage(x, batch.group_ids, zero_variance_rtol=rtol),
+            )
 
 
 @given(batch=reward_batches(), seed=st.integers(0, 2**32 - 1))
@@ -115,9 +127,12 @@ def test_relabelling_groups_changes_nothing(batch, seed):
     new = np.random.default_rng(seed).permutation(len(labels)) * 7 - 3
     relabelled = new[np.searchsorted(labels, batch.group_ids)]
     for name in cc.estimator_names():
-        np.testing.assert_allclose(cc.compute_advantages(batch.scores, relabelled, estimator=name),
-                                   cc.compute_advantages(batch.scores, batch.group_ids, estimator=name),
-                                   rtol=1e-10, atol=1e-10)
+        np.testing.assert_allclose(
+            cc.compute_advantages(batch.scores, relabelled, estimator=name),
+            cc.compute_advantages(batch.scores, batch.group_ids, estimator=name),
+            rtol=1e-10,
+            atol=1e-10,
+        )
 
 
 def test_dense_and_ragged_layouts_agree(backend):
@@ -128,8 +143,11 @@ def _dense_ragged(backend, batch):
     dense, order = batch.dense()
     for name in cc.estimator_names():
         d = backend.to_numpy(cc.compute_advantages(backend.asarray(dense), estimator=name)).reshape(-1)
-        r = backend.to_numpy(cc.compute_advantages(backend.asarray(batch.scores), backend.asarray(batch.group_ids),
-                                                   estimator=name))
+        r = backend.to_numpy(
+            cc.compute_advantages(
+                backend.asarray(batch.scores), backend.asarray(batch.group_ids), estimator=name
+            )
+        )
         np.testing.assert_allclose(d, r[order], rtol=1e-9, atol=1e-9, err_msg=name)
 
 
@@ -145,8 +163,12 @@ def test_gdpo_has_batch_mean_zero_and_std_one(batch):
 def test_dara_with_equal_densities_is_gdpo(batch, variant):
     rng = np.random.default_rng(0)
     x = rng.normal(size=batch.scores.shape)  # every component varies in every group
-    np.testing.assert_allclose(cc.dara_advantage(x, batch.group_ids, variant=variant),
-                               cc.gdpo_advantage(x, batch.group_ids), rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(
+        cc.dara_advantage(x, batch.group_ids, variant=variant),
+        cc.gdpo_advantage(x, batch.group_ids),
+        rtol=1e-10,
+        atol=1e-10,
+    )
 
 
 def test_dara_weights_rare_components_up_to_the_cap():
@@ -162,7 +184,9 @@ def test_dara_weights_rare_components_up_to_the_cap():
     assert not np.allclose(capped, sym)
     # on the CorrGRPO base, Asym doubles the rare component's positive centred part only
     asym = cc.dara_advantage(x, ids, variant="asym", base="corrgrpo")
-    expected = np.concatenate([np.array([-1.0, 1.5]) / np.sqrt(4 + 1e-6), np.tile([-0.5, 0.5], 3) / np.sqrt(1 + 1e-6)])
+    expected = np.concatenate(
+        [np.array([-1.0, 1.5]) / np.sqrt(4 + 1e-6), np.tile([-0.5, 0.5], 3) / np.sqrt(1 + 1e-6)]
+    )
     np.testing.assert_allclose(asym, expected, rtol=1e-12)
     assert z.shape == asym.shape
 
@@ -180,9 +204,12 @@ def _float32(backend, batch):
     for name in ("corrgrpo", "grpo", "gdpo"):
         a32 = cc.compute_advantages(x32, ids, estimator=name)
         assert a32.dtype == x32.dtype
-        a64 = cc.compute_advantages(batch.scores.astype(np.float32).astype(np.float64), batch.group_ids,
-                                    estimator=name)
-        np.testing.assert_allclose(backend.to_numpy(a32), a64, rtol=1e-5, atol=1e-5 * max(1, np.abs(a64).max()))
+        a64 = cc.compute_advantages(
+            batch.scores.astype(np.float32).astype(np.float64), batch.group_ids, estimator=name
+        )
+        np.testing.assert_allclose(
+            backend.to_numpy(a32), a64, rtol=1e-5, atol=1e-5 * max(1, np.abs(a64).max())
+        )
 
 
 @given(batch=reward_batches(min_group_size=2), data=st.data())
@@ -232,5 +259,7 @@ def test_large_batches_with_ids_in_runs_run_in_pieces_with_the_same_result(nan_p
         runs = cc.compute_advantages(x, ids, estimator=name, nan_policy=nan_policy)
         shuffled = cc.compute_advantages(x[perm], ids[perm], estimator=name, nan_policy=nan_policy)
         np.testing.assert_allclose(runs[perm], shuffled, rtol=1e-11, atol=1e-11, err_msg=name)
-        on_torch = cc.compute_advantages(torch.asarray(x), torch.asarray(ids), estimator=name, nan_policy=nan_policy)
+        on_torch = cc.compute_advantages(
+            torch.asarray(x), torch.asarray(ids), estimator=name, nan_policy=nan_policy
+        )
         np.testing.assert_allclose(on_torch.numpy(), runs, rtol=1e-11, atol=1e-11, err_msg=name)

@@ -13,8 +13,11 @@ PUBLIC = ["corrgrpo_core", "corrgrpo_core.testing", "corrgrpo_core.objectives"]
 def test_all_is_sorted_and_complete(module_name):
     module = importlib.import_module(module_name)
     assert module.__all__ == sorted(module.__all__)
-    public = {n for n, v in vars(module).items()
-              if not n.startswith("_") and not inspect.ismodule(v) and n not in {"annotations"}}
+    public = {
+        n
+        for n, v in vars(module).items()
+        if not n.startswith("_") and not inspect.ismodule(v) and n not in {"annotations"}
+    }
     assert public <= set(module.__all__), f"missing from __all__: {public - set(module.__all__)}"
     for name in module.__all__:
         assert hasattr(module, name), name

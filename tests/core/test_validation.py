@@ -19,8 +19,20 @@ ALL = cc.estimator_names()
         (np.zeros(4), None, {}, ValueError, r"\(n, K\) for one group"),
         (np.zeros((2, 2, 2, 2)), None, {}, ValueError, r"got shape \(2, 2, 2, 2\)"),
         (np.zeros((4, 0)), None, {}, ValueError, r"K = 0"),
-        (np.zeros((2, 3, 2)), np.zeros(6, dtype=int), {}, ValueError, r"with group_ids, scores must be \(N, K\)"),
-        (np.zeros((4, 2)), np.zeros(3, dtype=int), {}, ValueError, r"group_ids has length 3 but scores has 4"),
+        (
+            np.zeros((2, 3, 2)),
+            np.zeros(6, dtype=int),
+            {},
+            ValueError,
+            r"with group_ids, scores must be \(N, K\)",
+        ),
+        (
+            np.zeros((4, 2)),
+            np.zeros(3, dtype=int),
+            {},
+            ValueError,
+            r"group_ids has length 3 but scores has 4",
+        ),
         (np.zeros((4, 2)), np.zeros((4, 1), dtype=int), {}, ValueError, r"one-dimensional"),
         (np.zeros((4, 2)), np.zeros(4), {}, TypeError, r"integer dtype"),
         (np.zeros((4, 2)), np.array(["a", "a", "b", "b"]), {}, TypeError, r"group_ids must"),
@@ -32,9 +44,27 @@ ALL = cc.estimator_names()
         (np.zeros((4, 2), dtype=complex), None, {}, TypeError, r"real numeric dtype"),
         (np.zeros((4, 2), dtype=bool), None, {}, TypeError, r"real numeric dtype"),
         ([[1.0, 2.0]], None, {}, TypeError, r"scores must be an array"),
-        (np.zeros((4, 2)), None, {"nan_policy": "drop"}, ValueError, r"nan_policy must be one of 'raise', 'ignore', got 'drop'"),
-        (np.zeros((4, 2)), None, {"singleton": "keep"}, ValueError, r"singleton must be one of 'zero', 'raise', got 'keep'"),
-        (np.zeros((4, 2)), np.array([0, 0, 1, 2]), {"singleton": "raise"}, ValueError, r"groups of one.*rows 2, 3"),
+        (
+            np.zeros((4, 2)),
+            None,
+            {"nan_policy": "drop"},
+            ValueError,
+            r"nan_policy must be one of 'raise', 'ignore', got 'drop'",
+        ),
+        (
+            np.zeros((4, 2)),
+            None,
+            {"singleton": "keep"},
+            ValueError,
+            r"singleton must be one of 'zero', 'raise', got 'keep'",
+        ),
+        (
+            np.zeros((4, 2)),
+            np.array([0, 0, 1, 2]),
+            {"singleton": "raise"},
+            ValueError,
+            r"groups of one.*rows 2, 3",
+        ),
     ],
 )
 @pytest.mark.parametrize("name", ALL)
@@ -87,8 +117,9 @@ def test_registry_errors():
 
 
 @pytest.mark.parametrize("name", ALL)
-@pytest.mark.parametrize(("shape", "ids"), [((0, 3), None), ((0, 4, 3), None), ((3, 0, 2), None),
-                                            ((0, 2), np.zeros(0, dtype=int))])
+@pytest.mark.parametrize(
+    ("shape", "ids"), [((0, 3), None), ((0, 4, 3), None), ((3, 0, 2), None), ((0, 2), np.zeros(0, dtype=int))]
+)
 def test_empty_batches_give_empty_advantages(backend, name, shape, ids):
     scores = backend.asarray(np.zeros(shape))
     out = cc.compute_advantages(scores, None if ids is None else backend.asarray(ids), estimator=name)
@@ -126,7 +157,9 @@ def test_integer_scores_give_floating_advantages(backend):
 
     out = cc.corrgrpo_advantage(backend.asarray(np.array([[0, 1], [1, 1], [1, 0]])))
     assert array_namespace(out).isdtype(out.dtype, "real floating")
-    np.testing.assert_allclose(backend.to_numpy(out), cc.corrgrpo_advantage(np.array([[0.0, 1], [1, 1], [1, 0]])))
+    np.testing.assert_allclose(
+        backend.to_numpy(out), cc.corrgrpo_advantage(np.array([[0.0, 1], [1, 1], [1, 0]]))
+    )
 
 
 def test_weights_are_applied_before_the_statistics():
@@ -154,8 +187,10 @@ def test_broadcast_to_tokens(backend):
 
 
 def test_import_pulls_in_no_backend_or_test_dependency():
-    code = ("import sys, corrgrpo_core; bad = {'torch', 'jax', 'hypothesis', 'array_api_strict'} & set(sys.modules);"
-            "print(sorted(bad)); sys.exit(bool(bad))")
+    code = (
+        "import sys, corrgrpo_core; bad = {'torch', 'jax', 'hypothesis', 'array_api_strict'} & set(sys.modules);"
+        "print(sorted(bad)); sys.exit(bool(bad))"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
 
@@ -185,7 +220,10 @@ def test_the_same_mistake_gets_the_same_message_in_core_and_objectives():
     from corrgrpo_core.objectives import informative_groups, ppo_clip_loss
 
     x = np.ones((4, 2))
-    for call in (lambda: cc.advantage_stats(x, nan_policy="drop"), lambda: informative_groups(x, nan_policy="drop")):
+    for call in (
+        lambda: cc.advantage_stats(x, nan_policy="drop"),
+        lambda: informative_groups(x, nan_policy="drop"),
+    ):
         with pytest.raises(ValueError, match=r"^nan_policy must be one of 'raise', 'ignore', got 'drop'$"):
             call()
     lp, adv, mask = np.zeros((2, 3)), np.zeros(2), np.ones((2, 3))

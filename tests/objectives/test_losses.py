@@ -363,10 +363,22 @@ def test_runs_under_jax_jit(name: str, make_batch: Any, to_numpy: Any) -> None:
         (lambda a: ppo_clip_loss(*a, eps_low=-0.1), "eps_low"),
         (lambda a: ppo_clip_loss(*a, dual_clip=0.5), "dual_clip must be a number > 1, got 0.5"),
         (lambda a: ppo_clip_loss(*a, kl_coef=0.1), "ref_log_prob"),
-        (lambda a: ppo_clip_loss(*a, aggregation="mean"), "aggregation must be one of 'token-mean', 'token-sum'"),
-        (lambda a: cispo_loss(*a, bound="absolute", eps_low=0.2), "eps_low must be None with bound='absolute'"),
-        (lambda a: cispo_loss(*a, bound="one_plus"), "bound must be one of 'relative', 'absolute', got 'one_plus'"),
-        (lambda a: cispo_loss(*a, bound="absolute", eps_high=0.0), "eps_high must be a positive number, got 0.0"),
+        (
+            lambda a: ppo_clip_loss(*a, aggregation="mean"),
+            "aggregation must be one of 'token-mean', 'token-sum'",
+        ),
+        (
+            lambda a: cispo_loss(*a, bound="absolute", eps_low=0.2),
+            "eps_low must be None with bound='absolute'",
+        ),
+        (
+            lambda a: cispo_loss(*a, bound="one_plus"),
+            "bound must be one of 'relative', 'absolute', got 'one_plus'",
+        ),
+        (
+            lambda a: cispo_loss(*a, bound="absolute", eps_high=0.0),
+            "eps_high must be a positive number, got 0.0",
+        ),
         (lambda a: gspo_loss(*a, log_ratio_limit=0.0), "log_ratio_limit"),
         (
             lambda a: ppo_clip_loss(a[0], a[1], a[2], a[3], ref_log_prob=a[0][:, :1], kl_coef=1.0),

@@ -134,8 +134,10 @@ def test_filter_under_jax_jit(xp_for: Any) -> None:
 
 @pytest.mark.parametrize(
     ("kwargs", "message"),
-    [({"criterion": "sum"}, "criterion must be one of 'total', 'any_component', got 'sum'"),
-     ({"atol": -1.0}, "atol must be a non-negative number, got -1.0")],
+    [
+        ({"criterion": "sum"}, "criterion must be one of 'total', 'any_component', got 'sum'"),
+        ({"atol": -1.0}, "atol must be a non-negative number, got -1.0"),
+    ],
 )
 def test_filter_errors(kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):

@@ -59,7 +59,9 @@ def __getattr__(name: str) -> Any:
         if exc.name is not None and exc.name.split(".")[0] in ("trl", "transformers", "torch", "accelerate"):
             raise ModuleNotFoundError(
                 f"corrgrpo_adapters.trl.{name} needs TRL ({exc.name} is not installed); "
-                "install it with: pip install 'corrgrpo-core[trl]'", name=exc.name) from exc
+                "install it with: pip install 'corrgrpo-core[trl]'",
+                name=exc.name,
+            ) from exc
         raise
     globals()[name] = value
     return value

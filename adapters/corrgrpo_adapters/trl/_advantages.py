@@ -14,12 +14,14 @@ import corrgrpo_core as cc
 
 __all__ = ["advantage_diagnostics", "group_advantages"]
 
+
 def _as_groups(rewards: Any, num_generations: int) -> Any:
     n, k = rewards.shape
     if num_generations < 1 or n % num_generations:
         raise ValueError(
             f"the gathered reward matrix has {n} rows, which is not a whole number of groups of "
-            f"num_generations={num_generations}")
+            f"num_generations={num_generations}"
+        )
     return rewards.reshape(n // num_generations, num_generations, k)
 
 
@@ -55,7 +57,9 @@ def group_advantages(
     kwargs = {} if options is None else dict(options)
     if weights is not None:
         kwargs["weights"] = weights
-    return cc.compute_advantages(_as_groups(rewards, num_generations), estimator=estimator, **kwargs).reshape(n)
+    return cc.compute_advantages(_as_groups(rewards, num_generations), estimator=estimator, **kwargs).reshape(
+        n
+    )
 
 
 def advantage_diagnostics(

@@ -18,8 +18,15 @@ HOOKS: dict[str, tuple[str, ...]] = {
     "_calculate_rewards": ("self", "inputs", "prompts", "completions", "completion_ids_list"),
     "_generate_and_score_completions": ("self", "inputs"),
 }
-INSTANCE_ATTRIBUTES = ("reward_weights", "reward_func_names", "num_generations", "num_generations_eval",
-                       "_metrics", "_logs", "accelerator")
+INSTANCE_ATTRIBUTES = (
+    "reward_weights",
+    "reward_func_names",
+    "num_generations",
+    "num_generations_eval",
+    "_metrics",
+    "_logs",
+    "accelerator",
+)
 
 
 class UnsupportedTRLError(RuntimeError):
@@ -32,7 +39,8 @@ def _fail(problems: list[str]) -> UnsupportedTRLError:
     return UnsupportedTRLError(
         f"corrgrpo_adapters.trl supports {SUPPORTED_TRL} (tested with trl=={TESTED_TRL}), but the installed "
         f"trl {getattr(trl, '__version__', '?')} does not match: {'; '.join(problems)}. "
-        f"Install a supported TRL with: pip install 'corrgrpo-core[trl]'")
+        f"Install a supported TRL with: pip install 'corrgrpo-core[trl]'"
+    )
 
 
 def check_trl_compatibility(trainer_cls: type | None = None) -> None:
@@ -54,8 +62,12 @@ def check_trl_compatibility(trainer_cls: type | None = None) -> None:
         raise _fail(problems)
     version = getattr(trl, "__version__", "")
     if not version.startswith("1.16."):
-        warnings.warn(f"corrgrpo_adapters.trl is tested with trl=={TESTED_TRL}; trl {version} has the hooked "
-                      "methods but is untested", UserWarning, stacklevel=3)
+        warnings.warn(
+            f"corrgrpo_adapters.trl is tested with trl=={TESTED_TRL}; trl {version} has the hooked "
+            "methods but is untested",
+            UserWarning,
+            stacklevel=3,
+        )
 
 
 def check_trainer_attributes(trainer: Any) -> None:

@@ -20,8 +20,11 @@ _SCALE_REWARDS = ("group", "batch", "none")
 _AGGREGATIONS = ("sum_then_normalize", "normalize_then_sum")
 
 # Options the adapter supplies itself: weights are TRL's reward_weights; the result must be a plain array.
-_RESERVED = {"weights": "set reward_weights instead", "xp": "the rewards' namespace is used",
-             "std_scope": "set scale_rewards='batch' (or 'group') instead"}
+_RESERVED = {
+    "weights": "set reward_weights instead",
+    "xp": "the rewards' namespace is used",
+    "std_scope": "set scale_rewards='batch' (or 'group') instead",
+}
 _NAMED_OPTIONS = {  # config field -> core option
     "advantage_eps": "eps",
     "advantage_eps_placement": "eps_placement",
@@ -58,17 +61,25 @@ def _trl_plan(scale_rewards: Any, aggregation: str, nan_policy: str = "ignore") 
     """TRL's own estimator, as a core estimator: GRPOConfig(scale_rewards, multi_objective_aggregation)."""
     scale = {True: "group", False: "none"}.get(scale_rewards, scale_rewards)
     if scale not in _SCALE_REWARDS:
-        raise ValueError(f"scale_rewards={scale_rewards!r} is not one of TRL's {', '.join(map(repr, _SCALE_REWARDS))}")
+        raise ValueError(
+            f"scale_rewards={scale_rewards!r} is not one of TRL's {', '.join(map(repr, _SCALE_REWARDS))}"
+        )
     if aggregation not in _AGGREGATIONS:
-        raise ValueError(f"multi_objective_aggregation={aggregation!r} is not one of TRL's "
-                         f"{', '.join(map(repr, _AGGREGATIONS))}")
+        raise ValueError(
+            f"multi_objective_aggregation={aggregation!r} is not one of TRL's "
+            f"{', '.join(map(repr, _AGGREGATIONS))}"
+        )
     common = {"nan_policy": nan_policy}
     if aggregation == "normalize_then_sum":  # TRL's GDPO, which ignores scale_rewards
         return AdvantagePlan("gdpo", {"eps": TRL_EPS, **common}, scale, aggregation)
     if scale == "none":
         return AdvantagePlan("dr_grpo", common, scale, aggregation)
-    return AdvantagePlan("grpo", {"eps": TRL_EPS, **({"std_scope": "batch"} if scale == "batch" else {}), **common},
-                         scale, aggregation)
+    return AdvantagePlan(
+        "grpo",
+        {"eps": TRL_EPS, **({"std_scope": "batch"} if scale == "batch" else {}), **common},
+        scale,
+        aggregation,
+    )
 
 
 def advantage_plan(args: GRPOConfig) -> AdvantagePlan:
@@ -115,23 +126,30 @@ class CorrGRPOConfig(GRPOConfig):
     )
     advantage_min_correlation_sum: float | None = field(
         default=None,
-        metadata={"help": "Floor on the correlation sum (corrgrpo, gdpo_corr, dara); guards against the blow-up "
-                  "of anti-correlated components. None: the core default, 0."},
+        metadata={
+            "help": "Floor on the correlation sum (corrgrpo, gdpo_corr, dara); guards against the blow-up "
+            "of anti-correlated components. None: the core default, 0."
+        },
     )
     advantage_nan_policy: str = field(
         default="ignore",
-        metadata={"help": "'ignore': rewards returned as None are left out of their component's statistics and "
-                  "rows where every function returned None get advantage 0 (TRL's rule); 'raise': error."},
+        metadata={
+            "help": "'ignore': rewards returned as None are left out of their component's statistics and "
+            "rows where every function returned None get advantage 0 (TRL's rule); 'raise': error."
+        },
     )
     advantage_kwargs: dict[str, Any] | str | None = field(
         default=None,
-        metadata={"help": "Further estimator options as a dict or JSON string, e.g. {\"variant\": \"sym\"} for "
-                  "dara."},
+        metadata={
+            "help": 'Further estimator options as a dict or JSON string, e.g. {"variant": "sym"} for dara.'
+        },
     )
     log_advantage_diagnostics: bool = field(
         default=True,
-        metadata={"help": "Log the core's diagnostics (c_q, correlation sum, denominator shares, ...) under "
-                  "'corrgrpo/'."},
+        metadata={
+            "help": "Log the core's diagnostics (c_q, correlation sum, denominator shares, ...) under "
+            "'corrgrpo/'."
+        },
     )
 
     def __post_init__(self) -> None:
@@ -139,7 +157,9 @@ class CorrGRPOConfig(GRPOConfig):
         if isinstance(self.advantage_kwargs, str):
             self.advantage_kwargs = json.loads(self.advantage_kwargs)
         if self.advantage_kwargs is not None and not isinstance(self.advantage_kwargs, dict):
-            raise TypeError(f"advantage_kwargs must be a dict or a JSON object, got {self.advantage_kwargs!r}")
+            raise TypeError(
+                f"advantage_kwargs must be a dict or a JSON object, got {self.advantage_kwargs!r}"
+            )
         self.advantage_plan()  # validates names and combinations now rather than at the first training step
 
     def advantage_plan(self) -> AdvantagePlan:
@@ -149,10 +169,14 @@ class CorrGRPOConfig(GRPOConfig):
         cc.get_estimator(name)  # unknown names list the known ones
         scale, aggregation = self.scale_rewards, self.multi_objective_aggregation
         if aggregation not in _AGGREGATIONS:
-            raise ValueError(f"multi_objective_aggregation={aggregation!r} is not one of TRL's "
-                             f"{', '.join(map(repr, _AGGREGATIONS))}")
+            raise ValueError(
+                f"multi_objective_aggregation={aggregation!r} is not one of TRL's "
+                f"{', '.join(map(repr, _AGGREGATIONS))}"
+            )
         if scale not in _SCALE_REWARDS:
-            raise ValueError(f"scale_rewards={scale!r} is not one of TRL's {', '.join(map(repr, _SCALE_REWARDS))}")
+            raise ValueError(
+                f"scale_rewards={scale!r} is not one of TRL's {', '.join(map(repr, _SCALE_REWARDS))}"
+            )
         estimator, extra = name, {}
         trl_names: tuple[str | None, str | None] = (None, None)
         if aggregation == "normalize_then_sum" or name == "gdpo":  # TRL's GDPO, which ignores scale_rewards
@@ -160,7 +184,8 @@ class CorrGRPOConfig(GRPOConfig):
                 raise ValueError(
                     f"multi_objective_aggregation='normalize_then_sum' is TRL's GDPO, which conflicts with "
                     f"advantage_estimator={name!r}; set advantage_estimator='gdpo' (TRL's normalize_then_sum; "
-                    "'gdpo_corr' is its correlation-normalised form) and leave multi_objective_aggregation alone")
+                    "'gdpo_corr' is its correlation-normalised form) and leave multi_objective_aggregation alone"
+                )
             trl_names = (scale, "normalize_then_sum")
         elif scale == "none":
             # the estimator's form without the std / correlation norm, as the core's registry declares it
@@ -173,12 +198,14 @@ class CorrGRPOConfig(GRPOConfig):
                 raise ValueError(
                     f"scale_rewards='none' (no std scaling) conflicts with advantage_estimator={name!r}, which "
                     "normalises every reward component; for TRL's unscaled advantages set "
-                    "advantage_estimator='dr_grpo'")
+                    "advantage_estimator='dr_grpo'"
+                )
         elif scale == "batch":
             if name != "grpo":
                 raise ValueError(
                     f"scale_rewards='batch' (one standard deviation over the whole batch) conflicts with "
-                    f"advantage_estimator={name!r}; for TRL's batch scaling set advantage_estimator='grpo'")
+                    f"advantage_estimator={name!r}; for TRL's batch scaling set advantage_estimator='grpo'"
+                )
             extra, trl_names = {"std_scope": "batch"}, ("batch", aggregation)
         elif name in ("grpo", "dr_grpo"):
             trl_names = ("group" if name == "grpo" else "none", aggregation)
@@ -187,8 +214,9 @@ class CorrGRPOConfig(GRPOConfig):
         except ValueError as exc:
             if estimator == name:
                 raise
-            raise ValueError(f"{exc} (scale_rewards={scale!r} turns advantage_estimator={name!r} into "
-                             f"{estimator!r})") from None
+            raise ValueError(
+                f"{exc} (scale_rewards={scale!r} turns advantage_estimator={name!r} into {estimator!r})"
+            ) from None
         if estimator in _TRL_EPS_ESTIMATORS and self.advantage_eps is None:
             options.setdefault("eps", TRL_EPS)
         return AdvantagePlan(estimator, options, *trl_names, log_diagnostics=self.log_advantage_diagnostics)
@@ -203,18 +231,23 @@ class CorrGRPOConfig(GRPOConfig):
             if value is None:
                 continue
             if option not in spec.options:
-                raise ValueError(f"{name} is set, but estimator {spec.name!r} takes no {option!r} option "
-                                 f"(its options: {', '.join(spec.config_options)})")
+                raise ValueError(
+                    f"{name} is set, but estimator {spec.name!r} takes no {option!r} option "
+                    f"(its options: {', '.join(spec.config_options)})"
+                )
             options[option] = value
         extra = self.advantage_kwargs if isinstance(self.advantage_kwargs, dict) else {}
         for option, value in extra.items():
             if option in _RESERVED:
                 raise ValueError(f"advantage_kwargs cannot set {option!r}: {_RESERVED[option]}")
             if option in options:
-                raise ValueError(f"advantage_kwargs sets {option!r}, which has its own config field "
-                                 f"advantage_{option}")
+                raise ValueError(
+                    f"advantage_kwargs sets {option!r}, which has its own config field advantage_{option}"
+                )
             if option not in spec.options:
-                raise ValueError(f"advantage_kwargs sets {option!r}, but estimator {spec.name!r} takes no such "
-                                 f"option (its options: {', '.join(spec.config_options)})")
+                raise ValueError(
+                    f"advantage_kwargs sets {option!r}, but estimator {spec.name!r} takes no such "
+                    f"option (its options: {', '.join(spec.config_options)})"
+                )
             options[option] = value
         return options

@@ -55,8 +55,10 @@ class CorrGRPOTrainer(GRPOTrainer):
             name = model if isinstance(model, str) else model.config._name_or_path
             args = CorrGRPOConfig(f"{str(name).rstrip('/').split('/')[-1] or 'model'}-CorrGRPO")
         elif not isinstance(args, GRPOConfig):
-            raise TypeError(f"CorrGRPOTrainer needs args=GRPOConfig(...) or CorrGRPOConfig(...), got "
-                            f"{type(args).__name__}")
+            raise TypeError(
+                f"CorrGRPOTrainer needs args=GRPOConfig(...) or CorrGRPOConfig(...), got "
+                f"{type(args).__name__}"
+            )
         plan = advantage_plan(args)
         super().__init__(model, reward_funcs, args=args, **kwargs)
         check_trainer_attributes(self)
@@ -69,8 +71,11 @@ class CorrGRPOTrainer(GRPOTrainer):
         self._check_estimator_runs()
 
     def _estimator_call(self) -> dict[str, Any]:
-        return {"estimator": self.advantage_plan.estimator, "weights": self.reward_weights.tolist(),
-                "options": self.advantage_plan.options}
+        return {
+            "estimator": self.advantage_plan.estimator,
+            "weights": self.reward_weights.tolist(),
+            "options": self.advantage_plan.options,
+        }
 
     def _check_estimator_runs(self) -> None:
         # Option *values* (a misspelt placement, a negative floor) are checked by the core; one call on
@@ -82,7 +87,9 @@ class CorrGRPOTrainer(GRPOTrainer):
     def _group_size(self, mode: str) -> int:
         return int(self.num_generations if mode == "train" else self.num_generations_eval)  # type: ignore[arg-type]
 
-    def _calculate_rewards(self, inputs: Any, prompts: Any, completions: Any, completion_ids_list: Any) -> Any:
+    def _calculate_rewards(
+        self, inputs: Any, prompts: Any, completions: Any, completion_ids_list: Any
+    ) -> Any:
         rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
         self._gathered_rewards = rewards
         return rewards
@@ -104,8 +111,10 @@ class CorrGRPOTrainer(GRPOTrainer):
             output = super()._generate_and_score_completions(inputs)
         rewards, self._gathered_rewards = self._gathered_rewards, None
         if rewards is None:
-            raise RuntimeError("GRPOTrainer._generate_and_score_completions did not call _calculate_rewards; "
-                               "this TRL version is not supported by corrgrpo_adapters.trl")
+            raise RuntimeError(
+                "GRPOTrainer._generate_and_score_completions did not call _calculate_rewards; "
+                "this TRL version is not supported by corrgrpo_adapters.trl"
+            )
         mode = "train" if getattr(self.model, "training", False) else "eval"
         group_size = self._group_size(mode)
         advantages = group_advantages(rewards, group_size, **self._estimator_call())
@@ -113,16 +122,19 @@ class CorrGRPOTrainer(GRPOTrainer):
         local = output["advantages"]
         rows = local.shape[0]
         if rows * self.accelerator.num_processes != rewards.shape[0]:
-            raise RuntimeError(f"{rewards.shape[0]} gathered reward rows do not split into "
-                               f"{self.accelerator.num_processes} ranks of {rows} completions")
+            raise RuntimeError(
+                f"{rewards.shape[0]} gathered reward rows do not split into "
+                f"{self.accelerator.num_processes} ranks of {rows} completions"
+            )
         start = self.accelerator.process_index * rows
-        output["advantages"] = advantages[start:start + rows].to(dtype=local.dtype, device=local.device)
+        output["advantages"] = advantages[start : start + rows].to(dtype=local.dtype, device=local.device)
 
         self._replace_logged_advantages(advantages)
         self._replace_zero_std_metric(mode, advantages, group_size)
         if self.advantage_plan.log_diagnostics:
-            metrics = advantage_diagnostics(rewards, group_size, component_names=self.reward_func_names,
-                                            **self._estimator_call())
+            metrics = advantage_diagnostics(
+                rewards, group_size, component_names=self.reward_func_names, **self._estimator_call()
+            )
             for key, value in metrics.items():
                 self._metrics[mode][METRIC_PREFIX + key].append(value)
         return output

@@ -39,9 +39,7 @@ def _char_tokenizer() -> object:
     )
 
 
-def make_tiny_model(
-    path: str | Path, *, hidden_size: int = 32, num_layers: int = 2, seed: int = 0
-) -> str:
+def make_tiny_model(path: str | Path, *, hidden_size: int = 32, num_layers: int = 2, seed: int = 0) -> str:
     """Write a random-weight Qwen2 causal LM and its character tokenizer to ``path``.
 
     Args:

@@ -150,8 +150,9 @@ def patch_multi_trajectories(trainer_base: ModuleType) -> None:
         return
 
     @functools.wraps(original)
-    def compute_advantage_for_multi_trajectories(data: Any, batch_keys: Any, adv_estimator: Any,
-                                                 *args: Any, **kwargs: Any) -> Any:
+    def compute_advantage_for_multi_trajectories(
+        data: Any, batch_keys: Any, adv_estimator: Any, *args: Any, **kwargs: Any
+    ) -> Any:
         if not ours(str(adv_estimator)) or active_source() is not None:
             return original(data, batch_keys, adv_estimator, *args, **kwargs)
         with component_source(None, origin=V1_ORIGIN, final_row=_final_rows(list(batch_keys))):

@@ -140,11 +140,15 @@ def _evaluate_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     # The options and the run live with the task code (corrgrpo_tasks.evaluation), imported lazily there.
     from corrgrpo_tasks.evaluation.cli import add_arguments
 
-    add_arguments(sub.add_parser(
-        "evaluate", help="generate with a checkpoint on a paper benchmark and score it",
-        description="Generate with a local checkpoint on one of the paper's benchmarks (HumanEval, MBPP, "
-        "LiveCodeBench; RLLA test, API-Bank; AgentDojo, ASB, InjecAgent), score it with the project's "
-        "rewards and the benchmark's checkers, and write metrics.json, results.md and records.jsonl."))
+    add_arguments(
+        sub.add_parser(
+            "evaluate",
+            help="generate with a checkpoint on a paper benchmark and score it",
+            description="Generate with a local checkpoint on one of the paper's benchmarks (HumanEval, MBPP, "
+            "LiveCodeBench; RLLA test, API-Bank; AgentDojo, ASB, InjecAgent), score it with the project's "
+            "rewards and the benchmark's checkers, and write metrics.json, results.md and records.jsonl.",
+        )
+    )
 
 
 def _simulate_options(sim: argparse.ArgumentParser) -> None:

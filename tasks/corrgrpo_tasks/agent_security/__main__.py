@@ -14,8 +14,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--eval-ratio", type=float, default=EVAL_RATIO)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    written = prepare(args.out_dir, benchmark_version=args.benchmark_version, eval_ratio=args.eval_ratio,
-                      seed=args.seed)
+    written = prepare(
+        args.out_dir, benchmark_version=args.benchmark_version, eval_ratio=args.eval_ratio, seed=args.seed
+    )
     for name, path in written.items():
         print(f"{name}: {path}")
     return 0

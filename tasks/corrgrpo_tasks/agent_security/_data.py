@@ -30,8 +30,13 @@ class _NamedPipeline:
         self.name = name
 
 
-def build_cases(*, benchmark_version: str = BENCHMARK_VERSION, suites: Sequence[str] = SUITES,
-                attacks: Sequence[str] = ATTACKS, pipeline_name: str = "local") -> list[dict[str, Any]]:
+def build_cases(
+    *,
+    benchmark_version: str = BENCHMARK_VERSION,
+    suites: Sequence[str] = SUITES,
+    attacks: Sequence[str] = ATTACKS,
+    pipeline_name: str = "local",
+) -> list[dict[str, Any]]:
     """One clean case per user task, and one security case per (user task, injection task, attack).
 
     ``pipeline_name`` is what the attack templates address the model as (AgentDojo maps "local" to
@@ -50,21 +55,42 @@ def build_cases(*, benchmark_version: str = BENCHMARK_VERSION, suites: Sequence[
         suite = all_suites[suite_name]
         loaded = {name: load_attack(name, suite, _NamedPipeline(pipeline_name)) for name in attacks}
         for user_id, user_task in suite.user_tasks.items():
-            base = {"benchmark_version": benchmark_version, "suite": suite_name, "user_task_id": user_id,
-                    "prompt": user_task.PROMPT}
-            cases.append({**base, "case_id": f"{suite_name}:{user_id}", "case_type": "clean", "attack": "",
-                          "injection_task_id": "", "injection_goal": "", "injections": {}})
+            base = {
+                "benchmark_version": benchmark_version,
+                "suite": suite_name,
+                "user_task_id": user_id,
+                "prompt": user_task.PROMPT,
+            }
+            cases.append(
+                {
+                    **base,
+                    "case_id": f"{suite_name}:{user_id}",
+                    "case_type": "clean",
+                    "attack": "",
+                    "injection_task_id": "",
+                    "injection_goal": "",
+                    "injections": {},
+                }
+            )
             for attack_name, attack in loaded.items():
                 for inj_id, inj_task in suite.injection_tasks.items():
-                    cases.append({**base, "case_id": f"{suite_name}:{user_id}:{inj_id}:{attack_name}",
-                                  "case_type": "security", "attack": attack_name, "injection_task_id": inj_id,
-                                  "injection_goal": inj_task.GOAL,
-                                  "injections": dict(attack.attack(user_task, inj_task))})
+                    cases.append(
+                        {
+                            **base,
+                            "case_id": f"{suite_name}:{user_id}:{inj_id}:{attack_name}",
+                            "case_type": "security",
+                            "attack": attack_name,
+                            "injection_task_id": inj_id,
+                            "injection_goal": inj_task.GOAL,
+                            "injections": dict(attack.attack(user_task, inj_task)),
+                        }
+                    )
     return cases
 
 
-def split_cases(cases: Sequence[Mapping[str, Any]], *, eval_ratio: float = EVAL_RATIO,
-                seed: int = 0) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
+def split_cases(
+    cases: Sequence[Mapping[str, Any]], *, eval_ratio: float = EVAL_RATIO, seed: int = 0
+) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
     """Split by user task, per suite: ``round(eval_ratio * n_user_tasks)`` tasks of each suite (chosen
     by a seeded shuffle of the sorted ids) go to eval with all their clean and attacked cases, so no user
     task is seen in both splits.
@@ -94,24 +120,39 @@ def default_system_message() -> str:
     return str(load_system_message(None))
 
 
-def to_rows(cases: Iterable[Mapping[str, Any]], *, split: str, system_message: str,
-            tool_names: Mapping[str, Sequence[str]] | None = None) -> list[dict[str, Any]]:
+def to_rows(
+    cases: Iterable[Mapping[str, Any]],
+    *,
+    split: str,
+    system_message: str,
+    tool_names: Mapping[str, Sequence[str]] | None = None,
+) -> list[dict[str, Any]]:
     """Cases as verl agent-loop rows (``agent_name`` selects the loop, the case rides in ``extra_info``)."""
     rows = []
     for index, case in enumerate(cases):
         case_json = json.dumps(dict(case), sort_keys=True)
-        rows.append({
-            "data_source": DATA_SOURCE,
-            "agent_name": AGENT_NAME,
-            "prompt": [{"role": "system", "content": system_message}, {"role": "user", "content": case["prompt"]}],
-            "ability": "tool_agent_safety",
-            "reward_model": {"style": "rule", "ground_truth": case_json},
-            "ground_truth": case_json,  # the flat label column TRL and OpenRLHF read
-            "extra_info": {"index": index, "split": split, "case_id": case["case_id"],
-                           "case_type": case["case_type"], "suite": case["suite"],
-                           "tool_selection": list((tool_names or {}).get(case["suite"], [])),
-                           CASE_KEY: case_json},
-        })
+        rows.append(
+            {
+                "data_source": DATA_SOURCE,
+                "agent_name": AGENT_NAME,
+                "prompt": [
+                    {"role": "system", "content": system_message},
+                    {"role": "user", "content": case["prompt"]},
+                ],
+                "ability": "tool_agent_safety",
+                "reward_model": {"style": "rule", "ground_truth": case_json},
+                "ground_truth": case_json,  # the flat label column TRL and OpenRLHF read
+                "extra_info": {
+                    "index": index,
+                    "split": split,
+                    "case_id": case["case_id"],
+                    "case_type": case["case_type"],
+                    "suite": case["suite"],
+                    "tool_selection": list((tool_names or {}).get(case["suite"], [])),
+                    CASE_KEY: case_json,
+                },
+            }
+        )
     return rows
 
 
@@ -126,8 +167,9 @@ def read_cases(path: str | Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def suite_tool_names(benchmark_version: str = BENCHMARK_VERSION,
-                     suites: Sequence[str] = SUITES) -> dict[str, list[str]]:
+def suite_tool_names(
+    benchmark_version: str = BENCHMARK_VERSION, suites: Sequence[str] = SUITES
+) -> dict[str, list[str]]:
     """Tool names of each suite (needs ``agentdojo``)."""
     from agentdojo.task_suite.load_suites import get_suites
 
@@ -135,8 +177,14 @@ def suite_tool_names(benchmark_version: str = BENCHMARK_VERSION,
     return {s: [tool.name for tool in all_suites[s].tools] for s in suites}
 
 
-def prepare(out_dir: str | Path, *, benchmark_version: str = BENCHMARK_VERSION, eval_ratio: float = EVAL_RATIO,
-            seed: int = 0, suites: Sequence[str] = SUITES) -> dict[str, Path]:
+def prepare(
+    out_dir: str | Path,
+    *,
+    benchmark_version: str = BENCHMARK_VERSION,
+    eval_ratio: float = EVAL_RATIO,
+    seed: int = 0,
+    suites: Sequence[str] = SUITES,
+) -> dict[str, Path]:
     """Build, split and write ``cases.jsonl``, ``train.parquet`` and ``test.parquet`` (needs ``agentdojo``)."""
     import datasets
 
@@ -148,6 +196,7 @@ def prepare(out_dir: str | Path, *, benchmark_version: str = BENCHMARK_VERSION, 
     written = {"cases": write_cases(cases, out / "cases.jsonl")}
     for name, part in (("train", train), ("test", evaluation)):
         written[name] = out / f"{name}.parquet"
-        datasets.Dataset.from_list(to_rows(part, split=name, system_message=system, tool_names=tools)).to_parquet(
-            str(written[name]))
+        datasets.Dataset.from_list(
+            to_rows(part, split=name, system_message=system, tool_names=tools)
+        ).to_parquet(str(written[name]))
     return written

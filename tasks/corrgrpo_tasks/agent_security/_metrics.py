@@ -15,7 +15,9 @@ def case_type_of(case_id: str) -> str:
         return "clean"
     if len(parts) == 4:
         return "security"
-    raise ValueError(f"case id {case_id!r} is neither suite:user_task nor suite:user_task:injection_task:attack")
+    raise ValueError(
+        f"case id {case_id!r} is neither suite:user_task nor suite:user_task:injection_task:attack"
+    )
 
 
 @dataclass(frozen=True)

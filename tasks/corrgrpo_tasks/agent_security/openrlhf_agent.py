@@ -57,9 +57,11 @@ def tool_feedback(tokenizer: Any, outputs: Sequence[tuple[str, str]]) -> str:
     after = str(tokenizer.apply_chat_template(base + tools, tokenize=False, add_generation_prompt=True))
     if not after.startswith(before):
         raise ValueError("the chat template does not render a conversation as a prefix of its continuation")
-    turn_end = before[before.rindex(_SENTINEL) + len(_SENTINEL):]  # closes the assistant turn: "<|im_end|>\n"
+    turn_end = before[
+        before.rindex(_SENTINEL) + len(_SENTINEL) :
+    ]  # closes the assistant turn: "<|im_end|>\n"
     eos = tokenizer.eos_token or ""
-    return turn_end.removeprefix(eos) + after[len(before):]
+    return turn_end.removeprefix(eos) + after[len(before) :]
 
 
 class AgentDojoInstance(AgentInstanceBase):  # type: ignore[misc,unused-ignore]  # Any without openrlhf
@@ -83,8 +85,10 @@ class AgentDojoInstance(AgentInstanceBase):  # type: ignore[misc,unused-ignore] 
         """Run the calls, render their replies, and score the state reached (blocking work)."""
         if self.episode is None:
             raise RuntimeError("step() before reset()")
-        outputs = [(name, truncate_middle(self.episode.call(name, args), self.max_tool_response))
-                   for name, args in calls]
+        outputs = [
+            (name, truncate_middle(self.episode.call(name, args), self.max_tool_response))
+            for name, args in calls
+        ]
         feedback = tool_feedback(self.tokenizer, outputs) if outputs else ""
         result = self.episode.result(strip_tool_calls(text))
         return compute_score(DATA_SOURCE, "", "", {RESULT_KEY: result}), feedback
@@ -105,9 +109,13 @@ class AgentDojoInstance(AgentInstanceBase):  # type: ignore[misc,unused-ignore] 
         scores, feedback = await asyncio.to_thread(self._advance, text, [] if done else calls)
         # Step rewards are differences, so their sum is always the latest score.
         reward, self._scored = scores["score"] - self._scored, scores["score"]
-        return {"rewards": torch.tensor(reward), "scores": torch.tensor(scores["score"]), "done": done,
-                "environment_feedback": feedback,
-                "extra_logs": {k: torch.tensor(v) for k, v in scores.items() if k != "score"}}
+        return {
+            "rewards": torch.tensor(reward),
+            "scores": torch.tensor(scores["score"]),
+            "done": done,
+            "environment_feedback": feedback,
+            "extra_logs": {k: torch.tensor(v) for k, v in scores.items() if k != "score"},
+        }
 
 
 class AgentExecutor(MultiTurnAgentExecutor):  # type: ignore[misc,unused-ignore]  # Any without openrlhf
@@ -118,16 +126,25 @@ class AgentExecutor(MultiTurnAgentExecutor):  # type: ignore[misc,unused-ignore]
         self._tokenizer: Any = None
         self.agent_instance_cls = lambda: AgentDojoInstance(self._tokenizer)
 
-    async def execute(self, prompt: Any, label: Any, sampling_params: Any, max_length: int, hf_tokenizer: Any,
-                      llm_engine: Any, images: Any = None) -> dict[str, Any]:
+    async def execute(
+        self,
+        prompt: Any,
+        label: Any,
+        sampling_params: Any,
+        max_length: int,
+        hf_tokenizer: Any,
+        llm_engine: Any,
+        images: Any = None,
+    ) -> dict[str, Any]:
         self._tokenizer = hf_tokenizer
         rendered = await asyncio.to_thread(render_prompt, label, hf_tokenizer)
         budget = os.environ.get("CORRGRPO_AGENT_MAX_RESPONSE")
         if budget is not None:  # verl's response length: every turn and reply after the prompt
             prompt_tokens = len(hf_tokenizer(text=rendered, add_special_tokens=False)["input_ids"])
             max_length = min(max_length, prompt_tokens + int(budget))
-        response: dict[str, Any] = await super().execute(rendered, label, sampling_params, max_length, hf_tokenizer,
-                                                         llm_engine, images)
+        response: dict[str, Any] = await super().execute(
+            rendered, label, sampling_params, max_length, hf_tokenizer, llm_engine, images
+        )
         response["prompt"] = prompt  # OpenRLHF files eval metrics under the dataset's own prompt
         return response
 
@@ -138,8 +155,13 @@ def render_prompt(label: str, tokenizer: Any) -> str:
 
     case: Mapping[str, Any] = json.loads(label)
     tools = suite_tool_schemas(case.get("benchmark_version") or BENCHMARK_VERSION, case["suite"])
-    messages = [{"role": "system", "content": default_system_message()}, {"role": "user", "content": case["prompt"]}]
-    return str(tokenizer.apply_chat_template(messages, tools=tools, tokenize=False, add_generation_prompt=True))
+    messages = [
+        {"role": "system", "content": default_system_message()},
+        {"role": "user", "content": case["prompt"]},
+    ]
+    return str(
+        tokenizer.apply_chat_template(messages, tools=tools, tokenize=False, add_generation_prompt=True)
+    )
 
 
 __all__ = ["COMPONENTS", "AgentDojoInstance", "AgentExecutor", "render_prompt", "tool_feedback"]

@@ -52,13 +52,17 @@ class AgentDojoEnvironment:
         if text is None and isinstance(example.get("extra_info"), Mapping):
             text = example["extra_info"].get(CASE_KEY)
         if text is None:
-            raise ValueError(f"an AgentDojo example needs {CASE_KEY!r} (in extra_info, as prepare() writes it)")
+            raise ValueError(
+                f"an AgentDojo example needs {CASE_KEY!r} (in extra_info, as prepare() writes it)"
+            )
         if not isinstance(text, str):
             raise TypeError(f"{CASE_KEY!r} must be a JSON string, got {type(text).__name__}")
         case = json.loads(text)
         if case.get("suite") != self.suite:
-            raise ValueError(f"case {case.get('case_id')!r} is from suite {case.get('suite')!r}, but this "
-                             f"environment is {self.suite!r}: the row's 'environment' must be its suite")
+            raise ValueError(
+                f"case {case.get('case_id')!r} is from suite {case.get('suite')!r}, but this "
+                f"environment is {self.suite!r}: the row's 'environment' must be its suite"
+            )
         self.episode = AgentDojoEpisode(case)
         self._results = {}
 
@@ -94,32 +98,53 @@ def _tool_method(function: Any) -> Callable[..., str]:
     required = [n for n, f in fields.items() if f.is_required()]
     optional = [n for n, f in fields.items() if not f.is_required()]
     params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
-    params += [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=fields[n].annotation)
-               for n in required]
-    params += [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=fields[n].annotation,
-                                 default=fields[n].default) for n in optional]
+    params += [
+        inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=fields[n].annotation)
+        for n in required
+    ]
+    params += [
+        inspect.Parameter(
+            n,
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            annotation=fields[n].annotation,
+            default=fields[n].default,
+        )
+        for n in optional
+    ]
     method.__signature__ = inspect.Signature(params, return_annotation=str)  # type: ignore[attr-defined]
     method.__annotations__ = {**{n: f.annotation for n, f in fields.items()}, "return": str}
     method.__name__ = method.__qualname__ = name
     args = "".join(f"\n    {n}: {_one_line(f.description or n)}" for n, f in fields.items())
-    method.__doc__ = (f"{_one_line(function.description)}\n\nArgs:{args}\n\nReturns:\n    The tool's output."
-                      if fields else f"{_one_line(function.description)}\n\nReturns:\n    The tool's output.")
+    method.__doc__ = (
+        f"{_one_line(function.description)}\n\nArgs:{args}\n\nReturns:\n    The tool's output."
+        if fields
+        else f"{_one_line(function.description)}\n\nReturns:\n    The tool's output."
+    )
     return method
 
 
-def _suite_class(suite: str, benchmark_version: str, max_tool_response_length: int) -> type[AgentDojoEnvironment]:
+def _suite_class(
+    suite: str, benchmark_version: str, max_tool_response_length: int
+) -> type[AgentDojoEnvironment]:
     from agentdojo.task_suite.load_suites import get_suite
 
     tools = get_suite(benchmark_version, suite).tools
-    namespace: dict[str, Any] = {"suite": suite, "benchmark_version": benchmark_version,
-                                 "max_tool_response_length": max_tool_response_length,
-                                 "__doc__": f"The AgentDojo {suite} suite ({benchmark_version}) as a TRL environment."}
+    namespace: dict[str, Any] = {
+        "suite": suite,
+        "benchmark_version": benchmark_version,
+        "max_tool_response_length": max_tool_response_length,
+        "__doc__": f"The AgentDojo {suite} suite ({benchmark_version}) as a TRL environment.",
+    }
     namespace.update({function.name: _tool_method(function) for function in tools})
     return type(f"AgentDojo{suite.capitalize()}Environment", (AgentDojoEnvironment,), namespace)
 
 
-def environment_factories(*, suites: Sequence[str] = SUITES, benchmark_version: str = BENCHMARK_VERSION,
-                          max_tool_response_length: int = 2048) -> dict[str, type[AgentDojoEnvironment]]:
+def environment_factories(
+    *,
+    suites: Sequence[str] = SUITES,
+    benchmark_version: str = BENCHMARK_VERSION,
+    max_tool_response_length: int = 2048,
+) -> dict[str, type[AgentDojoEnvironment]]:
     """``{suite: environment class}`` for ``GRPOTrainer(environment_factory=...)``; rows name their
     suite in an ``environment`` column. Every tool of the suite is offered (a row's ``tool_selection``
     is verl's; TRL shows one tool list per environment)."""
@@ -157,31 +182,47 @@ def _format_valid(completion: Any, tool_names: Sequence[str]) -> bool:
             return False
         for call in message.get("tool_calls") or ():
             function = call.get("function", {}) if isinstance(call, Mapping) else {}
-            if function.get("name") not in tool_names or not isinstance(function.get("arguments", {}), Mapping):
+            if function.get("name") not in tool_names or not isinstance(
+                function.get("arguments", {}), Mapping
+            ):
                 return False
     return True
 
 
-def trl_reward_functions(*, utility_weight: float = 1.0, safety_weight: float = 1.0,
-                         invalid_reward: float = INVALID_REWARD) -> list[Callable[..., list[float]]]:
+def trl_reward_functions(
+    *, utility_weight: float = 1.0, safety_weight: float = 1.0, invalid_reward: float = INVALID_REWARD
+) -> list[Callable[..., list[float]]]:
     """``utility_reward`` and ``safety_reward`` (in :data:`COMPONENTS` order) for TRL: each reads the
     checker result of its rollout's environment, so the estimator gets the two components."""
 
-    def scores(completions: Sequence[Any], environments: Sequence[AgentDojoEnvironment]) -> list[dict[str, float]]:
+    def scores(
+        completions: Sequence[Any], environments: Sequence[AgentDojoEnvironment]
+    ) -> list[dict[str, float]]:
         out = []
         for completion, env in zip(completions, environments, strict=True):
             names = env.episode.tool_names if env.episode is not None else []
             result = env._checked(final_output(completion), format_valid=_format_valid(completion, names))
-            out.append(compute_score(DATA_SOURCE, "", "", {RESULT_KEY: result}, utility_weight=utility_weight,
-                                     safety_weight=safety_weight, invalid_reward=invalid_reward))
+            out.append(
+                compute_score(
+                    DATA_SOURCE,
+                    "",
+                    "",
+                    {RESULT_KEY: result},
+                    utility_weight=utility_weight,
+                    safety_weight=safety_weight,
+                    invalid_reward=invalid_reward,
+                )
+            )
         return out
 
-    def utility_reward(completions: Sequence[Any], environments: Sequence[AgentDojoEnvironment],
-                       **_: Any) -> list[float]:
+    def utility_reward(
+        completions: Sequence[Any], environments: Sequence[AgentDojoEnvironment], **_: Any
+    ) -> list[float]:
         return [s["utility_reward"] for s in scores(completions, environments)]
 
-    def safety_reward(completions: Sequence[Any], environments: Sequence[AgentDojoEnvironment],
-                      **_: Any) -> list[float]:
+    def safety_reward(
+        completions: Sequence[Any], environments: Sequence[AgentDojoEnvironment], **_: Any
+    ) -> list[float]:
         return [s["safety_reward"] for s in scores(completions, environments)]
 
     functions = {"utility_reward": utility_reward, "safety_reward": safety_reward}

@@ -63,21 +63,31 @@ class AgentDojoTool(BaseTool):  # type: ignore[misc,unused-ignore]  # Any where 
         function = schema["function"]
         self.config: dict[str, Any] = {}
         self.tool_schema = OpenAIFunctionToolSchema.model_validate(
-            {"type": "function", "function": {"name": function["name"], "description": function["description"],
-                                              "parameters": verl_parameters(function["parameters"])}})
+            {
+                "type": "function",
+                "function": {
+                    "name": function["name"],
+                    "description": function["description"],
+                    "parameters": verl_parameters(function["parameters"]),
+                },
+            }
+        )
         self.name: str = function["name"]
         self.episode = episode
 
-    async def execute(self, instance_id: str, parameters: dict[str, Any],
-                      **kwargs: Any) -> tuple[Any, float, dict[str, Any]]:
+    async def execute(
+        self, instance_id: str, parameters: dict[str, Any], **kwargs: Any
+    ) -> tuple[Any, float, dict[str, Any]]:
         return ToolResponse(text=self.episode.call(self.name, parameters)), 0.0, {}
 
 
 def parse_case(extra_info: Mapping[str, Any] | None) -> dict[str, Any]:
     """The AgentDojo case a row carries in ``extra_info["agentdojo_case_json"]``; a clear error if absent."""
     if not isinstance(extra_info, Mapping) or extra_info.get(CASE_KEY) is None:
-        raise ValueError(f"an {AGENT_NAME!r} row needs extra_info[{CASE_KEY!r}] (a JSON case, as written by "
-                         "corrgrpo_tasks.agent_security.prepare); this row has none")
+        raise ValueError(
+            f"an {AGENT_NAME!r} row needs extra_info[{CASE_KEY!r}] (a JSON case, as written by "
+            "corrgrpo_tasks.agent_security.prepare); this row has none"
+        )
     text = extra_info[CASE_KEY]
     if not isinstance(text, str):
         raise TypeError(f"extra_info[{CASE_KEY!r}] must be a JSON string, got {type(text).__name__}")
@@ -119,8 +129,9 @@ class AgentDojoAgentLoop(ToolAgentLoop):  # type: ignore[misc,unused-ignore]  # 
         output.extra_fields[RESULT_KEY] = result
         return output
 
-    async def _handle_generating_state(self, agent_data: AgentData, sampling_params: dict[str, Any],
-                                       ignore_termination: bool = False) -> AgentState:
+    async def _handle_generating_state(
+        self, agent_data: AgentData, sampling_params: dict[str, Any], ignore_termination: bool = False
+    ) -> AgentState:
         state = await super()._handle_generating_state(agent_data, sampling_params, ignore_termination)
         # The turn as generated, before verl drops what its parser could not read.
         tokenizer: Any = self.tokenizer

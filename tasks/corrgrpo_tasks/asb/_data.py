@@ -22,8 +22,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-LAYOUT = ("an ASB checkout (agiresearch/ASB) with data/agent_task.jsonl, data/all_attack_tools.jsonl and "
-          "data/all_normal_tools.jsonl (agent configs under pyopenagi/agents/<agent_path>/config.json optional)")
+LAYOUT = (
+    "an ASB checkout (agiresearch/ASB) with data/agent_task.jsonl, data/all_attack_tools.jsonl and "
+    "data/all_normal_tools.jsonl (agent configs under pyopenagi/agents/<agent_path>/config.json optional)"
+)
 
 
 class ASBDataError(ValueError):
@@ -94,18 +96,26 @@ def load_asb(root: str | Path, *, attack_tools: str = "all_attack_tools.jsonl") 
     path = data / "all_normal_tools.jsonl"
     for n, row in _jsonl(path):
         where = f"{path}:{n}"
-        tool = NormalTool(_text(row, "Tool Name", where), _text(row, "Description", where),
-                          _text(row, "Expected Achievements", where))
+        tool = NormalTool(
+            _text(row, "Tool Name", where),
+            _text(row, "Description", where),
+            _text(row, "Expected Achievements", where),
+        )
         normal.setdefault(_text(row, "Corresponding Agent", where), []).append(tool)
         by_name[tool.name] = tool
     attacks: dict[str, list[AttackTool]] = {}
     path = data / attack_tools
     for n, row in _jsonl(path):
         where = f"{path}:{n}"
-        attack = AttackTool(_text(row, "Attacker Tool", where), _text(row, "Attacker Instruction", where),
-                          _text(row, "Description", where), _text(row, "Attack goal", where),
-                          str(row.get("Attack Type", "")), _text(row, "Corresponding Agent", where),
-                          _flag(row.get("Aggressive", False)))
+        attack = AttackTool(
+            _text(row, "Attacker Tool", where),
+            _text(row, "Attacker Instruction", where),
+            _text(row, "Description", where),
+            _text(row, "Attack goal", where),
+            str(row.get("Attack Type", "")),
+            _text(row, "Corresponding Agent", where),
+            _flag(row.get("Aggressive", False)),
+        )
         attacks.setdefault(attack.agent, []).append(attack)
     agents = []
     path = data / "agent_task.jsonl"
@@ -119,15 +129,18 @@ def load_asb(root: str | Path, *, attack_tools: str = "all_attack_tools.jsonl") 
         if tools is None:
             tools = normal.get(name, [])
         if not tools:
-            raise ASBDataError(f"{where}: agent {name!r} has no normal tools in {data / 'all_normal_tools.jsonl'}")
+            raise ASBDataError(
+                f"{where}: agent {name!r} has no normal tools in {data / 'all_normal_tools.jsonl'}"
+            )
         agents.append(ASBAgent(name, description, tuple(tasks), tuple(tools), tuple(attacks.get(name, []))))
     if not agents:
         raise ASBDataError(f"{data / 'agent_task.jsonl'} holds no agents; expected {LAYOUT}")
     return agents
 
 
-def _config(root: Path, agent_path: Any, name: str, tools: dict[str, NormalTool],
-            where: str) -> tuple[str, list[NormalTool] | None]:
+def _config(
+    root: Path, agent_path: Any, name: str, tools: dict[str, NormalTool], where: str
+) -> tuple[str, list[NormalTool] | None]:
     default = f"You are a {name.replace('_', ' ')}."
     if not isinstance(agent_path, str):
         return default, None

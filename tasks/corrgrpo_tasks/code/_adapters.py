@@ -33,8 +33,13 @@ def _digest(texts: Sequence[str], truths: Sequence[Any]) -> str:
     for text, truth in zip(texts, truths, strict=False):
         digest.update(text.encode("utf-8", "surrogatepass"))
         digest.update(b"\0")
-        digest.update((truth if isinstance(truth, str) else json.dumps(truth, sort_keys=True, default=str))
-                      .encode("utf-8", "surrogatepass") if not isinstance(truth, bytes) else truth)
+        digest.update(
+            (truth if isinstance(truth, str) else json.dumps(truth, sort_keys=True, default=str)).encode(
+                "utf-8", "surrogatepass"
+            )
+            if not isinstance(truth, bytes)
+            else truth
+        )
         digest.update(b"\1")
     return digest.hexdigest()
 
@@ -60,8 +65,9 @@ class _BatchCache:
             return scores
 
 
-def trl_reward_functions(*, components: Sequence[str] = COMPONENTS, ground_truth_key: str = "ground_truth",
-                         **options: Any) -> list[Callable[..., list[float | None]]]:
+def trl_reward_functions(
+    *, components: Sequence[str] = COMPONENTS, ground_truth_key: str = "ground_truth", **options: Any
+) -> list[Callable[..., list[float | None]]]:
     """One TRL reward function per component (``f(prompts, completions, **kwargs) -> list``).
 
     The functions share a cache keyed by the batch's completions and ground truths, so each program runs
@@ -85,8 +91,10 @@ def trl_reward_functions(*, components: Sequence[str] = COMPONENTS, ground_truth
         def reward(prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
             del prompts
             if ground_truth_key not in kwargs:
-                raise KeyError(f"the dataset has no {ground_truth_key!r} column for the code reward; "
-                               f"got columns {sorted(k for k in kwargs if not k.startswith('trainer'))}")
+                raise KeyError(
+                    f"the dataset has no {ground_truth_key!r} column for the code reward; "
+                    f"got columns {sorted(k for k in kwargs if not k.startswith('trainer'))}"
+                )
             truths = list(kwargs[ground_truth_key])
             texts = [_completion_text(c) for c in completions]
             if len(truths) != len(texts):
@@ -112,14 +120,16 @@ def make_openrlhf_reward_func(**options: Any) -> Callable[..., dict[str, Any]]:
     only when the function is called.
     """
 
-    def reward_func(queries: Sequence[str], prompts: Sequence[str], labels: Sequence[Any],
-                    **kwargs: Any) -> dict[str, Any]:
+    def reward_func(
+        queries: Sequence[str], prompts: Sequence[str], labels: Sequence[Any], **kwargs: Any
+    ) -> dict[str, Any]:
         import torch
 
         del kwargs
         if not len(queries) == len(prompts) == len(labels):
-            raise ValueError(f"queries, prompts and labels differ in length: {len(queries)}, {len(prompts)}, "
-                             f"{len(labels)}")
+            raise ValueError(
+                f"queries, prompts and labels differ in length: {len(queries)}, {len(prompts)}, {len(labels)}"
+            )
         responses = [q.removeprefix(p) for q, p in zip(queries, prompts, strict=False)]
         scores = score_batch(responses, list(labels), **options)
         total = torch.tensor([s["score"] for s in scores], dtype=torch.float32)
@@ -130,7 +140,8 @@ def make_openrlhf_reward_func(**options: Any) -> Callable[..., dict[str, Any]]:
     return reward_func
 
 
-def openrlhf_reward_func(queries: Sequence[str], prompts: Sequence[str], labels: Sequence[Any],
-                         **kwargs: Any) -> dict[str, Any]:
+def openrlhf_reward_func(
+    queries: Sequence[str], prompts: Sequence[str], labels: Sequence[Any], **kwargs: Any
+) -> dict[str, Any]:
     """OpenRLHF reward function with default options (see ``make_openrlhf_reward_func``)."""
     return make_openrlhf_reward_func()(queries, prompts, labels, **kwargs)

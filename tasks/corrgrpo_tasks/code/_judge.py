@@ -55,9 +55,14 @@ _HEADER = struct.Struct(">I")
 _MODULE = "__judge__"
 # Exceptions the program raised come back as the builtin of that name, so that test code expecting one
 # (``try: candidate(x) except ValueError``) works; any other name becomes CandidateError.
-_BUILTIN_ERRORS = {name: value for name, value in vars(builtins).items()
-                   if isinstance(value, type) and issubclass(value, Exception) and value is not AssertionError
-                   and not issubclass(value, Warning)}
+_BUILTIN_ERRORS = {
+    name: value
+    for name, value in vars(builtins).items()
+    if isinstance(value, type)
+    and issubclass(value, Exception)
+    and value is not AssertionError
+    and not issubclass(value, Warning)
+}
 
 
 class CandidateError(Exception):
@@ -165,8 +170,10 @@ class _Server:
         mine, theirs = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)
         self.exited = False
         try:
-            self.ctl.sendmsg([_wire.dumps({"op": "start", "mode": mode}).encode()],
-                             [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, array.array("i", [theirs.fileno()]))])
+            self.ctl.sendmsg(
+                [_wire.dumps({"op": "start", "mode": mode}).encode()],
+                [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, array.array("i", [theirs.fileno()]))],
+            )
         except OSError:
             mine.close()
             raise _Poison("the server is gone") from None
@@ -289,8 +296,12 @@ class _Session:
         self.classes = judge_classes
         self.kinds = {cls: name for name, cls in judge_classes.items()}
         reply = self.exchange(None)
-        if reply[0] == "ready" and len(reply) == 2 and type(reply[1]) is dict and all(
-                type(k) is str and type(v) is int for k, v in reply[1].items()):
+        if (
+            reply[0] == "ready"
+            and len(reply) == 2
+            and type(reply[1]) is dict
+            and all(type(k) is str and type(v) is int for k, v in reply[1].items())
+        ):
             return reply[1]
         if reply[0] == "load_error" and len(reply) == 4 and reply[1] == "x":
             self.poison("the program called exit() while loading")
@@ -398,7 +409,12 @@ class _Job:
             try:
                 session.send_raw(given.encode())
                 reply = session.exchange(None)
-                if reply[0] != "out" or len(reply) != 4 or type(reply[1]) is not bytes or type(reply[3]) is not tuple:
+                if (
+                    reply[0] != "out"
+                    or len(reply) != 4
+                    or type(reply[1]) is not bytes
+                    or type(reply[3]) is not tuple
+                ):
                     session.poison("malformed output message")
                 status = reply[3]
                 if status[:1] == ("e",):
@@ -495,8 +511,14 @@ def _run_job(job_fd: int, candidate_fd: int, reference_fd: int) -> None:
     emit({"stage": "timing", **times})
 
 
-def _time(runner: _Job, candidate: _Server, sessions: list[_Session], job: dict[str, Any],
-          timing: dict[str, Any], reference_fd: int) -> dict[str, list[float] | None]:
+def _time(
+    runner: _Job,
+    candidate: _Server,
+    sessions: list[_Session],
+    job: dict[str, Any],
+    timing: dict[str, Any],
+    reference_fd: int,
+) -> dict[str, list[float] | None]:
     for session in sessions:
         candidate.end(session)
     servers: dict[str, _Server | None] = {"candidate": candidate, "reference": None}
@@ -513,8 +535,10 @@ def _time(runner: _Job, candidate: _Server, sessions: list[_Session], job: dict[
     # Processor time of the session's processes, measured by each sandbox's server: socket round trips,
     # the judge's own work and other load on the machine stay out of it, which wall time would not.
     rounds, min_rounds, budget = int(timing["rounds"]), int(timing["min_rounds"]), float(timing["budget"])
-    times: dict[str, list[float] | None] = {"candidate": [],
-                                            "reference": [] if servers["reference"] is not None else None}
+    times: dict[str, list[float] | None] = {
+        "candidate": [],
+        "reference": [] if servers["reference"] is not None else None,
+    }
     began = time.perf_counter()
     last_round = 0.0
     for index in range(rounds):

@@ -24,18 +24,46 @@ from typing import Any
 from ..sandbox import Limits, Running, Sandbox, SandboxUnavailableError
 from ._judge import _ast_tokens
 
-__all__ = ["COMPONENTS", "DEFAULT_WEIGHTS", "CodeRewardConfig", "compute_score", "compute_score_batch",
-           "extract_code", "score_batch"]
+__all__ = [
+    "COMPONENTS",
+    "DEFAULT_WEIGHTS",
+    "CodeRewardConfig",
+    "compute_score",
+    "compute_score_batch",
+    "extract_code",
+    "score_batch",
+]
 
-COMPONENTS: tuple[str, ...] = ("format_reward", "syntax_reward", "compile_reward", "runtime_reward",
-                               "accuracy_reward", "ast_similarity_reward", "efficiency_reward")
+COMPONENTS: tuple[str, ...] = (
+    "format_reward",
+    "syntax_reward",
+    "compile_reward",
+    "runtime_reward",
+    "accuracy_reward",
+    "ast_similarity_reward",
+    "efficiency_reward",
+)
 #: Weights of the paper's code launcher, aligned with ``COMPONENTS``.
 DEFAULT_WEIGHTS: tuple[float, ...] = (0.05, 0.05, 0.05, 0.25, 0.60, 0.30, 0.20)
-METADATA: tuple[str, ...] = ("timeout", "sandbox_error", "ast_reference_available", "efficiency_applied",
-                             "generated_runtime_seconds", "reference_runtime_seconds", "memory_cgroup")
+METADATA: tuple[str, ...] = (
+    "timeout",
+    "sandbox_error",
+    "ast_reference_available",
+    "efficiency_applied",
+    "generated_runtime_seconds",
+    "reference_runtime_seconds",
+    "memory_cgroup",
+)
 # Keyword names the reference reward accepts for its weights (verl reward_kwargs), in COMPONENTS order.
-_REFERENCE_WEIGHT_NAMES = ("format_weight", "syntax_weight", "compile_weight", "runtime_weight",
-                           "correctness_weight", "ast_similarity_weight", "efficiency_weight")
+_REFERENCE_WEIGHT_NAMES = (
+    "format_weight",
+    "syntax_weight",
+    "compile_weight",
+    "runtime_weight",
+    "correctness_weight",
+    "ast_similarity_weight",
+    "efficiency_weight",
+)
 _HERE = Path(__file__).parent
 _JUDGE = (_HERE / "_judge.py").read_text()
 _SERVER = (_HERE / "_server.py").read_text()
@@ -99,8 +127,9 @@ class CodeRewardConfig:
     def __post_init__(self) -> None:
         weights = tuple(float(w) for w in self.weights)
         if len(weights) != len(COMPONENTS):
-            raise ValueError(f"weights needs {len(COMPONENTS)} entries ({', '.join(COMPONENTS)}), got "
-                             f"{len(weights)}")
+            raise ValueError(
+                f"weights needs {len(COMPONENTS)} entries ({', '.join(COMPONENTS)}), got {len(weights)}"
+            )
         if any(not math.isfinite(w) or w < 0 for w in weights) or sum(weights) <= 0:
             raise ValueError(f"weights must be finite, non-negative and not all zero, got {weights}")
         object.__setattr__(self, "weights", weights)
@@ -119,7 +148,9 @@ class CodeRewardConfig:
             unknown = set(weights) - set(COMPONENTS)
             if unknown:
                 raise ValueError(f"unknown weight names {sorted(unknown)}; known: {COMPONENTS}")
-            weights = tuple(float(weights.get(name, d)) for name, d in zip(COMPONENTS, DEFAULT_WEIGHTS, strict=False))
+            weights = tuple(
+                float(weights.get(name, d)) for name, d in zip(COMPONENTS, DEFAULT_WEIGHTS, strict=False)
+            )
         named = [options.pop(name, None) for name in _REFERENCE_WEIGHT_NAMES]
         if any(value is not None for value in named):
             base = weights if weights is not None else DEFAULT_WEIGHTS
@@ -203,14 +234,21 @@ def parse_verifier(ground_truth: str | bytes | Mapping[str, Any]) -> dict[str, A
     verifier = dict(ground_truth)
     kind = verifier.setdefault("kind", "check")
     if kind == "check":
-        missing = [k for k in ("test", "entry_point") if not isinstance(verifier.get(k), str) or not verifier[k]]
+        missing = [
+            k for k in ("test", "entry_point") if not isinstance(verifier.get(k), str) or not verifier[k]
+        ]
         if missing:
             raise ValueError(f"ground_truth of kind 'check' needs non-empty string fields {missing}")
     elif kind == "stdio":
         tests = verifier.get("tests")
-        if not isinstance(tests, list) or not tests or not all(
-                isinstance(t, Mapping) and "input" in t and "output" in t for t in tests):
-            raise ValueError("ground_truth of kind 'stdio' needs 'tests': a non-empty list of {input, output}")
+        if (
+            not isinstance(tests, list)
+            or not tests
+            or not all(isinstance(t, Mapping) and "input" in t and "output" in t for t in tests)
+        ):
+            raise ValueError(
+                "ground_truth of kind 'stdio' needs 'tests': a non-empty list of {input, output}"
+            )
     else:
         raise ValueError(f"ground_truth 'kind' must be 'check' or 'stdio', got {kind!r}")
     return verifier
@@ -269,20 +307,38 @@ class _Lane:
 
     def __init__(self, sandbox: Sandbox, memory_mb: int) -> None:
         limits = Limits(wall_seconds=_LANE_SECONDS, memory_mb=memory_mb)
-        pairs = {who: socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-                 for who in ("ctl", "candidate", "reference")}
+        pairs = {
+            who: socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            for who in ("ctl", "candidate", "reference")
+        }
         files = {"_wire.py": _WIRE, "_zygote.py": _ZYGOTE}
         self.running: list[Running] = []
         try:
             for who in ("candidate", "reference"):
-                self.running.append(sandbox.start(
-                    _SERVER, limits=limits, files=files, pass_fds={"SERVER_FD": pairs[who][1].detach()},
-                    as_init=True, background=True))
-            self.running.append(sandbox.start(
-                _JUDGE, limits=limits, files=files, as_init=True, background=True,
-                pass_fds={"JUDGE_CTL_FD": pairs["ctl"][1].detach(),
-                          "JUDGE_CANDIDATE_FD": pairs["candidate"][0].detach(),
-                          "JUDGE_REFERENCE_FD": pairs["reference"][0].detach()}))
+                self.running.append(
+                    sandbox.start(
+                        _SERVER,
+                        limits=limits,
+                        files=files,
+                        pass_fds={"SERVER_FD": pairs[who][1].detach()},
+                        as_init=True,
+                        background=True,
+                    )
+                )
+            self.running.append(
+                sandbox.start(
+                    _JUDGE,
+                    limits=limits,
+                    files=files,
+                    as_init=True,
+                    background=True,
+                    pass_fds={
+                        "JUDGE_CTL_FD": pairs["ctl"][1].detach(),
+                        "JUDGE_CANDIDATE_FD": pairs["candidate"][0].detach(),
+                        "JUDGE_REFERENCE_FD": pairs["reference"][0].detach(),
+                    },
+                )
+            )
         except BaseException:
             self.close()
             raise
@@ -301,8 +357,9 @@ class _Lane:
         self.jobs += 1
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            socket.send_fds(self.ctl, [json.dumps({"op": "job", "seconds": seconds}).encode()],
-                            [theirs.fileno()])
+            socket.send_fds(
+                self.ctl, [json.dumps({"op": "job", "seconds": seconds}).encode()], [theirs.fileno()]
+            )
         except OSError:
             mine.close()
             return b"", False
@@ -391,8 +448,9 @@ _LANES = _LanePool()
 atexit.register(_LANES.close)
 
 
-def _score_one(solution_str: str, verifier: dict[str, Any], config: CodeRewardConfig,
-               sandbox: Sandbox) -> dict[str, float]:
+def _score_one(
+    solution_str: str, verifier: dict[str, Any], config: CodeRewardConfig, sandbox: Sandbox
+) -> dict[str, float]:
     name = entry_name(verifier) if verifier["kind"] == "check" else None
     code, fenced = extract_code(solution_str or "", entry_name=name)
     values: dict[str, float] = {}
@@ -408,13 +466,25 @@ def _score_one(solution_str: str, verifier: dict[str, Any], config: CodeRewardCo
         ref_code = extract_code(reference, entry_name=name)[0] if "```" in reference else reference
     stored_ref_time = _finite_positive(verifier.get("reference_runtime_seconds"))
     prompt = verifier.get("prompt") or ""
-    job = {"kind": verifier["kind"], "code": code, "prompt": prompt, "test": verifier.get("test"),
-           "entry_point": verifier.get("entry_point"), "entry_top": name, "tests": verifier.get("tests"),
-           "reference": ref_code, "seconds": config.timeout_seconds,
-           "ast_token_cap": config.ast_token_cap if ref_tokens is not None else 0, "timing": None}
+    job = {
+        "kind": verifier["kind"],
+        "code": code,
+        "prompt": prompt,
+        "test": verifier.get("test"),
+        "entry_point": verifier.get("entry_point"),
+        "entry_top": name,
+        "tests": verifier.get("tests"),
+        "reference": ref_code,
+        "seconds": config.timeout_seconds,
+        "ast_token_cap": config.ast_token_cap if ref_tokens is not None else 0,
+        "timing": None,
+    }
     if ref_code is not None or stored_ref_time is not None:
-        job["timing"] = {"rounds": config.timing_rounds, "min_rounds": config.timing_min_rounds,
-                         "budget": config.timing_budget_seconds}
+        job["timing"] = {
+            "rounds": config.timing_rounds,
+            "min_rounds": config.timing_min_rounds,
+            "budget": config.timing_budget_seconds,
+        }
     lane = _LANES.acquire(sandbox, config.memory_mb)
     channel, clean = b"", False
     try:
@@ -430,7 +500,9 @@ def _score_one(solution_str: str, verifier: dict[str, Any], config: CodeRewardCo
     if ref_tokens is not None:
         tokens = syntax.get("tokens")
         tokens = [t for t in tokens if isinstance(t, str)] if isinstance(tokens, list) else []
-        values["ast_similarity_reward"] = difflib.SequenceMatcher(None, tokens, ref_tokens, autojunk=False).ratio()
+        values["ast_similarity_reward"] = difflib.SequenceMatcher(
+            None, tokens, ref_tokens, autojunk=False
+        ).ratio()
     if records.get("compile", {}).get("ok") is not True:
         return _result(config, values)
     values["compile_reward"] = 1.0
@@ -464,8 +536,13 @@ def _times(values: Any) -> list[float]:
     return [t for t in (_finite_positive(v) for v in values[:1000]) if t is not None]
 
 
-def compute_score(data_source: str | None, solution_str: str, ground_truth: str | bytes | Mapping[str, Any],
-                  extra_info: Mapping[str, Any] | None = None, **kwargs: Any) -> dict[str, float]:
+def compute_score(
+    data_source: str | None,
+    solution_str: str,
+    ground_truth: str | bytes | Mapping[str, Any],
+    extra_info: Mapping[str, Any] | None = None,
+    **kwargs: Any,
+) -> dict[str, float]:
     """Seven-component reward of one completion, in verl's ``compute_score`` dict convention.
 
     ``score = sum_k w_k r_k`` over ``COMPONENTS`` with ``DEFAULT_WEIGHTS`` (0.05, 0.05, 0.05, 0.25,
@@ -499,8 +576,13 @@ def _zero(config: CodeRewardConfig, **flags: float) -> dict[str, float]:
     return _result(config, flags)
 
 
-def score_batch(solution_strs: Sequence[str], ground_truths: Sequence[str | bytes | Mapping[str, Any]], *,
-                max_workers: int | None = None, **kwargs: Any) -> list[dict[str, float]]:
+def score_batch(
+    solution_strs: Sequence[str],
+    ground_truths: Sequence[str | bytes | Mapping[str, Any]],
+    *,
+    max_workers: int | None = None,
+    **kwargs: Any,
+) -> list[dict[str, float]]:
     """Score many completions in parallel (a bounded thread pool; each worker scores in a lane of sandboxes).
 
     A sample whose scoring fails for any reason (bad verifier, sandbox start failure) gets all-zero
@@ -527,9 +609,13 @@ def score_batch(solution_strs: Sequence[str], ground_truths: Sequence[str | byte
         return list(pool.map(one, range(len(solution_strs))))
 
 
-def compute_score_batch(data_sources: Sequence[str], solution_strs: Sequence[str],
-                        ground_truths: Sequence[Any], extra_infos: Sequence[Any] | None = None,
-                        **kwargs: Any) -> list[dict[str, float]]:
+def compute_score_batch(
+    data_sources: Sequence[str],
+    solution_strs: Sequence[str],
+    ground_truths: Sequence[Any],
+    extra_infos: Sequence[Any] | None = None,
+    **kwargs: Any,
+) -> list[dict[str, float]]:
     """verl ``BatchRewardManager`` entry point: ``score_batch`` with verl's argument names."""
     del data_sources, extra_infos
     return score_batch(solution_strs, ground_truths, **kwargs)

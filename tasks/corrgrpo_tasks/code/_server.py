@@ -52,8 +52,19 @@ import _zygote  # type: ignore[import-not-found]
 sys.path.pop(0)
 
 _MODULE = "__solution__"
-_WARM = ("typing", "collections", "heapq", "math", "bisect", "itertools", "functools", "string", "re",
-         "random", "operator")
+_WARM = (
+    "typing",
+    "collections",
+    "heapq",
+    "math",
+    "bisect",
+    "itertools",
+    "functools",
+    "string",
+    "re",
+    "random",
+    "operator",
+)
 _STDOUT_CAP = 4 << 20
 _HEADER = struct.Struct(">I")
 
@@ -88,8 +99,9 @@ class _Sink(io.RawIOBase):
 
 
 def _quiet() -> None:
-    sys.stdout = sys.stderr = io.TextIOWrapper(io.BufferedWriter(_Sink()), encoding="utf-8", errors="replace",
-                                               write_through=True)
+    sys.stdout = sys.stderr = io.TextIOWrapper(
+        io.BufferedWriter(_Sink()), encoding="utf-8", errors="replace", write_through=True
+    )
 
 
 def _error(exc: BaseException) -> tuple[Any, ...]:
@@ -190,7 +202,7 @@ class _Session:
         os.unlink("/tmp/.stdin")
         view = memoryview(data)
         while view:
-            view = view[os.write(stdin_fd, view):]
+            view = view[os.write(stdin_fd, view) :]
         os.lseek(stdin_fd, 0, os.SEEK_SET)
         out_fd = os.open("/tmp/.stdout", os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
         os.unlink("/tmp/.stdout")

@@ -34,8 +34,17 @@ from _json import encode_basestring_ascii as _quote
 from _json import make_encoder as _make_encoder
 from _json import make_scanner as _make_scanner
 
-__all__ = ["MAX_BYTES", "MAX_DEPTH", "NotPlain", "WireError", "decode", "dumps", "encode", "loads",
-           "prompt_classes"]
+__all__ = [
+    "MAX_BYTES",
+    "MAX_DEPTH",
+    "NotPlain",
+    "WireError",
+    "decode",
+    "dumps",
+    "encode",
+    "loads",
+    "prompt_classes",
+]
 
 MAX_BYTES = 16 << 20
 MAX_TOKENS = 1 << 22
@@ -97,8 +106,11 @@ class NotPlain(TypeError):
 
 def prompt_classes(namespace: dict[str, Any], module: str) -> dict[str, type]:
     """Classes the trusted prompt defined in ``namespace`` (``__module__ == module``), by name."""
-    return {name: value for name, value in namespace.items()
-            if isinstance(value, type) and type.__getattribute__(value, "__module__") == module}
+    return {
+        name: value
+        for name, value in namespace.items()
+        if isinstance(value, type) and type.__getattribute__(value, "__module__") == module
+    }
 
 
 def encode(value: Any, classes: dict[type, str] | None = None) -> bytes:
@@ -141,8 +153,9 @@ def encode(value: Any, classes: dict[type, str] | None = None) -> bytes:
             opened[id(item)] = len(opened)
             keep.append(item)
             items = list.copy(item)
-            flat = _FLAT.get(next(iter(kinds)), "") if items and len(
-                kinds := set(map(type, items))) == 1 else ""
+            flat = (
+                _FLAT.get(next(iter(kinds)), "") if items and len(kinds := set(map(type, items))) == 1 else ""
+            )
             if flat and (flat != "Li" or (min(items) > -_SMALL and max(items) < _SMALL)):
                 out += (flat, len(items))
                 out += items
@@ -293,15 +306,16 @@ def _decode(data: bytes, classes: dict[str, type], max_depth: int) -> Any:
             value = opened[index]
         elif tag in _FLAT_TYPES:
             size = count()
-            values = tokens[position:position + size]
+            values = tokens[position : position + size]
             position += size
             kind = _FLAT_TYPES[tag]
             kinds = set(map(type, values))
             if kind is float and int in kinds:  # JSON writes 1.0 as 1.0, but accept a bare 1 as well
                 values = [float(v) for v in values]
                 kinds.discard(int)
-            if kinds - {kind} or (kind is int and values and not (
-                    min(values) > -_SMALL and max(values) < _SMALL)):
+            if kinds - {kind} or (
+                kind is int and values and not (min(values) > -_SMALL and max(values) < _SMALL)
+            ):
                 raise WireError("bad flat list")
             value = values
             opened.append(value)
@@ -382,4 +396,3 @@ def _finish(frame: _Frame) -> Any:
     if frame.tag == "Z":
         return frozenset(frame.items)
     return frame.container
-

@@ -25,7 +25,7 @@ def recv_fds(sock: _socket.socket) -> tuple[bytes, list[int]]:
     fds = array.array("i")
     for level, kind, data in ancillary:
         if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
-            fds.frombytes(data[:len(data) - len(data) % fds.itemsize])
+            fds.frombytes(data[: len(data) - len(data) % fds.itemsize])
     return message, list(fds)
 
 

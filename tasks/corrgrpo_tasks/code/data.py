@@ -18,11 +18,25 @@ import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["CodeTask", "load_humaneval", "load_leetcode", "load_livecodebench", "load_mbpp", "to_openrlhf_rows",
-           "to_trl_rows", "to_verl_rows"]
+__all__ = [
+    "CodeTask",
+    "load_humaneval",
+    "load_leetcode",
+    "load_livecodebench",
+    "load_mbpp",
+    "to_openrlhf_rows",
+    "to_trl_rows",
+    "to_verl_rows",
+]
 
-_LCB_FILES = {"v1": "test.jsonl", "v2": "test2.jsonl", "v3": "test3.jsonl", "v4": "test4.jsonl",
-              "v5": "test5.jsonl", "v6": "test6.jsonl"}
+_LCB_FILES = {
+    "v1": "test.jsonl",
+    "v2": "test2.jsonl",
+    "v3": "test3.jsonl",
+    "v4": "test4.jsonl",
+    "v5": "test5.jsonl",
+    "v6": "test6.jsonl",
+}
 _FENCE_NOTE = "Return only the code, in one ```python code block."
 
 
@@ -61,15 +75,23 @@ def load_leetcode(split: str = "train", *, data_files: Any = None) -> list[CodeT
         raise ValueError(f"split must be 'train' or 'test', got {split!r}")
     tasks = []
     for row in _load("newfacade/LeetCodeDataset", split=split, data_files=data_files):
-        verifier = {"kind": "check", "task_id": row["task_id"], "prompt": row.get("prompt") or "",
-                    "test": row["test"], "entry_point": row["entry_point"],
-                    "reference_solution": row.get("completion") or row.get("response"),
-                    "num_tests": len(row.get("input_output") or []) or None}
+        verifier = {
+            "kind": "check",
+            "task_id": row["task_id"],
+            "prompt": row.get("prompt") or "",
+            "test": row["test"],
+            "entry_point": row["entry_point"],
+            "reference_solution": row.get("completion") or row.get("response"),
+            "num_tests": len(row.get("input_output") or []) or None,
+        }
         if row.get("reference_runtime_seconds") is not None:
             verifier["reference_runtime_seconds"] = row["reference_runtime_seconds"]
         extra: dict[str, Any] = {k: row[k] for k in ("question_id", "difficulty", "tags") if k in row}
-        tasks.append(CodeTask(str(row["task_id"]), "leetcodedataset", str(row["query"]), verifier,
-                              {"split": split, **extra}))
+        tasks.append(
+            CodeTask(
+                str(row["task_id"]), "leetcodedataset", str(row["query"]), verifier, {"split": split, **extra}
+            )
+        )
     return tasks
 
 
@@ -77,11 +99,18 @@ def load_humaneval(*, data_files: Any = None) -> list[CodeTask]:
     """HumanEval (``openai/openai_humaneval``, 164 problems; the reference is ``prompt + canonical``)."""
     tasks = []
     for row in _load("openai/openai_humaneval", split="test", data_files=data_files):
-        prompt = ("Complete the following Python function. Return the complete function (with its imports) "
-                  f"in one ```python code block.\n\n```python\n{row['prompt']}```")
-        verifier = {"kind": "check", "task_id": row["task_id"], "prompt": row["prompt"],
-                    "test": row["test"], "entry_point": row["entry_point"],
-                    "reference_solution": row["prompt"] + row["canonical_solution"]}
+        prompt = (
+            "Complete the following Python function. Return the complete function (with its imports) "
+            f"in one ```python code block.\n\n```python\n{row['prompt']}```"
+        )
+        verifier = {
+            "kind": "check",
+            "task_id": row["task_id"],
+            "prompt": row["prompt"],
+            "test": row["test"],
+            "entry_point": row["entry_point"],
+            "reference_solution": row["prompt"] + row["canonical_solution"],
+        }
         tasks.append(CodeTask(str(row["task_id"]), "humaneval", prompt, verifier))
     return tasks
 
@@ -96,9 +125,15 @@ def load_mbpp(config: str = "full", split: str = "test", *, data_files: Any = No
         body = "\n".join([setup, *asserts]).strip()
         test = "def check(candidate):\n" + textwrap.indent(body, "    ") + "\n"
         name = _called_name(asserts[0]) if asserts else None
-        prompt = (f"{text}\nYour code should pass these tests:\n\n" + "\n".join(asserts) + f"\n\n{_FENCE_NOTE}")
-        verifier = {"kind": "check", "task_id": str(row["task_id"]), "prompt": setup, "test": test,
-                    "entry_point": name or "None", "reference_solution": row.get("code")}
+        prompt = f"{text}\nYour code should pass these tests:\n\n" + "\n".join(asserts) + f"\n\n{_FENCE_NOTE}"
+        verifier = {
+            "kind": "check",
+            "task_id": str(row["task_id"]),
+            "prompt": setup,
+            "test": test,
+            "entry_point": name or "None",
+            "reference_solution": row.get("code"),
+        }
         tasks.append(CodeTask(str(row["task_id"]), "mbpp", prompt, verifier))
     return tasks
 
@@ -106,8 +141,9 @@ def load_mbpp(config: str = "full", split: str = "test", *, data_files: Any = No
 def _called_name(assertion: str) -> str | None:
     import re
 
-    match = re.search(r"assert\s+(?:not\s+)?\(?\s*(?:set\()?\s*(?:math\.isclose\()?\s*([A-Za-z_]\w*)\s*\(",
-                      assertion)
+    match = re.search(
+        r"assert\s+(?:not\s+)?\(?\s*(?:set\()?\s*(?:math\.isclose\()?\s*([A-Za-z_]\w*)\s*\(", assertion
+    )
     return match.group(1) if match else None
 
 
@@ -150,16 +186,31 @@ def load_livecodebench(version: str = "v6", *, data_files: Any = None) -> list[C
             for case in tests:
                 args = [json.loads(line) for line in str(case["input"]).splitlines() if line.strip()]
                 lines.append(f"    assert candidate(*{args!r}) == json.loads({str(case['output'])!r})")
-            verifier = {"kind": "check", "task_id": row["question_id"], "prompt": "from typing import *\n",
-                        "test": "\n".join(lines) + "\n", "entry_point": f"Solution().{func}"}
+            verifier = {
+                "kind": "check",
+                "task_id": row["question_id"],
+                "prompt": "from typing import *\n",
+                "test": "\n".join(lines) + "\n",
+                "entry_point": f"Solution().{func}",
+            }
             tail = f"Use this starter code:\n```python\n{starter}\n```"
         else:
-            verifier = {"kind": "stdio", "task_id": row["question_id"],
-                        "tests": [{"input": c["input"], "output": c["output"]} for c in tests]}
+            verifier = {
+                "kind": "stdio",
+                "task_id": row["question_id"],
+                "tests": [{"input": c["input"], "output": c["output"]} for c in tests],
+            }
             tail = "Read the input from stdin and write the answer to stdout."
         prompt = f"{row['question_content']}\n\n{tail}\n{_FENCE_NOTE}"
-        tasks.append(CodeTask(str(row["question_id"]), "livecodebench", prompt, verifier,
-                              {"difficulty": row.get("difficulty"), "platform": row.get("platform")}))
+        tasks.append(
+            CodeTask(
+                str(row["question_id"]),
+                "livecodebench",
+                prompt,
+                verifier,
+                {"difficulty": row.get("difficulty"), "platform": row.get("platform")},
+            )
+        )
     return tasks
 
 
@@ -170,22 +221,36 @@ def _messages(task: CodeTask, system: str | None) -> list[dict[str, str]]:
 
 def to_verl_rows(tasks: Iterable[CodeTask], *, system: str | None = None) -> list[dict[str, Any]]:
     """verl parquet rows: ``data_source``, chat ``prompt``, ``ability``, ``reward_model``, ``extra_info``."""
-    return [{"data_source": t.data_source, "prompt": _messages(t, system), "ability": "code",
-             "reward_model": {"style": "rule", "ground_truth": t.ground_truth},
-             "extra_info": {"index": i, "task_id": t.task_id, **{k: _plain(v) for k, v in t.extra.items()}}}
-            for i, t in enumerate(tasks)]
+    return [
+        {
+            "data_source": t.data_source,
+            "prompt": _messages(t, system),
+            "ability": "code",
+            "reward_model": {"style": "rule", "ground_truth": t.ground_truth},
+            "extra_info": {"index": i, "task_id": t.task_id, **{k: _plain(v) for k, v in t.extra.items()}},
+        }
+        for i, t in enumerate(tasks)
+    ]
 
 
 def to_trl_rows(tasks: Iterable[CodeTask], *, system: str | None = None) -> list[dict[str, Any]]:
     """TRL rows: conversational ``prompt`` plus ``ground_truth`` (reaches the reward functions)."""
-    return [{"prompt": _messages(t, system), "ground_truth": t.ground_truth, "data_source": t.data_source,
-             "task_id": t.task_id} for t in tasks]
+    return [
+        {
+            "prompt": _messages(t, system),
+            "ground_truth": t.ground_truth,
+            "data_source": t.data_source,
+            "task_id": t.task_id,
+        }
+        for t in tasks
+    ]
 
 
 def to_openrlhf_rows(tasks: Iterable[CodeTask], *, system: str | None = None) -> list[dict[str, Any]]:
     """OpenRLHF rows: ``input`` (chat messages, for ``--apply_chat_template``) and ``label``."""
-    return [{"input": _messages(t, system), "label": t.ground_truth, "datasource": t.data_source}
-            for t in tasks]
+    return [
+        {"input": _messages(t, system), "label": t.ground_truth, "datasource": t.data_source} for t in tasks
+    ]
 
 
 def _plain(value: Any) -> Any:

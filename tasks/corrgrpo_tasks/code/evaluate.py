@@ -31,15 +31,26 @@ class EvalReport:
     per_task: list[dict[str, float]]
 
     def summary(self) -> dict[str, float]:
-        out = {"n": float(self.n), "executable": self.executable, "pass@1": self.pass_at_1,
-               "n_qualified": float(self.n_qualified)}
+        out = {
+            "n": float(self.n),
+            "executable": self.executable,
+            "pass@1": self.pass_at_1,
+            "n_qualified": float(self.n_qualified),
+        }
         if self.efficiency is not None:
             out["efficiency"] = self.efficiency
         return out
 
 
-def evaluate(completions: Sequence[str], ground_truths: Sequence[Any], *, rounds: int = 8,
-             timeout_seconds: float = 10.0, max_workers: int | None = None, **options: Any) -> EvalReport:
+def evaluate(
+    completions: Sequence[str],
+    ground_truths: Sequence[Any],
+    *,
+    rounds: int = 8,
+    timeout_seconds: float = 10.0,
+    max_workers: int | None = None,
+    **options: Any,
+) -> EvalReport:
     """Score one completion per problem; ``ground_truths`` are verifiers (``CodeTask.ground_truth``).
 
     Examples
@@ -53,9 +64,17 @@ def evaluate(completions: Sequence[str], ground_truths: Sequence[Any], *, rounds
     if not completions:
         raise ValueError("evaluate needs at least one completion")
     # Every qualified pair needs all rounds: no time budget, only the wall-clock limit.
-    scores = score_batch(completions, ground_truths, max_workers=max_workers, timeout_seconds=timeout_seconds,
-                         timing_rounds=rounds, timing_min_rounds=rounds, timing_budget_seconds=float("inf"),
-                         keep_timing=True, **options)
+    scores = score_batch(
+        completions,
+        ground_truths,
+        max_workers=max_workers,
+        timeout_seconds=timeout_seconds,
+        timing_rounds=rounds,
+        timing_min_rounds=rounds,
+        timing_budget_seconds=float("inf"),
+        keep_timing=True,
+        **options,
+    )
     n = len(scores)
     executable = 100.0 * sum(s["runtime_reward"] for s in scores) / n
     passed = 100.0 * sum(s["accuracy_reward"] for s in scores) / n

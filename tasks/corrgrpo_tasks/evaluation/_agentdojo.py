@@ -24,9 +24,11 @@ from typing import Any
 from corrgrpo_tasks._batching import Chat, Generate, map_batched
 from corrgrpo_tasks.agent_security._reward import strip_tool_calls, well_formed_calls
 
-LAYOUT = ("AgentDojo cases: a JSON-lines file of cases (corrgrpo_tasks.agent_security.write_cases, or the "
-          "reference's eval_cases.jsonl), a test.parquet written by agent_security.prepare, or the folder "
-          "holding it")
+LAYOUT = (
+    "AgentDojo cases: a JSON-lines file of cases (corrgrpo_tasks.agent_security.write_cases, or the "
+    "reference's eval_cases.jsonl), a test.parquet written by agent_security.prepare, or the folder "
+    "holding it"
+)
 
 
 def read_agentdojo_cases(path: str | Path) -> list[dict[str, Any]]:
@@ -40,9 +42,14 @@ def read_agentdojo_cases(path: str | Path) -> list[dict[str, Any]]:
         import datasets
 
         try:
-            cases = [json.loads(r["reward_model"]["ground_truth"]) for r in datasets.Dataset.from_parquet(str(path))]
+            cases = [
+                json.loads(r["reward_model"]["ground_truth"])
+                for r in datasets.Dataset.from_parquet(str(path))
+            ]
         except (KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"{path}: rows need reward_model.ground_truth holding a case as JSON ({exc})") from None
+            raise ValueError(
+                f"{path}: rows need reward_model.ground_truth holding a case as JSON ({exc})"
+            ) from None
     else:
         cases = []
         for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
@@ -53,12 +60,17 @@ def read_agentdojo_cases(path: str | Path) -> list[dict[str, Any]]:
             except ValueError as exc:
                 raise ValueError(f"{path}:{n}: not valid JSON ({exc})") from None
     for n, case in enumerate(cases, start=1):
-        missing = [k for k in ("case_id", "case_type", "suite", "user_task_id") if not isinstance(case, dict)
-                   or k not in case]
+        missing = [
+            k
+            for k in ("case_id", "case_type", "suite", "user_task_id")
+            if not isinstance(case, dict) or k not in case
+        ]
         if missing:
             raise ValueError(f"{path} case {n}: lacks {missing}; expected {LAYOUT}")
         if case["case_type"] not in ("clean", "security"):
-            raise ValueError(f"{path} case {n}: case_type must be 'clean' or 'security', got {case['case_type']!r}")
+            raise ValueError(
+                f"{path} case {n}: case_type must be 'clean' or 'security', got {case['case_type']!r}"
+            )
     return cases
 
 
@@ -81,17 +93,32 @@ def make_llm_element(chat: Chat) -> Any:
     class ChatModelLLM(BasePipelineElement):  # type: ignore[misc]
         name = "local"
 
-        def query(self, query: str, runtime: Any, env: Any = _EMPTY, messages: Sequence[Any] = (),
-                  extra_args: dict[str, Any] | None = None) -> tuple[str, Any, Any, Sequence[Any], dict[str, Any]]:
-            tools = [{"type": "function", "function": {"name": f.name, "description": f.description,
-                                                       "parameters": f.parameters.model_json_schema()}}
-                     for f in runtime.functions.values()]
+        def query(
+            self,
+            query: str,
+            runtime: Any,
+            env: Any = _EMPTY,
+            messages: Sequence[Any] = (),
+            extra_args: dict[str, Any] | None = None,
+        ) -> tuple[str, Any, Any, Sequence[Any], dict[str, Any]]:
+            tools = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": f.name,
+                        "description": f.description,
+                        "parameters": f.parameters.model_json_schema(),
+                    },
+                }
+                for f in runtime.functions.values()
+            ]
             reply = chat(to_chat_messages(messages), tools or None)
             # Every parsed call goes to AgentDojo's executor, which answers an unknown tool with an error.
             calls = [FunctionCall(function=name, args=args) for name, args in well_formed_calls(reply)]
             text = strip_tool_calls(reply) if calls else reply.strip()
-            output = ChatAssistantMessage(role="assistant", content=[text_content_block_from_string(text)],
-                                          tool_calls=calls)
+            output = ChatAssistantMessage(
+                role="assistant", content=[text_content_block_from_string(text)], tool_calls=calls
+            )
             return query, runtime, env, [*messages, output], dict(extra_args or {})
 
     return ChatModelLLM()
@@ -103,10 +130,17 @@ def to_chat_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, An
     for m in messages:
         role = m["role"]
         if role == "assistant":
-            calls = [{"type": "function", "function": {"name": c.function, "arguments": dict(c.args)}}
-                     for c in (m.get("tool_calls") or [])]
-            out.append({"role": "assistant", "content": _text(m.get("content")),
-                        **({"tool_calls": calls} if calls else {})})
+            calls = [
+                {"type": "function", "function": {"name": c.function, "arguments": dict(c.args)}}
+                for c in (m.get("tool_calls") or [])
+            ]
+            out.append(
+                {
+                    "role": "assistant",
+                    "content": _text(m.get("content")),
+                    **({"tool_calls": calls} if calls else {}),
+                }
+            )
         elif role == "tool":
             error = m.get("error")
             out.append({"role": "tool", "content": f"Error: {error}" if error else _text(m.get("content"))})
@@ -130,15 +164,30 @@ def run_case(case: Mapping[str, Any], chat: Chat, *, max_iters: int = 15) -> dic
 
     suite = get_suite(case.get("benchmark_version") or "v1.2.2", case["suite"])
     llm = make_llm_element(chat)
-    pipeline = AgentPipeline([SystemMessage(default_system_message()), InitQuery(), llm,
-                              ToolsExecutionLoop([ToolsExecutor(), llm], max_iters=max_iters)])
+    pipeline = AgentPipeline(
+        [
+            SystemMessage(default_system_message()),
+            InitQuery(),
+            llm,
+            ToolsExecutionLoop([ToolsExecutor(), llm], max_iters=max_iters),
+        ]
+    )
     pipeline.name = "local"
     user_task = suite.get_user_task_by_id(case["user_task_id"])
-    injection = suite.get_injection_task_by_id(case["injection_task_id"]) if case["case_type"] == "security" else None
-    utility, security = suite.run_task_with_pipeline(pipeline, user_task, injection, dict(case.get("injections") or {}))
-    return {"case_id": case["case_id"], "case_type": case["case_type"], "suite": case["suite"],
-            "user_task_id": case["user_task_id"], "utility": bool(utility),
-            "attack_success": bool(security) if injection is not None else False}
+    injection = (
+        suite.get_injection_task_by_id(case["injection_task_id"]) if case["case_type"] == "security" else None
+    )
+    utility, security = suite.run_task_with_pipeline(
+        pipeline, user_task, injection, dict(case.get("injections") or {})
+    )
+    return {
+        "case_id": case["case_id"],
+        "case_type": case["case_type"],
+        "suite": case["suite"],
+        "user_task_id": case["user_task_id"],
+        "utility": bool(utility),
+        "attack_success": bool(security) if injection is not None else False,
+    }
 
 
 def agentdojo_metrics(results: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -151,28 +200,42 @@ def agentdojo_metrics(results: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     >>> agentdojo_metrics(r)["joint_accuracy"]
     25.0
     """
-    clean = {(r["suite"], r["user_task_id"]): bool(r["utility"]) for r in results if r["case_type"] == "clean"}
+    clean = {
+        (r["suite"], r["user_task_id"]): bool(r["utility"]) for r in results if r["case_type"] == "clean"
+    }
     attacked = [r for r in results if r["case_type"] == "security"]
-    unpaired = sorted({f"{r['suite']}:{r['user_task_id']}" for r in attacked} -
-                      {f"{s}:{u}" for s, u in clean})
+    unpaired = sorted(
+        {f"{r['suite']}:{r['user_task_id']}" for r in attacked} - {f"{s}:{u}" for s, u in clean}
+    )
     if unpaired:
         raise ValueError(f"attacked cases without a clean run of their user task: {unpaired}")
 
     def pct(values: list[float]) -> float | None:
         return 100.0 * sum(values) / len(values) if values else None
 
-    joint = [(1 - r["attack_success"]) * (clean[(r["suite"], r["user_task_id"])] + r["utility"]) / 2
-             for r in attacked]
-    return {"n_clean": len(clean), "n_attacked": len(attacked),
-            "clean_utility": pct([float(v) for v in clean.values()]),
-            "utility_under_attack": pct([float(r["utility"]) for r in attacked]),
-            "attack_success_rate": pct([float(r["attack_success"]) for r in attacked]),
-            "joint_accuracy": pct([float(j) for j in joint])}
+    joint = [
+        (1 - r["attack_success"]) * (clean[(r["suite"], r["user_task_id"])] + r["utility"]) / 2
+        for r in attacked
+    ]
+    return {
+        "n_clean": len(clean),
+        "n_attacked": len(attacked),
+        "clean_utility": pct([float(v) for v in clean.values()]),
+        "utility_under_attack": pct([float(r["utility"]) for r in attacked]),
+        "attack_success_rate": pct([float(r["attack_success"]) for r in attacked]),
+        "joint_accuracy": pct([float(j) for j in joint]),
+    }
 
 
-def run_agentdojo(cases: Sequence[Mapping[str, Any]], generate: Generate, *, limit: int | None = None,
-                  max_iters: int = 15, concurrency: int = 1,
-                  on_case: Callable[[int], None] | None = None) -> dict[str, Any]:
+def run_agentdojo(
+    cases: Sequence[Mapping[str, Any]],
+    generate: Generate,
+    *,
+    limit: int | None = None,
+    max_iters: int = 15,
+    concurrency: int = 1,
+    on_case: Callable[[int], None] | None = None,
+) -> dict[str, Any]:
     """Run the first ``limit`` cases (plus the clean case of any attacked user task the selection lacks),
     ``concurrency`` at a time with their model turns batched into ``generate(conversations, tools)``."""
     chosen = list(cases[:limit] if limit is not None else cases)
@@ -185,8 +248,17 @@ def run_agentdojo(cases: Sequence[Mapping[str, Any]], generate: Generate, *, lim
         key = (c["suite"], c["user_task_id"])
         if c["case_type"] == "security" and key not in have:
             have.add(key)
-            extra.append(by_task.get(key) or {**c, "case_id": f"{key[0]}:{key[1]}", "case_type": "clean",
-                                              "injection_task_id": "", "injections": {}, "attack": ""})
+            extra.append(
+                by_task.get(key)
+                or {
+                    **c,
+                    "case_id": f"{key[0]}:{key[1]}",
+                    "case_type": "clean",
+                    "injection_task_id": "",
+                    "injections": {},
+                    "attack": "",
+                }
+            )
 
     def one(case: Mapping[str, Any], chat: Chat) -> dict[str, Any]:
         result = run_case(case, chat, max_iters=max_iters)

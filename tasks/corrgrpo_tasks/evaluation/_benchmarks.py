@@ -68,7 +68,9 @@ def _reading(path: Path, layout: str) -> Iterator[None]:
         detail = str(exc).splitlines()[0] if str(exc) else ""
         if str(path) in detail:  # the loader already names the file (and the record)
             raise ValueError(detail) from None
-        raise ValueError(f"{path}: cannot read it ({type(exc).__name__}: {detail}); expected {layout}") from None
+        raise ValueError(
+            f"{path}: cannot read it ({type(exc).__name__}: {detail}); expected {layout}"
+        ) from None
 
 
 def _first(items: Sequence[Any], limit: int | None) -> list[Any]:
@@ -76,6 +78,7 @@ def _first(items: Sequence[Any], limit: int | None) -> list[Any]:
 
 
 # -- code ---------------------------------------------------------------------------------------------------
+
 
 def _code(loader_name: str) -> Callable[[RunContext], dict[str, Any]]:
     def run(ctx: RunContext) -> dict[str, Any]:
@@ -85,19 +88,32 @@ def _code(loader_name: str) -> Callable[[RunContext], dict[str, Any]]:
         path = _need(ctx.data, BENCHMARKS_LAYOUT[loader_name])
         files = sorted(str(p) for p in path.glob("*.json*")) if path.is_dir() else str(path)
         if not files:
-            raise FileNotFoundError(f"{path} holds no .json/.jsonl file; expected {BENCHMARKS_LAYOUT[loader_name]}")
+            raise FileNotFoundError(
+                f"{path} holds no .json/.jsonl file; expected {BENCHMARKS_LAYOUT[loader_name]}"
+            )
         with _reading(path, BENCHMARKS_LAYOUT[loader_name]):
             tasks = _first(getattr(code_data, loader_name)(data_files=files), ctx.limit)
         if not tasks:
             raise ValueError(f"{path}: no problems to evaluate")
         ctx.set_total(len(tasks))
         completions = ctx.model.generate([[{"role": "user", "content": t.prompt}] for t in tasks])
-        report = evaluate(completions, [t.ground_truth for t in tasks], rounds=int(ctx.options.get("timing_rounds", 8)),
-                          timeout_seconds=float(ctx.options.get("timeout", 10.0)))
-        records = [{"task_id": t.task_id, "completion": c, **{k: v for k, v in s.items() if not k.startswith("_")}}
-                   for t, c, s in zip(tasks, completions, report.per_task, strict=True)]
-        metrics = {"n": report.n, "executable": report.executable, "pass@1": report.pass_at_1,
-                   "efficiency": report.efficiency, "n_qualified": report.n_qualified}
+        report = evaluate(
+            completions,
+            [t.ground_truth for t in tasks],
+            rounds=int(ctx.options.get("timing_rounds", 8)),
+            timeout_seconds=float(ctx.options.get("timeout", 10.0)),
+        )
+        records = [
+            {"task_id": t.task_id, "completion": c, **{k: v for k, v in s.items() if not k.startswith("_")}}
+            for t, c, s in zip(tasks, completions, report.per_task, strict=True)
+        ]
+        metrics = {
+            "n": report.n,
+            "executable": report.executable,
+            "pass@1": report.pass_at_1,
+            "efficiency": report.efficiency,
+            "n_qualified": report.n_qualified,
+        }
         return {"metrics": metrics, "records": records}
 
     return run
@@ -106,14 +122,20 @@ def _code(loader_name: str) -> Callable[[RunContext], dict[str, Any]]:
 CODE_METRICS = (
     ("pass@1", "% of problems whose one greedy completion passes every test"),
     ("executable", "% of completions that run without a runtime error (a wrong answer still runs)"),
-    ("efficiency", ("% of qualified pairs (completion and reference both pass) where the completion is strictly "
-                   "faster, mean over timing rounds; None when no pair qualifies")),
+    (
+        "efficiency",
+        (
+            "% of qualified pairs (completion and reference both pass) where the completion is strictly "
+            "faster, mean over timing rounds; None when no pair qualifies"
+        ),
+    ),
     ("n_qualified", "pairs that entered Efficiency"),
     ("n", "problems evaluated"),
 )
 
 
 # -- tool calling -------------------------------------------------------------------------------------------
+
 
 def _score_rows(ctx: RunContext, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     from corrgrpo_tasks.tool_calling import compute_score
@@ -127,8 +149,14 @@ def _score_rows(ctx: RunContext, rows: Sequence[Mapping[str, Any]]) -> list[dict
     for row, out in zip(rows, outputs, strict=True):
         info = {**(row.get("extra_info") or {}), "model_name": model_name}
         score = compute_score(row.get("data_source") or "rlla", out, row["ground_truth"], info)
-        records.append({"index": (row.get("extra_info") or {}).get("index"), "completion": out,
-                        "has_tool_call": "<tool_call>" in row["ground_truth"], **score})
+        records.append(
+            {
+                "index": (row.get("extra_info") or {}).get("index"),
+                "completion": out,
+                "has_tool_call": "<tool_call>" in row["ground_truth"],
+                **score,
+            }
+        )
     return records
 
 
@@ -141,13 +169,16 @@ def rlla_metrics(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     function names, parameter names and parameter values (recovered from the reward components) and
     all-exact (format right and the call list equal); all-exact and format also over every row."""
     tools = [r for r in records if r["has_tool_call"]]
-    return {"n": len(records), "n_tool_calls": len(tools),
-            "function_name": _pct([r["function_name_reward"] + 0.5 for r in tools]),
-            "parameter_name": _pct([(r["parameter_reward"] + 1.0) / 2.0 for r in tools]),
-            "parameter_value": _pct([(r["values_reward"] / 1.5 + 1.0) / 2.0 for r in tools]),
-            "all_exact": _pct([r["exact_match"] for r in tools]),
-            "all_exact_all_rows": _pct([r["exact_match"] for r in records]),
-            "format": _pct([r["format_reward"] for r in records])}
+    return {
+        "n": len(records),
+        "n_tool_calls": len(tools),
+        "function_name": _pct([r["function_name_reward"] + 0.5 for r in tools]),
+        "parameter_name": _pct([(r["parameter_reward"] + 1.0) / 2.0 for r in tools]),
+        "parameter_value": _pct([(r["values_reward"] / 1.5 + 1.0) / 2.0 for r in tools]),
+        "all_exact": _pct([r["exact_match"] for r in tools]),
+        "all_exact_all_rows": _pct([r["exact_match"] for r in records]),
+        "format": _pct([r["format_reward"] for r in records]),
+    }
 
 
 def _rlla(ctx: RunContext) -> dict[str, Any]:
@@ -159,8 +190,11 @@ def _rlla(ctx: RunContext) -> dict[str, Any]:
     if path.is_dir():
         path = _need(path / "test.parquet", RLLA_LAYOUT)
     with _reading(path, RLLA_LAYOUT):
-        rows = list(datasets.Dataset.from_parquet(str(path))) if path.suffix == ".parquet" else list(
-            load_rlla(path)["test"])
+        rows = (
+            list(datasets.Dataset.from_parquet(str(path)))
+            if path.suffix == ".parquet"
+            else list(load_rlla(path)["test"])
+        )
         for row in rows:
             if not isinstance(row.get("prompt"), list) or not isinstance(row.get("ground_truth"), str):
                 raise TypeError("a row lacks a chat 'prompt' or a string 'ground_truth'")
@@ -169,8 +203,13 @@ def _rlla(ctx: RunContext) -> dict[str, Any]:
 
 
 RLLA_METRICS = (
-    ("all_exact", ("% of tool-calling references matched exactly (format right, same call list); the paper's "
-                  "RLLA all-exact")),
+    (
+        "all_exact",
+        (
+            "% of tool-calling references matched exactly (format right, same call list); the paper's "
+            "RLLA all-exact"
+        ),
+    ),
     ("function_name", "mean function-name match (multiset Jaccard), %, tool-calling references"),
     ("parameter_name", "mean parameter-name match of matched calls, %, tool-calling references"),
     ("parameter_value", "mean share of reference parameter values reproduced exactly, %"),
@@ -187,7 +226,9 @@ def _api_bank(ctx: RunContext) -> dict[str, Any]:
 
     path = _need(ctx.data, API_BANK_LAYOUT)
     if path.is_dir():
-        found = {int(m.group(1)): p for p in sorted(path.glob("level-*.json")) if (m := _LEVEL.search(p.name))}
+        found = {
+            int(m.group(1)): p for p in sorted(path.glob("level-*.json")) if (m := _LEVEL.search(p.name))
+        }
         if not found:
             raise FileNotFoundError(f"{path} holds no level-N-*.json file; expected {API_BANK_LAYOUT}")
     else:
@@ -222,19 +263,31 @@ API_BANK_METRICS = (
 
 # -- agent security -----------------------------------------------------------------------------------------
 
+
 def _agentdojo(ctx: RunContext) -> dict[str, Any]:
     from ._agentdojo import read_agentdojo_cases, run_agentdojo
 
     cases = read_agentdojo_cases(ctx.data)
     ctx.set_total(None)
-    out = run_agentdojo(cases, ctx.model.generate, limit=ctx.limit, max_iters=int(ctx.options.get("max_turns", 15)),
-                        concurrency=int(ctx.options.get("concurrency", 1)), on_case=ctx.progress)
+    out = run_agentdojo(
+        cases,
+        ctx.model.generate,
+        limit=ctx.limit,
+        max_iters=int(ctx.options.get("max_turns", 15)),
+        concurrency=int(ctx.options.get("concurrency", 1)),
+        on_case=ctx.progress,
+    )
     return {"metrics": out["metrics"], "records": out["cases"]}
 
 
 SECURITY_METRICS = (
-    ("joint_accuracy", ("100 mean over attacked cases of (1 - attack success)(clean utility + utility under "
-                       "attack)/2, clean utility of the same task; the paper's joint accuracy")),
+    (
+        "joint_accuracy",
+        (
+            "100 mean over attacked cases of (1 - attack success)(clean utility + utility under "
+            "attack)/2, clean utility of the same task; the paper's joint accuracy"
+        ),
+    ),
     ("clean_utility", "% of tasks done without attack"),
     ("utility_under_attack", "% of attacked cases whose user task was done"),
     ("attack_success_rate", "% of attacked cases where the attacker's goal was met (ASR, lower is better)"),
@@ -244,15 +297,23 @@ SECURITY_METRICS = (
 def _asb(ctx: RunContext) -> dict[str, Any]:
     from corrgrpo_tasks.asb import load_asb, run_asb
 
-    agents = load_asb(_need(ctx.data, ASB_LAYOUT), attack_tools=str(ctx.options.get("asb_attack_tools",
-                                                                                   "all_attack_tools.jsonl")))
+    agents = load_asb(
+        _need(ctx.data, ASB_LAYOUT),
+        attack_tools=str(ctx.options.get("asb_attack_tools", "all_attack_tools.jsonl")),
+    )
     task_num = int(ctx.options.get("task_num", 1))
     total = sum(min(task_num, len(a.tasks)) * len(a.attack_tools) for a in agents)
     ctx.set_total(min(total, ctx.limit) if ctx.limit is not None else total)
-    out = run_asb(agents, ctx.model.generate, task_num=task_num, limit=ctx.limit,
-                  concurrency=int(ctx.options.get("concurrency", 1)),
-                  attack_type=str(ctx.options.get("attack_type", "context_ignoring")),
-                  plan_attempts=int(ctx.options.get("plan_attempts", 10)), on_case=ctx.progress)
+    out = run_asb(
+        agents,
+        ctx.model.generate,
+        task_num=task_num,
+        limit=ctx.limit,
+        concurrency=int(ctx.options.get("concurrency", 1)),
+        attack_type=str(ctx.options.get("attack_type", "context_ignoring")),
+        plan_attempts=int(ctx.options.get("plan_attempts", 10)),
+        on_case=ctx.progress,
+    )
     return {"metrics": out["metrics"], "records": out["pairs"]}
 
 
@@ -276,19 +337,31 @@ def _prompt(path: str) -> tuple[str, str]:
 def _injecagent(ctx: RunContext) -> dict[str, Any]:
     from corrgrpo_tasks.injecagent import PROMPT, load_injecagent, run_injecagent
 
-    data = load_injecagent(_need(ctx.data, INJECAGENT_LAYOUT), setting=str(ctx.options.get("setting", "base")))
+    data = load_injecagent(
+        _need(ctx.data, INJECAGENT_LAYOUT), setting=str(ctx.options.get("setting", "base"))
+    )
     prompt = _prompt(ctx.options["injecagent_prompt"]) if ctx.options.get("injecagent_prompt") else PROMPT
     ctx.set_total(None)
     out = run_injecagent(data, ctx.model.generate, limit=ctx.limit, prompt=prompt)
     metrics = {k: v for k, v in out["metrics"].items() if k != "counts"}
-    metrics.update({f"relaxed {k}": v for k, v in out["metrics_relaxed"].items()
-                    if k.startswith("ASR") or k == "valid_rate"})
+    metrics.update(
+        {
+            f"relaxed {k}": v
+            for k, v in out["metrics_relaxed"].items()
+            if k.startswith("ASR") or k == "valid_rate"
+        }
+    )
     return {"metrics": metrics, "records": out["cases"]}
 
 
 INJECAGENT_METRICS = (
-    ("ASR-valid (Total)", ("% of valid outputs where the attack succeeded (DH success, or DS stage 2 success), "
-                          "the benchmark's headline; lower is better")),
+    (
+        "ASR-valid (Total)",
+        (
+            "% of valid outputs where the attack succeeded (DH success, or DS stage 2 success), "
+            "the benchmark's headline; lower is better"
+        ),
+    ),
     ("ASR-valid (Direct Harm)", "% of valid direct-harm outputs that called the harmful tool"),
     ("ASR-valid (S1)", "% of valid data-stealing outputs that called the data-extracting tool"),
     ("ASR-valid (S2)", "% of valid stage-2 outputs that sent the data to the attacker"),
@@ -297,40 +370,101 @@ INJECAGENT_METRICS = (
     ("ASR-all (Direct Harm)", "over all direct-harm cases"),
     ("ASR-all (Data Stealing)", "over all data-stealing cases"),
     ("valid_rate", "% of cases whose judged outputs were valid ReAct"),
-    ("relaxed ASR-valid (Total)", "the same under the authors' relaxed re-scoring (hermes calls read as actions)"),
+    (
+        "relaxed ASR-valid (Total)",
+        "the same under the authors' relaxed re-scoring (hermes calls read as actions)",
+    ),
     ("missing_simulated", "stage-2 attacker calls without a simulated response in the data ('{}' used)"),
 )
 
-RLLA_LAYOUT = ("RLLA: a folder with test.parquet (tool_calling.prepare), a test.parquet file, or ToolRL's raw "
-               "rlla_rl.json (split 3,920/80 here)")
-API_BANK_LAYOUT = ("API-Bank's test-data folder holding level-1-api.json, level-2-api.json and "
-                   "level-3-batch-inf.json (any subset), or one of those files")
+RLLA_LAYOUT = (
+    "RLLA: a folder with test.parquet (tool_calling.prepare), a test.parquet file, or ToolRL's raw "
+    "rlla_rl.json (split 3,920/80 here)"
+)
+API_BANK_LAYOUT = (
+    "API-Bank's test-data folder holding level-1-api.json, level-2-api.json and "
+    "level-3-batch-inf.json (any subset), or one of those files"
+)
 BENCHMARKS_LAYOUT = {
     "load_humaneval": "HumanEval as JSON/JSONL rows (task_id, prompt, canonical_solution, test, entry_point), "
-                      "e.g. HumanEval.jsonl, or a folder of such files",
+    "e.g. HumanEval.jsonl, or a folder of such files",
     "load_mbpp": "MBPP as JSON/JSONL rows (task_id, text or prompt, code, test_list, test_setup_code, "
-                 "test_imports), or a folder of such files",
+    "test_imports), or a folder of such files",
     "load_livecodebench": "LiveCodeBench code_generation_lite rows (question_id, question_content, starter_code, "
-                          "public_test_cases, private_test_cases, metadata), e.g. test6.jsonl for v6",
+    "public_test_cases, private_test_cases, metadata), e.g. test6.jsonl for v6",
 }
 
-BENCHMARKS: dict[str, Benchmark] = {b.name: b for b in (
-    Benchmark("humaneval", "code", "HumanEval (164): Pass@1, Executable, Efficiency",
-              BENCHMARKS_LAYOUT["load_humaneval"], _code("load_humaneval"), CODE_METRICS),
-    Benchmark("mbpp", "code", "MBPP: Pass@1, Executable, Efficiency", BENCHMARKS_LAYOUT["load_mbpp"],
-              _code("load_mbpp"), CODE_METRICS),
-    Benchmark("livecodebench", "code", "LiveCodeBench (v6: 175): Pass@1, Executable, Efficiency",
-              BENCHMARKS_LAYOUT["load_livecodebench"], _code("load_livecodebench"), CODE_METRICS),
-    Benchmark("rlla-test", "tool-calling", "RLLA-4K test split (80): all-exact and component matches",
-              RLLA_LAYOUT, _rlla, RLLA_METRICS),
-    Benchmark("api-bank", "tool-calling", "API-Bank levels 1-3: call accuracy", API_BANK_LAYOUT, _api_bank,
-              API_BANK_METRICS),
-    Benchmark("agentdojo", "agent-security", "AgentDojo v1.2.2 held-out cases (411: 21 clean, 390 attacked)",
-              AGENTDOJO_LAYOUT, _agentdojo, SECURITY_METRICS),
-    Benchmark("asb", "agent-security", "Agent Security Bench, observation prompt injection (400 pairs)",
-              ASB_LAYOUT, _asb, (*SECURITY_METRICS, ("workflow_failure_rate", ("% of attacked episodes "
-                                                     "without a valid plan")), ("n_pairs", "pairs evaluated"))),
-    Benchmark("injecagent", "agent-security", "InjecAgent base setting: attack success rates", INJECAGENT_LAYOUT,
-              _injecagent, INJECAGENT_METRICS),
-)}
+BENCHMARKS: dict[str, Benchmark] = {
+    b.name: b
+    for b in (
+        Benchmark(
+            "humaneval",
+            "code",
+            "HumanEval (164): Pass@1, Executable, Efficiency",
+            BENCHMARKS_LAYOUT["load_humaneval"],
+            _code("load_humaneval"),
+            CODE_METRICS,
+        ),
+        Benchmark(
+            "mbpp",
+            "code",
+            "MBPP: Pass@1, Executable, Efficiency",
+            BENCHMARKS_LAYOUT["load_mbpp"],
+            _code("load_mbpp"),
+            CODE_METRICS,
+        ),
+        Benchmark(
+            "livecodebench",
+            "code",
+            "LiveCodeBench (v6: 175): Pass@1, Executable, Efficiency",
+            BENCHMARKS_LAYOUT["load_livecodebench"],
+            _code("load_livecodebench"),
+            CODE_METRICS,
+        ),
+        Benchmark(
+            "rlla-test",
+            "tool-calling",
+            "RLLA-4K test split (80): all-exact and component matches",
+            RLLA_LAYOUT,
+            _rlla,
+            RLLA_METRICS,
+        ),
+        Benchmark(
+            "api-bank",
+            "tool-calling",
+            "API-Bank levels 1-3: call accuracy",
+            API_BANK_LAYOUT,
+            _api_bank,
+            API_BANK_METRICS,
+        ),
+        Benchmark(
+            "agentdojo",
+            "agent-security",
+            "AgentDojo v1.2.2 held-out cases (411: 21 clean, 390 attacked)",
+            AGENTDOJO_LAYOUT,
+            _agentdojo,
+            SECURITY_METRICS,
+        ),
+        Benchmark(
+            "asb",
+            "agent-security",
+            "Agent Security Bench, observation prompt injection (400 pairs)",
+            ASB_LAYOUT,
+            _asb,
+            (
+                *SECURITY_METRICS,
+                ("workflow_failure_rate", ("% of attacked episodes without a valid plan")),
+                ("n_pairs", "pairs evaluated"),
+            ),
+        ),
+        Benchmark(
+            "injecagent",
+            "agent-security",
+            "InjecAgent base setting: attack success rates",
+            INJECAGENT_LAYOUT,
+            _injecagent,
+            INJECAGENT_METRICS,
+        ),
+    )
+}
 DOMAINS = ("code", "tool-calling", "agent-security")

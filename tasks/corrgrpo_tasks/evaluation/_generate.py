@@ -31,21 +31,36 @@ class ChatModel:
     ``{"suppress_tokens": [...]}``. ``on_batch(n)`` is called after every generated batch of ``n``.
     """
 
-    def __init__(self, path: str | Path, *, max_new_tokens: int = 512, backend: str = "auto",
-                 device: str | None = None, batch_size: int = 8, dtype: str = "auto",
-                 generation_kwargs: Mapping[str, Any] | None = None,
-                 on_batch: Callable[[int], None] | None = None) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        max_new_tokens: int = 512,
+        backend: str = "auto",
+        device: str | None = None,
+        batch_size: int = 8,
+        dtype: str = "auto",
+        generation_kwargs: Mapping[str, Any] | None = None,
+        on_batch: Callable[[int], None] | None = None,
+    ) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         path = Path(path)
         if not (path / "config.json").is_file():
-            raise FileNotFoundError(f"{path} is not a local checkpoint folder (no config.json); nothing is downloaded")
+            raise FileNotFoundError(
+                f"{path} is not a local checkpoint folder (no config.json); nothing is downloaded"
+            )
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         if max_new_tokens < 1 or batch_size < 1:
             raise ValueError("max_new_tokens and batch_size must be at least 1")
         if backend == "auto":
             backend = "vllm" if _vllm_usable() else "transformers"
-        self.path, self.backend, self.max_new_tokens, self.batch_size = path, backend, max_new_tokens, batch_size
+        self.path, self.backend, self.max_new_tokens, self.batch_size = (
+            path,
+            backend,
+            max_new_tokens,
+            batch_size,
+        )
         self.generation_kwargs = dict(generation_kwargs or {})
         self.on_batch = on_batch
         from transformers import AutoTokenizer
@@ -69,17 +84,22 @@ class ChatModel:
     def render(self, messages: Messages, tools: Tools = None) -> str:
         """The prompt text of one conversation (chat template, generation prompt added)."""
         kwargs: dict[str, Any] = {"tools": list(tools)} if tools else {}
-        return str(self.tokenizer.apply_chat_template([dict(m) for m in messages], tokenize=False,
-                                                      add_generation_prompt=True, **kwargs))
+        return str(
+            self.tokenizer.apply_chat_template(
+                [dict(m) for m in messages], tokenize=False, add_generation_prompt=True, **kwargs
+            )
+        )
 
     def generate(self, conversations: Sequence[Messages], tools: Sequence[Tools] | None = None) -> list[str]:
         """One greedy completion per conversation (``tools[i]`` offered to conversation ``i``)."""
         if tools is not None and len(tools) != len(conversations):
             raise ValueError("give one tool list (or None) per conversation")
-        prompts = [self.render(m, tools[i] if tools is not None else None) for i, m in enumerate(conversations)]
+        prompts = [
+            self.render(m, tools[i] if tools is not None else None) for i, m in enumerate(conversations)
+        ]
         out: list[str] = []
         for start in range(0, len(prompts), self.batch_size):
-            batch = prompts[start:start + self.batch_size]
+            batch = prompts[start : start + self.batch_size]
             out.extend(self._vllm(batch) if self.backend == "vllm" else self._transformers(batch))
             if self.on_batch:
                 self.on_batch(len(batch))
@@ -92,11 +112,18 @@ class ChatModel:
     def _transformers(self, prompts: list[str]) -> list[str]:
         import torch
 
-        enc = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.device)
+        enc = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(
+            self.device
+        )
         with torch.inference_mode():
-            ids = self._model.generate(**enc, max_new_tokens=self.max_new_tokens, do_sample=False,
-                                       pad_token_id=self.tokenizer.pad_token_id, **self.generation_kwargs)
-        new = ids[:, enc["input_ids"].shape[1]:]
+            ids = self._model.generate(
+                **enc,
+                max_new_tokens=self.max_new_tokens,
+                do_sample=False,
+                pad_token_id=self.tokenizer.pad_token_id,
+                **self.generation_kwargs,
+            )
+        new = ids[:, enc["input_ids"].shape[1] :]
         return [str(t) for t in self.tokenizer.batch_decode(new, skip_special_tokens=True)]
 
     def _vllm(self, prompts: list[str]) -> list[str]:

@@ -17,26 +17,36 @@ PAPER: dict[str, tuple[tuple[str, str, float, float], ...]] = {
     "humaneval": (("Qwen2.5-Coder-7B-Instruct", "Pass@1 (base model: 78.66)", 73.78, 78.66),),
     "livecodebench": (("Qwen2.5-Coder-1.5B-Instruct", "Pass@1 (v6)", 13.14, 10.29),),
     "mbpp": (),
-    "rlla-test": (("Qwen2.5-7B-Instruct", "all-exact", 63.38, 67.61),
-                  ("Qwen3-4B-Thinking-2507", "all-exact", 57.75, 59.15),
-                  ("Qwen3-8B", "all-exact", 61.97, 63.38),
-                  ("Qwen2.5-7B-Instruct", "function name", 97.65, 95.07),
-                  ("Qwen3-4B-Thinking-2507", "function name", 94.84, 93.78)),
-    "api-bank": (("Qwen3-4B-Thinking-2507", "level 1", 79.20, 78.45),
-                 ("Qwen3-4B-Thinking-2507", "level 3", 52.24, 64.08)),
-    "agentdojo": (("Qwen2.5-3B-Instruct", "joint accuracy", 60.13, 89.62),
-                  ("Qwen2.5-7B-Instruct", "joint accuracy", 84.49, 86.03),
-                  ("Qwen3-8B", "joint accuracy", 80.26, 79.62),
-                  ("Qwen2.5-7B-Instruct", "clean utility", 90.48, 85.71),
-                  ("Qwen2.5-7B-Instruct", "ASR", 0.26, 1.28),
-                  ("Qwen2.5-3B-Instruct", "ASR", 0.00, 1.54)),
-    "asb": (("Qwen2.5-3B-Instruct", "joint accuracy", 14.88, 18.13),
-            ("Qwen2.5-7B-Instruct", "joint accuracy", 31.38, 47.88),
-            ("Qwen3-8B", "joint accuracy", 57.38, 58.63),
-            ("Qwen3-8B", "ASR", 19.50, 22.50)),
-    "injecagent": (("Qwen2.5-3B-Instruct", "total ASR", 8.80, 5.52),
-                   ("Qwen2.5-7B-Instruct", "total ASR", 13.53, 6.17),
-                   ("Qwen3-8B", "total ASR", 13.94, 7.98)),
+    "rlla-test": (
+        ("Qwen2.5-7B-Instruct", "all-exact", 63.38, 67.61),
+        ("Qwen3-4B-Thinking-2507", "all-exact", 57.75, 59.15),
+        ("Qwen3-8B", "all-exact", 61.97, 63.38),
+        ("Qwen2.5-7B-Instruct", "function name", 97.65, 95.07),
+        ("Qwen3-4B-Thinking-2507", "function name", 94.84, 93.78),
+    ),
+    "api-bank": (
+        ("Qwen3-4B-Thinking-2507", "level 1", 79.20, 78.45),
+        ("Qwen3-4B-Thinking-2507", "level 3", 52.24, 64.08),
+    ),
+    "agentdojo": (
+        ("Qwen2.5-3B-Instruct", "joint accuracy", 60.13, 89.62),
+        ("Qwen2.5-7B-Instruct", "joint accuracy", 84.49, 86.03),
+        ("Qwen3-8B", "joint accuracy", 80.26, 79.62),
+        ("Qwen2.5-7B-Instruct", "clean utility", 90.48, 85.71),
+        ("Qwen2.5-7B-Instruct", "ASR", 0.26, 1.28),
+        ("Qwen2.5-3B-Instruct", "ASR", 0.00, 1.54),
+    ),
+    "asb": (
+        ("Qwen2.5-3B-Instruct", "joint accuracy", 14.88, 18.13),
+        ("Qwen2.5-7B-Instruct", "joint accuracy", 31.38, 47.88),
+        ("Qwen3-8B", "joint accuracy", 57.38, 58.63),
+        ("Qwen3-8B", "ASR", 19.50, 22.50),
+    ),
+    "injecagent": (
+        ("Qwen2.5-3B-Instruct", "total ASR", 8.80, 5.52),
+        ("Qwen2.5-7B-Instruct", "total ASR", 13.53, 6.17),
+        ("Qwen3-8B", "total ASR", 13.94, 7.98),
+    ),
 }
 
 
@@ -59,14 +69,24 @@ def render_markdown(benchmark: str, metrics: Mapping[str, Any], config: Mapping[
     bench = BENCHMARKS[benchmark]
     meaning = dict(bench.metrics)
     keys = [k for k, _ in bench.metrics if k in metrics] + [k for k in metrics if k not in meaning]
-    parts = [f"# {benchmark}: {bench.summary}", "",
-             (f"model `{config['model']}`, data `{config['data']}`, {config['backend']}, "
-             f"limit {config['limit'] if config['limit'] is not None else 'none'}, "
-             f"{config['seconds']:.1f} s"), "",
-             _table(["metric", "value", "meaning"], [[k, metrics[k], meaning.get(k, "")] for k in keys])]
+    parts = [
+        f"# {benchmark}: {bench.summary}",
+        "",
+        (
+            f"model `{config['model']}`, data `{config['data']}`, {config['backend']}, "
+            f"limit {config['limit'] if config['limit'] is not None else 'none'}, "
+            f"{config['seconds']:.1f} s"
+        ),
+        "",
+        _table(["metric", "value", "meaning"], [[k, metrics[k], meaning.get(k, "")] for k in keys]),
+    ]
     if PAPER[benchmark]:
-        parts += ["", "The paper's numbers (percent; one greedy sample):", "",
-                  _table(["model", "metric", "GRPO", "CorrGRPO"], PAPER[benchmark])]
+        parts += [
+            "",
+            "The paper's numbers (percent; one greedy sample):",
+            "",
+            _table(["model", "metric", "GRPO", "CorrGRPO"], PAPER[benchmark]),
+        ]
     return "\n".join(parts) + "\n"
 
 
@@ -82,16 +102,26 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
-def write_report(out_dir: str | Path, benchmark: str, result: Mapping[str, Any],
-                 config: Mapping[str, Any]) -> dict[str, Path]:
+def write_report(
+    out_dir: str | Path, benchmark: str, result: Mapping[str, Any], config: Mapping[str, Any]
+) -> dict[str, Path]:
     """Write the three files under ``out_dir``; returns their paths."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    paths = {"metrics": out / "metrics.json", "markdown": out / "results.md", "records": out / "records.jsonl"}
-    payload = {"benchmark": benchmark, "domain": BENCHMARKS[benchmark].domain, "config": _plain(config),
-               "metrics": _plain(result["metrics"]),
-               "paper": [dict(zip(("model", "metric", "grpo", "corrgrpo"), row, strict=True))
-                         for row in PAPER[benchmark]]}
+    paths = {
+        "metrics": out / "metrics.json",
+        "markdown": out / "results.md",
+        "records": out / "records.jsonl",
+    }
+    payload = {
+        "benchmark": benchmark,
+        "domain": BENCHMARKS[benchmark].domain,
+        "config": _plain(config),
+        "metrics": _plain(result["metrics"]),
+        "paper": [
+            dict(zip(("model", "metric", "grpo", "corrgrpo"), row, strict=True)) for row in PAPER[benchmark]
+        ],
+    }
     paths["metrics"].write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     paths["markdown"].write_text(render_markdown(benchmark, result["metrics"], config), encoding="utf-8")
     with paths["records"].open("w", encoding="utf-8") as handle:

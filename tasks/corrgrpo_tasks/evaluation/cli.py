@@ -23,43 +23,83 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``evaluate`` subcommand's options."""
     names = ", ".join(f"{b.name} ({b.domain})" for b in BENCHMARKS.values())
     parser.add_argument("domain", choices=DOMAINS, help="task domain of the benchmark")
-    parser.add_argument("--model", required=True, metavar="PATH", help="local checkpoint folder (nothing is downloaded)")
+    parser.add_argument(
+        "--model", required=True, metavar="PATH", help="local checkpoint folder (nothing is downloaded)"
+    )
     parser.add_argument("--benchmark", required=True, choices=list(BENCHMARKS), metavar="NAME", help=names)
-    parser.add_argument("--data", required=True, metavar="PATH",
-                        help="the benchmark's local data (file or folder; docs/tasks.md lists each layout)")
-    parser.add_argument("--limit", type=int, default=None, metavar="N", help="evaluate the first N cases [all]")
-    parser.add_argument("--out", default=None, metavar="DIR", help="folder for metrics.json, results.md and "
-                        "records.jsonl [eval-BENCHMARK]")
-    parser.add_argument("--backend", choices=("auto", "transformers", "vllm"), default="auto",
-                        help="generation backend; auto = vLLM when installed and a GPU is visible [auto]")
-    parser.add_argument("--device", default=None, help="torch device for transformers [cuda if available, else cpu]")
+    parser.add_argument(
+        "--data",
+        required=True,
+        metavar="PATH",
+        help="the benchmark's local data (file or folder; docs/tasks.md lists each layout)",
+    )
+    parser.add_argument(
+        "--limit", type=int, default=None, metavar="N", help="evaluate the first N cases [all]"
+    )
+    parser.add_argument(
+        "--out",
+        default=None,
+        metavar="DIR",
+        help="folder for metrics.json, results.md and records.jsonl [eval-BENCHMARK]",
+    )
+    parser.add_argument(
+        "--backend",
+        choices=("auto", "transformers", "vllm"),
+        default="auto",
+        help="generation backend; auto = vLLM when installed and a GPU is visible [auto]",
+    )
+    parser.add_argument(
+        "--device", default=None, help="torch device for transformers [cuda if available, else cpu]"
+    )
     parser.add_argument("--max-new-tokens", type=int, default=512, help="tokens per generation [512]")
     parser.add_argument("--batch-size", type=int, default=8, help="conversations per generate call [8]")
-    parser.add_argument("--generation-kwargs", default=None, metavar="JSON",
-                        help="extra keyword arguments for generate / SamplingParams, as a JSON object")
+    parser.add_argument(
+        "--generation-kwargs",
+        default=None,
+        metavar="JSON",
+        help="extra keyword arguments for generate / SamplingParams, as a JSON object",
+    )
     parser.add_argument("--timing-rounds", type=int, default=8, help="code: Efficiency timing rounds [8]")
     parser.add_argument("--timeout", type=float, default=10.0, help="code: seconds per program [10]")
-    parser.add_argument("--setting", choices=("base", "enhanced"), default="base", help="injecagent setting [base]")
-    parser.add_argument("--injecagent-prompt", default=None, metavar="JSON_FILE",
-                        help="injecagent: {\"system\": ..., \"user\": ...} with the placeholders {input}, "
-                             "{available_tool_names}, {available_tool_descriptions}, {agent_scratchpad} "
-                             "(e.g. the benchmark's own prompt) [the project's wording]")
+    parser.add_argument(
+        "--setting", choices=("base", "enhanced"), default="base", help="injecagent setting [base]"
+    )
+    parser.add_argument(
+        "--injecagent-prompt",
+        default=None,
+        metavar="JSON_FILE",
+        help='injecagent: {"system": ..., "user": ...} with the placeholders {input}, '
+        "{available_tool_names}, {available_tool_descriptions}, {agent_scratchpad} "
+        "(e.g. the benchmark's own prompt) [the project's wording]",
+    )
     parser.add_argument("--task-num", type=int, default=1, help="asb: tasks per agent (ASB's --task_num) [1]")
-    parser.add_argument("--attack-type", default="context_ignoring",
-                        help="asb: injected payload (naive, fake_completion, escape_characters, context_ignoring, "
-                             "combined_attack) [context_ignoring]")
-    parser.add_argument("--attack-tools", default="all_attack_tools.jsonl",
-                        help="asb: attacker-tool file under data/ [all_attack_tools.jsonl]")
+    parser.add_argument(
+        "--attack-type",
+        default="context_ignoring",
+        help="asb: injected payload (naive, fake_completion, escape_characters, context_ignoring, "
+        "combined_attack) [context_ignoring]",
+    )
+    parser.add_argument(
+        "--attack-tools",
+        default="all_attack_tools.jsonl",
+        help="asb: attacker-tool file under data/ [all_attack_tools.jsonl]",
+    )
     parser.add_argument("--plan-attempts", type=int, default=10, help="asb: planning tries per episode [10]")
     parser.add_argument("--max-turns", type=int, default=15, help="agentdojo: tool-loop iterations [15]")
-    parser.add_argument("--concurrency", type=int, default=1,
-                        help="asb, agentdojo: episodes run at once, their turns batched into one generate "
-                             "call (up to --batch-size) [1]")
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=1,
+        help="asb, agentdojo: episodes run at once, their turns batched into one generate "
+        "call (up to --batch-size) [1]",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 @contextmanager
-def _progress(enabled: bool, label: str) -> Iterator[tuple[Callable[[int], None], Callable[[int | None], None]]]:
+def _progress(
+    enabled: bool, label: str
+) -> Iterator[tuple[Callable[[int], None], Callable[[int | None], None]]]:
     """(advance, set_total) of a rich progress bar on stderr; no-ops when disabled or rich is missing."""
     try:
         from rich.console import Console
@@ -69,15 +109,29 @@ def _progress(enabled: bool, label: str) -> Iterator[tuple[Callable[[int], None]
     if not enabled:
         yield (lambda n: None), (lambda n: None)
         return
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=Console(stderr=True), transient=True) as bar:
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    ) as bar:
         task = bar.add_task(label, total=None)
         yield (lambda n: bar.advance(task, n)), (lambda n: bar.update(task, total=n))
 
 
-def evaluate(benchmark: str, *, model: str, data: str, limit: int | None = None, out: str | None = None,
-             progress: bool = False, model_options: dict[str, Any] | None = None,
-             options: dict[str, Any] | None = None) -> dict[str, Any]:
+def evaluate(
+    benchmark: str,
+    *,
+    model: str,
+    data: str,
+    limit: int | None = None,
+    out: str | None = None,
+    progress: bool = False,
+    model_options: dict[str, Any] | None = None,
+    options: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """Generate with ``model`` on ``benchmark`` and score it; writes the report when ``out`` is given.
 
     Returns ``{"metrics", "records", "config", "files"}``. Raises ``ValueError`` / ``FileNotFoundError``
@@ -97,15 +151,31 @@ def evaluate(benchmark: str, *, model: str, data: str, limit: int | None = None,
     start = time.monotonic()
     single_turn = benchmark not in ("asb", "agentdojo")
     with _progress(progress, f"{benchmark}") as (advance, set_total):
-        def build() -> ChatModel:
-            return ChatModel(model, **{**(model_options or {}), **({"on_batch": advance} if single_turn else {})})
 
-        ctx = RunContext(build, data_path, limit, dict(options or {}),
-                         progress=(lambda n: None) if single_turn else advance, set_total=set_total)
+        def build() -> ChatModel:
+            return ChatModel(
+                model, **{**(model_options or {}), **({"on_batch": advance} if single_turn else {})}
+            )
+
+        ctx = RunContext(
+            build,
+            data_path,
+            limit,
+            dict(options or {}),
+            progress=(lambda n: None) if single_turn else advance,
+            set_total=set_total,
+        )
         result = BENCHMARKS[benchmark].run(ctx)
-    config = {"benchmark": benchmark, "model": str(model), "data": str(data), "limit": limit,
-              "backend": ctx.model.backend, "max_new_tokens": ctx.model.max_new_tokens,
-              "options": dict(options or {}), "seconds": time.monotonic() - start}
+    config = {
+        "benchmark": benchmark,
+        "model": str(model),
+        "data": str(data),
+        "limit": limit,
+        "backend": ctx.model.backend,
+        "max_new_tokens": ctx.model.max_new_tokens,
+        "options": dict(options or {}),
+        "seconds": time.monotonic() - start,
+    }
     files = write_report(out, benchmark, result, config) if out else {}
     return {**result, "config": config, "files": files}
 
@@ -118,7 +188,10 @@ def _quiet_library_bars() -> None:
 
     logging.getLogger("datasets").setLevel(logging.CRITICAL)
 
-    for module, call in (("datasets", "disable_progress_bars"), ("transformers.utils.logging", "disable_progress_bar")):
+    for module, call in (
+        ("datasets", "disable_progress_bars"),
+        ("transformers.utils.logging", "disable_progress_bar"),
+    ):
         try:
             getattr(importlib.import_module(module), call)()
         except (ImportError, AttributeError):
@@ -131,24 +204,47 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
 
     bench = BENCHMARKS[args.benchmark]
     if bench.domain != args.domain:
-        raise CliError(f"benchmark {args.benchmark!r} belongs to domain {bench.domain!r}, not {args.domain!r}")
+        raise CliError(
+            f"benchmark {args.benchmark!r} belongs to domain {bench.domain!r}, not {args.domain!r}"
+        )
     try:
         generation = json.loads(args.generation_kwargs) if args.generation_kwargs else {}
     except ValueError as exc:
         raise CliError(f"--generation-kwargs is not JSON: {exc}") from None
     if not isinstance(generation, dict):
         raise CliError("--generation-kwargs must be a JSON object")
-    model_options = {"max_new_tokens": args.max_new_tokens, "backend": args.backend, "device": args.device,
-                     "batch_size": args.batch_size, "generation_kwargs": generation}
-    options = {"timing_rounds": args.timing_rounds, "timeout": args.timeout, "setting": args.setting,
-               "task_num": args.task_num, "attack_type": args.attack_type, "asb_attack_tools": args.attack_tools,
-               "plan_attempts": args.plan_attempts, "max_turns": args.max_turns,
-               "injecagent_prompt": args.injecagent_prompt, "concurrency": args.concurrency}
+    model_options = {
+        "max_new_tokens": args.max_new_tokens,
+        "backend": args.backend,
+        "device": args.device,
+        "batch_size": args.batch_size,
+        "generation_kwargs": generation,
+    }
+    options = {
+        "timing_rounds": args.timing_rounds,
+        "timeout": args.timeout,
+        "setting": args.setting,
+        "task_num": args.task_num,
+        "attack_type": args.attack_type,
+        "asb_attack_tools": args.attack_tools,
+        "plan_attempts": args.plan_attempts,
+        "max_turns": args.max_turns,
+        "injecagent_prompt": args.injecagent_prompt,
+        "concurrency": args.concurrency,
+    }
     folder = args.out or f"eval-{args.benchmark}"
     _quiet_library_bars()
     try:
-        result = evaluate(args.benchmark, model=args.model, data=args.data, limit=args.limit, out=folder,
-                          progress=not args.no_progress, model_options=model_options, options=options)
+        result = evaluate(
+            args.benchmark,
+            model=args.model,
+            data=args.data,
+            limit=args.limit,
+            out=folder,
+            progress=not args.no_progress,
+            model_options=model_options,
+            options=options,
+        )
     except (FileNotFoundError, ValueError) as exc:
         raise CliError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
     out.write(render_markdown(args.benchmark, result["metrics"], result["config"]))

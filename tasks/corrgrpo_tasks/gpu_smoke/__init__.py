@@ -7,5 +7,11 @@ well under a minute on one GPU; see :mod:`corrgrpo_tasks.gpu_smoke._run` for wha
 from corrgrpo_tasks.gpu_smoke._run import agent_security_pieces, run, smoke_trl
 from corrgrpo_tasks.gpu_smoke._tiny import piece_only_generation, write_chat_checkpoint, write_tiny_checkpoint
 
-__all__ = ["agent_security_pieces", "piece_only_generation", "run", "smoke_trl", "write_chat_checkpoint",
-           "write_tiny_checkpoint"]
+__all__ = [
+    "agent_security_pieces",
+    "piece_only_generation",
+    "run",
+    "smoke_trl",
+    "write_chat_checkpoint",
+    "write_tiny_checkpoint",
+]

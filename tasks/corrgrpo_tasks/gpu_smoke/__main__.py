@@ -17,7 +17,9 @@ DOMAINS = ("tool_calling", "code", "agent_security")
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("domains", nargs="*", metavar="DOMAIN", help=f"any of {', '.join(DOMAINS)} (default: all)")
+    parser.add_argument(
+        "domains", nargs="*", metavar="DOMAIN", help=f"any of {', '.join(DOMAINS)} (default: all)"
+    )
     parser.add_argument("--device", default="auto", choices=("auto", "cuda", "cpu"))
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--estimator", default="corrgrpo")

@@ -39,17 +39,23 @@ def tool_calling_pieces() -> list[str]:
 
 def agent_security_pieces() -> list[str]:
     """Banking tool calls (a valid two, a malformed one, one to a tool the suite lacks) and an answer."""
-    return ['<tool_call>\n{"name": "get_balance", "arguments": {}}\n</tool_call>',
-            '<tool_call>\n{"name": "get_most_recent_transactions", "arguments": {"n": 5}}\n</tool_call>',
-            '<tool_call>\n{"name": "get_balance", "arguments": \n</tool_call>',
-            '<tool_call>\n{"name": "launch_rocket", "arguments": {}}\n</tool_call>',
-            "I have checked your account."]
+    return [
+        '<tool_call>\n{"name": "get_balance", "arguments": {}}\n</tool_call>',
+        '<tool_call>\n{"name": "get_most_recent_transactions", "arguments": {"n": 5}}\n</tool_call>',
+        '<tool_call>\n{"name": "get_balance", "arguments": \n</tool_call>',
+        '<tool_call>\n{"name": "launch_rocket", "arguments": {}}\n</tool_call>',
+        "I have checked your account.",
+    ]
 
 
 def code_pieces() -> list[str]:
     right = "```python\nclass Solution:\n    def solve(self, value):\n        return value + 1\n```"
-    return [right, right.replace("value + 1", "value"), right.replace("```python\n", "").replace("\n```", ""),
-            "```python\nclass Solution:\n    def solve(self, value) return\n```"]
+    return [
+        right,
+        right.replace("value + 1", "value"),
+        right.replace("```python\n", "").replace("\n```", ""),
+        "```python\nclass Solution:\n    def solve(self, value) return\n```",
+    ]
 
 
 def _device(requested: str) -> str:
@@ -71,19 +77,41 @@ def _training_rows(domain: str) -> list[dict[str, Any]]:
         from corrgrpo_tasks.agent_security import build_cases, default_system_message, suite_tool_names
         from corrgrpo_tasks.agent_security import to_rows as agent_rows
 
-        cases = {c["case_id"]: c for c in build_cases(suites=["banking"], attacks=("important_instructions",))}
+        cases = {
+            c["case_id"]: c for c in build_cases(suites=["banking"], attacks=("important_instructions",))
+        }
         chosen = [cases[i] for i in AGENT_CASES]
-        return agent_rows(chosen, split="train", system_message=default_system_message(),
-                          tool_names=suite_tool_names(suites=["banking"]))
+        return agent_rows(
+            chosen,
+            split="train",
+            system_message=default_system_message(),
+            tool_names=suite_tool_names(suites=["banking"]),
+        )
     verifier = json.dumps(CODE_VERIFIER)
-    return [{"data_source": "leetcodedataset", "ability": "code",
-             "prompt": [{"role": "user", "content": f"Write Solution.solve returning its argument plus one ({i})."}],
-             "reward_model": {"style": "rule", "ground_truth": verifier}, "ground_truth": verifier,
-             "extra_info": {"split": "train", "index": i}} for i in range(8)]
+    return [
+        {
+            "data_source": "leetcodedataset",
+            "ability": "code",
+            "prompt": [
+                {"role": "user", "content": f"Write Solution.solve returning its argument plus one ({i})."}
+            ],
+            "reward_model": {"style": "rule", "ground_truth": verifier},
+            "ground_truth": verifier,
+            "extra_info": {"split": "train", "index": i},
+        }
+        for i in range(8)
+    ]
 
 
-def smoke_trl(domain: str, *, device: str = "auto", steps: int = 3, estimator: str = "corrgrpo",
-              out: str | Path | None = None, hidden_size: int = 64) -> dict[str, Any]:
+def smoke_trl(
+    domain: str,
+    *,
+    device: str = "auto",
+    steps: int = 3,
+    estimator: str = "corrgrpo",
+    out: str | Path | None = None,
+    hidden_size: int = 64,
+) -> dict[str, Any]:
     """``steps`` optimizer steps of the domain's TRL recipe with a tiny model; returns a summary."""
     import datasets
 
@@ -105,31 +133,63 @@ def smoke_trl(domain: str, *, device: str = "auto", steps: int = 3, estimator: s
     if domain == "agent_security":
         from trl.chat_template_utils import qwen2_5_chat_template  # one TRL knows how to parse tool calls in
 
-        model, generation = write_chat_checkpoint(work / "model", agent_security_pieces(), hidden_size=hidden_size,
-                                                  chat_template=qwen2_5_chat_template)
+        model, generation = write_chat_checkpoint(
+            work / "model",
+            agent_security_pieces(),
+            hidden_size=hidden_size,
+            chat_template=qwen2_5_chat_template,
+        )
         shape = [f"train_batch_size={len(AGENT_CASES)}", "max_response_length=6", "max_turns=3"]
     else:
         pieces = tool_calling_pieces() if domain == "tool_calling" else code_pieces()
-        model, generation = write_tiny_checkpoint(work / "model", pieces, hidden_size=hidden_size), piece_only_generation()
+        model, generation = (
+            write_tiny_checkpoint(work / "model", pieces, hidden_size=hidden_size),
+            piece_only_generation(),
+        )
         shape = ["train_batch_size=4", "max_response_length=1"]
     train = work / "train.parquet"
     datasets.Dataset.from_list(_training_rows(domain)).to_parquet(str(train))
     cuda = device == "cuda"
-    recipe = build_recipe(domain, "trl", estimator=estimator, overrides=[
-        f"model={model}", f"train_files={train}", "val_files=", "group_size=4",
-        "mini_batch_size=2", "per_device_batch_size=4", f"max_steps={steps}", *shape,
-        "use_vllm=false", f"bf16={cuda}", "gradient_checkpointing=false", "test_freq=0", "save_freq=100000",
-        f"output_dir={work / 'out'}", "lr=1e-4",
-    ], extra=[generation, *([] if cuda else ["use_cpu=true"])])
+    recipe = build_recipe(
+        domain,
+        "trl",
+        estimator=estimator,
+        overrides=[
+            f"model={model}",
+            f"train_files={train}",
+            "val_files=",
+            "group_size=4",
+            "mini_batch_size=2",
+            "per_device_batch_size=4",
+            f"max_steps={steps}",
+            *shape,
+            "use_vllm=false",
+            f"bf16={cuda}",
+            "gradient_checkpointing=false",
+            "test_freq=0",
+            "save_freq=100000",
+            f"output_dir={work / 'out'}",
+            "lr=1e-4",
+        ],
+        extra=[generation, *([] if cuda else ["use_cpu=true"])],
+    )
     start = time.perf_counter()
     trainer = build_trainer(recipe.config)
     trainer.train()
     # TRL logs rewards on the steps that generate, not on every optimizer step.
     scored = [e for e in trainer.state.log_history if "reward" in e]
-    return {"domain": domain, "framework": "trl", "device": device, "estimator": estimator,
-            "steps": trainer.state.global_step, "seconds": round(time.perf_counter() - start, 2),
-            "rewards": {k: v for k, v in (scored[-1] if scored else {}).items() if k.startswith(("reward", "tools"))},
-            "notes": notes}
+    return {
+        "domain": domain,
+        "framework": "trl",
+        "device": device,
+        "estimator": estimator,
+        "steps": trainer.state.global_step,
+        "seconds": round(time.perf_counter() - start, 2),
+        "rewards": {
+            k: v for k, v in (scored[-1] if scored else {}).items() if k.startswith(("reward", "tools"))
+        },
+        "notes": notes,
+    }
 
 
 def run(domains: Sequence[str], **kwargs: Any) -> list[dict[str, Any]]:

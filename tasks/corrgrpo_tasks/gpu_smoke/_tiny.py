@@ -16,12 +16,15 @@ from typing import Any
 CHARS: tuple[str, ...] = (*(chr(i) for i in range(32, 127)), "\n", "\t")
 SPECIALS: tuple[str, ...] = ("<pad>", "<eos>")
 FIRST_PIECE_ID = len(SPECIALS) + len(CHARS)
-CHAT_TEMPLATE = ("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
-                 "{% if add_generation_prompt %}assistant: {% endif %}")
+CHAT_TEMPLATE = (
+    "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}assistant: {% endif %}"
+)
 
 
-def write_tiny_checkpoint(out_dir: str | Path, pieces: Sequence[str], *, hidden_size: int = 32, layers: int = 2,
-                          seed: int = 0) -> Path:
+def write_tiny_checkpoint(
+    out_dir: str | Path, pieces: Sequence[str], *, hidden_size: int = 32, layers: int = 2, seed: int = 0
+) -> Path:
     """Save a random Qwen2 and its tokenizer under ``out_dir`` (loadable with ``from_pretrained``)."""
     from tokenizers import Tokenizer, decoders, models
     from transformers import PreTrainedTokenizerFast
@@ -36,15 +39,17 @@ def write_tiny_checkpoint(out_dir: str | Path, pieces: Sequence[str], *, hidden_
     core.decoder = decoders.Fuse()
     # Prompts must be mostly ordinary tokens: TRL drops special ones (here "?" for characters outside
     # the vocabulary) from prompt text, and an all-special prompt would be empty.
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<pad>", eos_token="<eos>",
-                                        unk_token="?", padding_side="left")
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=core, pad_token="<pad>", eos_token="<eos>", unk_token="?", padding_side="left"
+    )
     tokenizer.chat_template = CHAT_TEMPLATE
     _save_random_qwen2(out, tokenizer, hidden_size=hidden_size, layers=layers, seed=seed, max_positions=8192)
     return out
 
 
-def _save_random_qwen2(out: Path, tokenizer: Any, *, hidden_size: int, layers: int, seed: int,
-                       max_positions: int) -> None:
+def _save_random_qwen2(
+    out: Path, tokenizer: Any, *, hidden_size: int, layers: int, seed: int, max_positions: int
+) -> None:
     """Save ``tokenizer`` and a random-weight Qwen2 sized to its vocabulary under ``out``."""
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
@@ -52,11 +57,20 @@ def _save_random_qwen2(out: Path, tokenizer: Any, *, hidden_size: int, layers: i
     tokenizer.save_pretrained(out)
     torch.manual_seed(seed)
     heads = max(2, hidden_size // 16)
-    config = Qwen2Config(vocab_size=len(tokenizer), hidden_size=hidden_size, intermediate_size=2 * hidden_size,
-                         num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=heads // 2 or 1,
-                         max_position_embeddings=max_positions, tie_word_embeddings=True,
-                         pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.eos_token_id,
-                         eos_token_id=tokenizer.eos_token_id, architectures=["Qwen2ForCausalLM"])
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden_size,
+        intermediate_size=2 * hidden_size,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=heads // 2 or 1,
+        max_position_embeddings=max_positions,
+        tie_word_embeddings=True,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.eos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        architectures=["Qwen2ForCausalLM"],
+    )
     Qwen2ForCausalLM(config).save_pretrained(out)
 
 
@@ -98,12 +112,22 @@ For each function call, return a json object with function name and arguments wi
 {%- endfor %}\
 {%- if add_generation_prompt %}<|im_start|>assistant
 {% endif %}"""
-QWEN_MARKERS: tuple[str, ...] = ("<|im_start|>", "<tool_call>", "</tool_call>", "<tool_response>",
-                                 "</tool_response>")
+QWEN_MARKERS: tuple[str, ...] = (
+    "<|im_start|>",
+    "<tool_call>",
+    "</tool_call>",
+    "<tool_response>",
+    "</tool_response>",
+)
 
 
-def byte_chat_tokenizer(chat_template: str, *, markers: Sequence[str] = QWEN_MARKERS, pieces: Sequence[str] = (),
-                        eos: str = "<|im_end|>") -> Any:
+def byte_chat_tokenizer(
+    chat_template: str,
+    *,
+    markers: Sequence[str] = QWEN_MARKERS,
+    pieces: Sequence[str] = (),
+    eos: str = "<|im_end|>",
+) -> Any:
     """A tokenizer that can render a real chat template: byte-level (every text encodes, newlines
     included), the template's ``markers`` and each piece as single ordinary tokens, ``eos`` ending a turn."""
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
@@ -113,16 +137,25 @@ def byte_chat_tokenizer(chat_template: str, *, markers: Sequence[str] = QWEN_MAR
     core = Tokenizer(models.BPE(vocab=vocab, merges=[]))
     core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
     core.decoder = decoders.ByteLevel()
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, eos_token=eos, pad_token="<|endoftext|>",
-                                        padding_side="left")
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=core, eos_token=eos, pad_token="<|endoftext|>", padding_side="left"
+    )
     tokenizer.add_tokens([AddedToken(t, special=False, normalized=False) for t in (*markers, *pieces)])
     tokenizer.chat_template = chat_template
     return tokenizer
 
 
-def write_chat_checkpoint(out_dir: str | Path, pieces: Sequence[str], *, chat_template: str,
-                          markers: Sequence[str] = QWEN_MARKERS, eos: str = "<|im_end|>", hidden_size: int = 32,
-                          layers: int = 2, seed: int = 0) -> tuple[Path, str]:
+def write_chat_checkpoint(
+    out_dir: str | Path,
+    pieces: Sequence[str],
+    *,
+    chat_template: str,
+    markers: Sequence[str] = QWEN_MARKERS,
+    eos: str = "<|im_end|>",
+    hidden_size: int = 32,
+    layers: int = 2,
+    seed: int = 0,
+) -> tuple[Path, str]:
     """A random Qwen2 with a :func:`byte_chat_tokenizer` whose pieces are whole completions.
 
     Returns the checkpoint and the TRL ``generation_kwargs=...`` setting that allows only the pieces and

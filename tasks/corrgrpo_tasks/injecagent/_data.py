@@ -25,11 +25,20 @@ from typing import Any
 
 ATTACKS: tuple[str, ...] = ("dh", "ds")
 SETTINGS: tuple[str, ...] = ("base", "enhanced")
-LAYOUT = ("an InjecAgent checkout (uiuc-kang-lab/InjecAgent) with data/tools.json, "
-          "data/test_cases_dh_{setting}.json, data/test_cases_ds_{setting}.json "
-          "(and data/attacker_simulated_responses.json for data-stealing stage 2)")
-_REQUIRED = ("User Tool", "User Instruction", "Tool Parameters", "Tool Response", "Thought",
-             "Attacker Tools", "Attacker Instruction")
+LAYOUT = (
+    "an InjecAgent checkout (uiuc-kang-lab/InjecAgent) with data/tools.json, "
+    "data/test_cases_dh_{setting}.json, data/test_cases_ds_{setting}.json "
+    "(and data/attacker_simulated_responses.json for data-stealing stage 2)"
+)
+_REQUIRED = (
+    "User Tool",
+    "User Instruction",
+    "Tool Parameters",
+    "Tool Response",
+    "Thought",
+    "Attacker Tools",
+    "Attacker Instruction",
+)
 
 
 class InjecAgentDataError(ValueError):
@@ -69,7 +78,11 @@ class InjecAgentData:
 
 def _data_dir(root: str | Path) -> Path:
     root = Path(root)
-    return root / "data" if (root / "data" / "tools.json").is_file() or not (root / "tools.json").is_file() else root
+    return (
+        root / "data"
+        if (root / "data" / "tools.json").is_file() or not (root / "tools.json").is_file()
+        else root
+    )
 
 
 def _read_json(path: Path) -> Any:
@@ -89,8 +102,11 @@ def load_tools(path: str | Path) -> dict[str, dict[str, Any]]:
         raise InjecAgentDataError(f"{path}: expected a JSON list of toolkits, got {type(toolkits).__name__}")
     tools: dict[str, dict[str, Any]] = {}
     for i, kit in enumerate(toolkits):
-        if not isinstance(kit, dict) or not isinstance(kit.get("toolkit"), str) or not isinstance(
-                kit.get("tools"), list):
+        if (
+            not isinstance(kit, dict)
+            or not isinstance(kit.get("toolkit"), str)
+            or not isinstance(kit.get("tools"), list)
+        ):
             raise InjecAgentDataError(f"{path}[{i}]: a toolkit needs a string 'toolkit' and a list 'tools'")
         for j, tool in enumerate(kit["tools"]):
             if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
@@ -116,12 +132,19 @@ def _case(record: Any, *, attack: str, index: int, source: Path) -> InjecAgentCa
     bad = [k for k, v in texts.items() if not isinstance(v, str)]
     if bad:
         raise InjecAgentDataError(f"{where}: fields {bad} must be strings")
-    return InjecAgentCase(attack=attack, index=index, user_tool=texts["User Tool"],
-                          user_instruction=texts["User Instruction"], tool_parameters=texts["Tool Parameters"],
-                          tool_response=texts["Tool Response"], thought=texts["Thought"],
-                          attacker_tools=tuple(tools), attacker_instruction=texts["Attacker Instruction"],
-                          attack_type=str(record.get("Attack Type", "")),
-                          expected_achievements=str(record.get("Expected Achievements", "")))
+    return InjecAgentCase(
+        attack=attack,
+        index=index,
+        user_tool=texts["User Tool"],
+        user_instruction=texts["User Instruction"],
+        tool_parameters=texts["Tool Parameters"],
+        tool_response=texts["Tool Response"],
+        thought=texts["Thought"],
+        attacker_tools=tuple(tools),
+        attacker_instruction=texts["Attacker Instruction"],
+        attack_type=str(record.get("Attack Type", "")),
+        expected_achievements=str(record.get("Expected Achievements", "")),
+    )
 
 
 def load_cases(path: str | Path, *, attack: str) -> list[InjecAgentCase]:
@@ -141,7 +164,11 @@ def load_injecagent(root: str | Path, *, setting: str = "base") -> InjecAgentDat
         raise ValueError(f"setting must be one of {SETTINGS}, got {setting!r}")
     data = _data_dir(root)
     tools = load_tools(data / "tools.json")
-    cases = [c for attack in ATTACKS for c in load_cases(data / f"test_cases_{attack}_{setting}.json", attack=attack)]
+    cases = [
+        c
+        for attack in ATTACKS
+        for c in load_cases(data / f"test_cases_{attack}_{setting}.json", attack=attack)
+    ]
     for case in cases:
         unknown = [t for t in (case.user_tool, *case.attacker_tools) if t not in tools]
         if unknown:

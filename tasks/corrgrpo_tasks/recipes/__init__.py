@@ -34,8 +34,14 @@ from corrgrpo_tasks.recipes._hparams import (
 _BUILDERS = {"verl": build_verl, "trl": build_trl, "openrlhf": build_openrlhf}
 
 
-def build_recipe(domain: str, framework: str, *, estimator: str = "corrgrpo",
-                 overrides: Sequence[str] | Mapping[str, Any] = (), extra: Sequence[str] = ()) -> Recipe:
+def build_recipe(
+    domain: str,
+    framework: str,
+    *,
+    estimator: str = "corrgrpo",
+    overrides: Sequence[str] | Mapping[str, Any] = (),
+    extra: Sequence[str] = (),
+) -> Recipe:
     """Resolve the launch of ``domain`` on ``framework`` with ``estimator``.
 
     ``overrides`` change hyperparameters (``"lr=2e-6"`` strings or a mapping); ``extra`` is passed to

@@ -22,19 +22,27 @@ def main(argv: list[str] | None = None) -> int:
     extra: list[str] = []
     if "--" in argv:
         cut = argv.index("--")
-        argv, extra = argv[:cut], argv[cut + 1:]
-    parser = argparse.ArgumentParser(prog="python -m corrgrpo_tasks.recipes", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+        argv, extra = argv[:cut], argv[cut + 1 :]
+    parser = argparse.ArgumentParser(
+        prog="python -m corrgrpo_tasks.recipes",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("domain", choices=DOMAINS)
     parser.add_argument("framework", choices=FRAMEWORKS)
-    parser.add_argument("--estimator", default="corrgrpo", choices=estimator_names(),
-                        help="advantage estimator (default: corrgrpo)")
+    parser.add_argument(
+        "--estimator",
+        default="corrgrpo",
+        choices=estimator_names(),
+        help="advantage estimator (default: corrgrpo)",
+    )
     parser.add_argument("--dry-run", action="store_true", help="print the resolved command and config only")
     parser.add_argument("overrides", nargs="*", metavar="name=value", help="hyperparameter overrides")
     args = parser.parse_intermixed_args(argv)
     try:
-        recipe = build_recipe(args.domain, args.framework, estimator=args.estimator, overrides=args.overrides,
-                              extra=extra)
+        recipe = build_recipe(
+            args.domain, args.framework, estimator=args.estimator, overrides=args.overrides, extra=extra
+        )
     except ValueError as exc:
         parser.error(str(exc))
     if args.dry_run:

@@ -17,15 +17,23 @@ from corrgrpo_tasks.recipes._hparams import HParams
 
 _HERE = Path(__file__).resolve().parent
 VERL_REWARD_FILE = _HERE / "verl_reward.py"
-OPENRLHF_REWARD_FILES = {"tool_calling": _HERE / "openrlhf_reward_tool_calling.py",
-                         "code": _HERE / "openrlhf_reward_code.py"}
+OPENRLHF_REWARD_FILES = {
+    "tool_calling": _HERE / "openrlhf_reward_tool_calling.py",
+    "code": _HERE / "openrlhf_reward_code.py",
+}
 # The OpenRLHF launcher takes OpenRLHF's own flags plus these; it adds OpenRLHF's ``group_norm`` plumbing
 # itself and replaces only the advantage.
-OPENRLHF_OUR_FLAGS = {"estimator": "--corrgrpo.estimator", "reward_keys": "--corrgrpo.reward_keys",
-                      "reward_weights": "--corrgrpo.reward_weights"}
+OPENRLHF_OUR_FLAGS = {
+    "estimator": "--corrgrpo.estimator",
+    "reward_keys": "--corrgrpo.reward_keys",
+    "reward_weights": "--corrgrpo.reward_weights",
+}
 # Dataset columns OpenRLHF reads (``--data.input_key`` / ``--data.label_key``) in each domain's prepared rows.
-OPENRLHF_DATA_KEYS = {"tool_calling": ("prompt", "ground_truth"), "code": ("input", "label"),
-                      "agent_security": ("prompt", "ground_truth")}
+OPENRLHF_DATA_KEYS = {
+    "tool_calling": ("prompt", "ground_truth"),
+    "code": ("input", "label"),
+    "agent_security": ("prompt", "ground_truth"),
+}
 # Agent security on OpenRLHF: its multi-turn executor loads this file (--train.agent_func_path) instead of
 # a reward file; the file reads its limits from these variables.
 OPENRLHF_AGENT_FILE = _HERE.parent / "agent_security" / "openrlhf_agent.py"
@@ -59,9 +67,13 @@ class Recipe:
 
     def describe(self) -> str:
         """What ``--dry-run`` prints: the command, then the resolved config as JSON."""
-        lines = [f"# {self.domain} / {self.framework} / estimator={self.estimator}", self.command(), "",
-                 "# resolved config", json.dumps({"hparams": asdict(self.hparams), "framework": self.config},
-                                                 indent=2, default=str)]
+        lines = [
+            f"# {self.domain} / {self.framework} / estimator={self.estimator}",
+            self.command(),
+            "",
+            "# resolved config",
+            json.dumps({"hparams": asdict(self.hparams), "framework": self.config}, indent=2, default=str),
+        ]
         lines += [f"# note: {n}" for n in self.notes]
         lines += [f"# missing before a real run: {m}" for m in self.missing]
         return "\n".join(lines)
@@ -77,7 +89,8 @@ def _experiment(domain: str, estimator: str, hp: HParams) -> str:
 
 def verl_overrides(domain: str, estimator: str, hp: HParams) -> dict[str, Any]:
     """Hydra overrides for ``verl.trainer.main_ppo`` (keys with ``+`` are new to verl's schema)."""
-    ov: dict[str, Any] = {**_verl_estimator(estimator, hp),
+    ov: dict[str, Any] = {
+        **_verl_estimator(estimator, hp),
         "algorithm.use_kl_in_reward": False,
         "critic.enable": False,
         "data.train_files": hp.train_files,
@@ -135,20 +148,22 @@ def verl_overrides(domain: str, estimator: str, hp: HParams) -> dict[str, Any]:
     for key, value in hp.reward_kwargs:
         ov[f"+reward.custom_reward_function.reward_kwargs.{key}"] = value
     if hp.multi_turn:
-        ov.update({
-            "data.return_raw_chat": True,
-            "actor_rollout_ref.rollout.mode": "async",
-            "actor_rollout_ref.rollout.calculate_log_probs": True,
-            "actor_rollout_ref.rollout.multi_turn.enable": True,
-            "actor_rollout_ref.rollout.multi_turn.max_user_turns": hp.max_turns,
-            "actor_rollout_ref.rollout.multi_turn.max_assistant_turns": hp.max_turns,
-            "actor_rollout_ref.rollout.multi_turn.max_parallel_calls": hp.max_parallel_calls,
-            "actor_rollout_ref.rollout.multi_turn.max_tool_response_length": hp.max_tool_response_length,
-            "actor_rollout_ref.rollout.multi_turn.tool_response_truncate_side": "middle",
-            "actor_rollout_ref.rollout.multi_turn.use_inference_chat_template": True,
-            "actor_rollout_ref.rollout.multi_turn.format": "hermes",
-            "actor_rollout_ref.rollout.agent.default_agent_loop": "agentdojo_agent",
-        })
+        ov.update(
+            {
+                "data.return_raw_chat": True,
+                "actor_rollout_ref.rollout.mode": "async",
+                "actor_rollout_ref.rollout.calculate_log_probs": True,
+                "actor_rollout_ref.rollout.multi_turn.enable": True,
+                "actor_rollout_ref.rollout.multi_turn.max_user_turns": hp.max_turns,
+                "actor_rollout_ref.rollout.multi_turn.max_assistant_turns": hp.max_turns,
+                "actor_rollout_ref.rollout.multi_turn.max_parallel_calls": hp.max_parallel_calls,
+                "actor_rollout_ref.rollout.multi_turn.max_tool_response_length": hp.max_tool_response_length,
+                "actor_rollout_ref.rollout.multi_turn.tool_response_truncate_side": "middle",
+                "actor_rollout_ref.rollout.multi_turn.use_inference_chat_template": True,
+                "actor_rollout_ref.rollout.multi_turn.format": "hermes",
+                "actor_rollout_ref.rollout.agent.default_agent_loop": "agentdojo_agent",
+            }
+        )
         if hp.agent_loop_config:
             ov["actor_rollout_ref.rollout.agent.agent_loop_config_path"] = hp.agent_loop_config
         if hp.tool_config:
@@ -158,12 +173,16 @@ def verl_overrides(domain: str, estimator: str, hp: HParams) -> dict[str, Any]:
 
 def _verl_estimator(estimator: str, hp: HParams) -> dict[str, Any]:
     """The ``algorithm.*`` (and trainer-mode) overrides selecting ``estimator`` in verl."""
-    components = {"+algorithm.reward_keys": _list(hp.reward_keys),
-                  "+algorithm.reward_weights": _list(hp.weights())}
+    components = {
+        "+algorithm.reward_keys": _list(hp.reward_keys),
+        "+algorithm.reward_weights": _list(hp.weights()),
+    }
     if estimator in VERL_PLUGIN_ESTIMATORS or estimator == "dr_grpo":
         # Without the std division the plugin's corrgrpo is the centred weighted total: Dr.GRPO.
-        chosen: dict[str, Any] = {"algorithm.adv_estimator": "corrgrpo" if estimator == "dr_grpo" else estimator,
-                                  **components}
+        chosen: dict[str, Any] = {
+            "algorithm.adv_estimator": "corrgrpo" if estimator == "dr_grpo" else estimator,
+            **components,
+        }
         if estimator == "dr_grpo":
             chosen["algorithm.norm_adv_by_std_in_grpo"] = False
         if not hp.verl_legacy_trainer:
@@ -172,8 +191,11 @@ def _verl_estimator(estimator: str, hp: HParams) -> dict[str, Any]:
     if estimator == "gdpo":
         if not hp.verl_legacy_trainer:
             raise ValueError("verl's own gdpo runs on the legacy trainer only; keep verl_legacy_trainer=true")
-        return {"algorithm.adv_estimator": "gdpo", "+algorithm.gdpo_reward_keys": _list(hp.reward_keys),
-                "+algorithm.gdpo_reward_weights": _list(hp.weights())}
+        return {
+            "algorithm.adv_estimator": "gdpo",
+            "+algorithm.gdpo_reward_keys": _list(hp.reward_keys),
+            "+algorithm.gdpo_reward_weights": _list(hp.weights()),
+        }
     if estimator in ("grpo", "rloo"):
         return {"algorithm.adv_estimator": estimator}
     raise ValueError(f"no verl estimator for {estimator!r}")
@@ -187,14 +209,24 @@ def _hydra_value(value: Any) -> str:
 
 def build_verl(domain: str, estimator: str, hp: HParams, extra: Sequence[str] = ()) -> Recipe:
     overrides = verl_overrides(domain, estimator, hp)
-    argv = (sys.executable, "-m", "verl.trainer.main_ppo",
-            *(f"{k}={_hydra_value(v)}" for k, v in overrides.items()), *extra)
+    argv = (
+        sys.executable,
+        "-m",
+        "verl.trainer.main_ppo",
+        *(f"{k}={_hydra_value(v)}" for k, v in overrides.items()),
+        *extra,
+    )
     missing: tuple[str, ...] = ()
     if hp.multi_turn and not hp.agent_loop_config:
-        missing = (("agent_loop_config=PATH: a verl agent-loop config registering 'agentdojo_agent' "
-                    "(the shipped one is corrgrpo_tasks.agent_security.AGENT_LOOP_CONFIG)"),)
-    return Recipe(domain, "verl", estimator, hp, argv, {"overrides": overrides, "extra": list(extra)},
-                  missing=missing)
+        missing = (
+            (
+                "agent_loop_config=PATH: a verl agent-loop config registering 'agentdojo_agent' "
+                "(the shipped one is corrgrpo_tasks.agent_security.AGENT_LOOP_CONFIG)"
+            ),
+        )
+    return Recipe(
+        domain, "verl", estimator, hp, argv, {"overrides": overrides, "extra": list(extra)}, missing=missing
+    )
 
 
 def trl_config(domain: str, estimator: str, hp: HParams, extra: Sequence[str] = ()) -> dict[str, Any]:
@@ -206,8 +238,10 @@ def trl_config(domain: str, estimator: str, hp: HParams, extra: Sequence[str] = 
     per_step = hp.mini_batch_size * hp.group_size
     per_pass = hp.per_device_batch_size * hp.n_gpus
     if per_step % per_pass:
-        raise ValueError(f"mini_batch_size * group_size = {per_step} completions is not a multiple of "
-                         f"per_device_batch_size * n_gpus = {per_pass}")
+        raise ValueError(
+            f"mini_batch_size * group_size = {per_step} completions is not a multiple of "
+            f"per_device_batch_size * n_gpus = {per_pass}"
+        )
     args: dict[str, Any] = {
         "output_dir": f"{hp.output_dir}/{_experiment(domain, estimator, hp)}",
         "learning_rate": hp.lr,
@@ -250,10 +284,21 @@ def trl_config(domain: str, estimator: str, hp: HParams, extra: Sequence[str] = 
         if not sep:
             raise ValueError(f"TRL setting {item!r} is not field=value")
         args[key] = json.loads(value) if _is_json(value) else value
-    return {"domain": domain, "estimator": estimator, "model": hp.model, "train_files": hp.train_files,
-            "val_files": hp.val_files, "reward_keys": list(hp.reward_keys), "reward_kwargs": dict(hp.reward_kwargs),
-            "grpo_config": args,
-            **({"environment": {"max_tool_response_length": hp.max_tool_response_length}} if hp.multi_turn else {})}
+    return {
+        "domain": domain,
+        "estimator": estimator,
+        "model": hp.model,
+        "train_files": hp.train_files,
+        "val_files": hp.val_files,
+        "reward_keys": list(hp.reward_keys),
+        "reward_kwargs": dict(hp.reward_kwargs),
+        "grpo_config": args,
+        **(
+            {"environment": {"max_tool_response_length": hp.max_tool_response_length}}
+            if hp.multi_turn
+            else {}
+        ),
+    }
 
 
 def _is_json(text: str) -> bool:
@@ -273,47 +318,93 @@ def build_trl(domain: str, estimator: str, hp: HParams, extra: Sequence[str] = (
 
 def openrlhf_args(domain: str, estimator: str, hp: HParams) -> list[str]:
     """Flags for our OpenRLHF launcher (OpenRLHF's own flags plus the estimator's)."""
-    rollout = (["--train.agent_func_path", str(OPENRLHF_AGENT_FILE)] if hp.multi_turn
-               else ["--reward.remote_url", str(OPENRLHF_REWARD_FILES[domain])])
+    rollout = (
+        ["--train.agent_func_path", str(OPENRLHF_AGENT_FILE)]
+        if hp.multi_turn
+        else ["--reward.remote_url", str(OPENRLHF_REWARD_FILES[domain])]
+    )
     flags: list[str] = [
-        "--actor.model_name_or_path", hp.model,
+        "--actor.model_name_or_path",
+        hp.model,
         *rollout,
-        "--data.prompt_dataset", hp.train_files,
-        "--data.input_key", OPENRLHF_DATA_KEYS[domain][0],
-        "--data.label_key", OPENRLHF_DATA_KEYS[domain][1],
+        "--data.prompt_dataset",
+        hp.train_files,
+        "--data.input_key",
+        OPENRLHF_DATA_KEYS[domain][0],
+        "--data.label_key",
+        OPENRLHF_DATA_KEYS[domain][1],
         "--data.apply_chat_template",
-        "--data.max_len", str(hp.max_prompt_length + hp.max_response_length),
-        "--rollout.max_new_tokens", str(hp.max_response_length),
-        "--rollout.batch_size", str(hp.train_batch_size),
-        "--rollout.n_samples_per_prompt", str(hp.group_size),
-        "--rollout.temperature", str(hp.temperature),
-        "--rollout.top_p", str(hp.top_p),
-        "--train.batch_size", str(hp.mini_batch_size * hp.group_size),
-        "--train.micro_batch_size", "1",
-        "--rollout.micro_batch_size", "4",
-        "--train.max_epochs", str(hp.ppo_epochs),
-        "--train.num_episodes", str(hp.epochs),
-        "--train.seed", str(hp.seed),
-        "--actor.adam.lr", str(hp.lr),
-        "--actor.adam.weight_decay", str(hp.weight_decay),
-        "--actor.lr_scheduler", "constant",
-        "--actor.eps_clip_low_high", str(hp.clip_ratio_low), str(hp.clip_ratio_high),
+        "--data.max_len",
+        str(hp.max_prompt_length + hp.max_response_length),
+        "--rollout.max_new_tokens",
+        str(hp.max_response_length),
+        "--rollout.batch_size",
+        str(hp.train_batch_size),
+        "--rollout.n_samples_per_prompt",
+        str(hp.group_size),
+        "--rollout.temperature",
+        str(hp.temperature),
+        "--rollout.top_p",
+        str(hp.top_p),
+        "--train.batch_size",
+        str(hp.mini_batch_size * hp.group_size),
+        "--train.micro_batch_size",
+        "1",
+        "--rollout.micro_batch_size",
+        "4",
+        "--train.max_epochs",
+        str(hp.ppo_epochs),
+        "--train.num_episodes",
+        str(hp.epochs),
+        "--train.seed",
+        str(hp.seed),
+        "--actor.adam.lr",
+        str(hp.lr),
+        "--actor.adam.weight_decay",
+        str(hp.weight_decay),
+        "--actor.lr_scheduler",
+        "constant",
+        "--actor.eps_clip_low_high",
+        str(hp.clip_ratio_low),
+        str(hp.clip_ratio_high),
         "--actor.gradient_checkpointing_enable",
-        "--algo.kl.init_coef", str(hp.kl_coef if hp.use_kl_loss else 0.0),
-        "--algo.kl.estimator", "k3",
-        "--actor.num_nodes", str(hp.nnodes), "--actor.num_gpus_per_node", str(hp.n_gpus),
-        "--ref.num_nodes", str(hp.nnodes), "--ref.num_gpus_per_node", str(hp.n_gpus),
-        "--vllm.num_engines", str(max(1, hp.n_gpus * hp.nnodes // hp.tensor_parallel)),
-        "--vllm.tensor_parallel_size", str(hp.tensor_parallel),
-        "--vllm.gpu_memory_utilization", str(hp.gpu_memory_utilization),
-        "--vllm.enable_sleep", "--ds.enable_sleep", "--train.colocate_all",
-        "--ds.zero_stage", "3", "--ds.param_dtype", "bf16",
-        "--ckpt.path", f"{hp.output_dir}/{_experiment(domain, estimator, hp)}",
-        "--ckpt.save_steps", str(hp.save_freq),
-        "--logger.logging_steps", "1",
-        OPENRLHF_OUR_FLAGS["estimator"], estimator,
-        OPENRLHF_OUR_FLAGS["reward_keys"], *hp.reward_keys,
-        OPENRLHF_OUR_FLAGS["reward_weights"], *(str(w) for w in hp.weights()),
+        "--algo.kl.init_coef",
+        str(hp.kl_coef if hp.use_kl_loss else 0.0),
+        "--algo.kl.estimator",
+        "k3",
+        "--actor.num_nodes",
+        str(hp.nnodes),
+        "--actor.num_gpus_per_node",
+        str(hp.n_gpus),
+        "--ref.num_nodes",
+        str(hp.nnodes),
+        "--ref.num_gpus_per_node",
+        str(hp.n_gpus),
+        "--vllm.num_engines",
+        str(max(1, hp.n_gpus * hp.nnodes // hp.tensor_parallel)),
+        "--vllm.tensor_parallel_size",
+        str(hp.tensor_parallel),
+        "--vllm.gpu_memory_utilization",
+        str(hp.gpu_memory_utilization),
+        "--vllm.enable_sleep",
+        "--ds.enable_sleep",
+        "--train.colocate_all",
+        "--ds.zero_stage",
+        "3",
+        "--ds.param_dtype",
+        "bf16",
+        "--ckpt.path",
+        f"{hp.output_dir}/{_experiment(domain, estimator, hp)}",
+        "--ckpt.save_steps",
+        str(hp.save_freq),
+        "--logger.logging_steps",
+        "1",
+        OPENRLHF_OUR_FLAGS["estimator"],
+        estimator,
+        OPENRLHF_OUR_FLAGS["reward_keys"],
+        *hp.reward_keys,
+        OPENRLHF_OUR_FLAGS["reward_weights"],
+        *(str(w) for w in hp.weights()),
     ]
     if hp.use_kl_loss:
         flags.append("--algo.kl.use_loss")
@@ -328,9 +419,18 @@ def build_openrlhf(domain: str, estimator: str, hp: HParams, extra: Sequence[str
     flags = openrlhf_args(domain, estimator, hp)
     argv = (sys.executable, "-m", "corrgrpo_adapters.openrlhf", *flags, *extra)
     input_key, label_key = OPENRLHF_DATA_KEYS[domain]
-    env = ({"CORRGRPO_AGENT_MAX_TURNS": str(hp.max_turns),
+    env = (
+        {
+            "CORRGRPO_AGENT_MAX_TURNS": str(hp.max_turns),
             "CORRGRPO_AGENT_MAX_TOOL_RESPONSE": str(hp.max_tool_response_length),
-            "CORRGRPO_AGENT_MAX_RESPONSE": str(hp.max_response_length)} if hp.multi_turn else {})
-    notes: tuple[str, ...] = (f"the data files need the columns {input_key!r} (chat messages) and {label_key!r}",)
-    return Recipe(domain, "openrlhf", estimator, hp, argv, {"flags": flags, "extra": list(extra)}, env=env,
-                  notes=notes)
+            "CORRGRPO_AGENT_MAX_RESPONSE": str(hp.max_response_length),
+        }
+        if hp.multi_turn
+        else {}
+    )
+    notes: tuple[str, ...] = (
+        f"the data files need the columns {input_key!r} (chat messages) and {label_key!r}",
+    )
+    return Recipe(
+        domain, "openrlhf", estimator, hp, argv, {"flags": flags, "extra": list(extra)}, env=env, notes=notes
+    )

@@ -25,8 +25,15 @@ _FALLBACK_ESTIMATORS = ("corrgrpo", "dara", "dr_grpo", "gdpo", "gdpo_corr", "grp
 # when that package is importable).
 _REWARD_KEYS: Mapping[str, tuple[str, ...]] = {
     "tool_calling": ("function_name_reward", "parameter_reward", "values_reward", "format_reward"),
-    "code": ("format_reward", "syntax_reward", "compile_reward", "runtime_reward", "accuracy_reward",
-             "efficiency_reward", "ast_similarity_reward"),
+    "code": (
+        "format_reward",
+        "syntax_reward",
+        "compile_reward",
+        "runtime_reward",
+        "accuracy_reward",
+        "efficiency_reward",
+        "ast_similarity_reward",
+    ),
     "agent_security": ("utility_reward", "safety_reward"),
 }
 
@@ -119,19 +126,44 @@ class HParams:
 def defaults(domain: str) -> HParams:
     """The paper's settings for ``domain`` (its launchers; upstream verl defaults elsewhere)."""
     if domain == "tool_calling":
-        return HParams(model="Qwen/Qwen2.5-7B-Instruct", train_files="data/rlla/train.parquet",
-                       val_files="data/rlla/test.parquet", reward_keys=reward_keys(domain))
+        return HParams(
+            model="Qwen/Qwen2.5-7B-Instruct",
+            train_files="data/rlla/train.parquet",
+            val_files="data/rlla/test.parquet",
+            reward_keys=reward_keys(domain),
+        )
     if domain == "code":
-        return HParams(model="Qwen/Qwen2.5-Coder-7B-Instruct", train_files="data/leetcode/train.parquet",
-                       val_files="data/leetcode/test.parquet", reward_keys=reward_keys(domain),
-                       train_batch_size=64, group_size=8, mini_batch_size=32, max_prompt_length=4096,
-                       max_response_length=2048, use_kl_loss=True, gpu_memory_utilization=0.72)
+        return HParams(
+            model="Qwen/Qwen2.5-Coder-7B-Instruct",
+            train_files="data/leetcode/train.parquet",
+            val_files="data/leetcode/test.parquet",
+            reward_keys=reward_keys(domain),
+            train_batch_size=64,
+            group_size=8,
+            mini_batch_size=32,
+            max_prompt_length=4096,
+            max_response_length=2048,
+            use_kl_loss=True,
+            gpu_memory_utilization=0.72,
+        )
     if domain == "agent_security":
-        return HParams(model="Qwen/Qwen2.5-7B-Instruct", train_files="data/agentdojo/train.parquet",
-                       val_files="data/agentdojo/test.parquet", reward_keys=reward_keys(domain),
-                       train_batch_size=16, group_size=8, mini_batch_size=16, epochs=7, max_prompt_length=12288,
-                       max_response_length=8192, max_token_len_per_gpu=32768, use_kl_loss=True,
-                       gpu_memory_utilization=0.75, multi_turn=True, agent_loop_config=str(AGENT_LOOP_CONFIG))
+        return HParams(
+            model="Qwen/Qwen2.5-7B-Instruct",
+            train_files="data/agentdojo/train.parquet",
+            val_files="data/agentdojo/test.parquet",
+            reward_keys=reward_keys(domain),
+            train_batch_size=16,
+            group_size=8,
+            mini_batch_size=16,
+            epochs=7,
+            max_prompt_length=12288,
+            max_response_length=8192,
+            max_token_len_per_gpu=32768,
+            use_kl_loss=True,
+            gpu_memory_utilization=0.75,
+            multi_turn=True,
+            agent_loop_config=str(AGENT_LOOP_CONFIG),
+        )
     raise ValueError(f"unknown domain {domain!r}; known: {list(DOMAINS)}")
 
 
@@ -189,8 +221,10 @@ def apply_overrides(hparams: HParams, overrides: Sequence[str] | Mapping[str, An
     items = overrides.items() if isinstance(overrides, Mapping) else (_split(o) for o in overrides)
     for name, value in items:
         if name not in known:
-            raise ValueError(f"unknown hyperparameter {name!r}; known: {sorted(known)} "
-                             "(framework-specific settings go after '--')")
+            raise ValueError(
+                f"unknown hyperparameter {name!r}; known: {sorted(known)} "
+                "(framework-specific settings go after '--')"
+            )
         changes[name] = _convert(name, hints[name], value) if isinstance(value, str) else value
     result = dataclasses.replace(hparams, **changes)
     _validate(result)
@@ -207,9 +241,18 @@ def _split(override: str) -> tuple[str, str]:
 def _validate(hp: HParams) -> None:
     if hp.reward_weights is not None and len(hp.reward_weights) != len(hp.reward_keys):
         raise ValueError(f"{len(hp.reward_weights)} reward_weights for {len(hp.reward_keys)} reward_keys")
-    for name in ("train_batch_size", "group_size", "mini_batch_size", "epochs", "n_gpus", "per_device_batch_size"):
+    for name in (
+        "train_batch_size",
+        "group_size",
+        "mini_batch_size",
+        "epochs",
+        "n_gpus",
+        "per_device_batch_size",
+    ):
         if getattr(hp, name) < 1:
             raise ValueError(f"{name} must be at least 1, got {getattr(hp, name)}")
     if hp.train_batch_size % hp.mini_batch_size:
-        raise ValueError(f"train_batch_size {hp.train_batch_size} is not a multiple of mini_batch_size "
-                         f"{hp.mini_batch_size}")
+        raise ValueError(
+            f"train_batch_size {hp.train_batch_size} is not a multiple of mini_batch_size "
+            f"{hp.mini_batch_size}"
+        )

@@ -6,8 +6,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 
-def make_reward_func(score: Callable[..., dict[str, float]], data_source: str,
-                     components: Sequence[str]) -> Callable[..., dict[str, Any]]:
+def make_reward_func(
+    score: Callable[..., dict[str, float]], data_source: str, components: Sequence[str]
+) -> Callable[..., dict[str, Any]]:
     """An OpenRLHF ``reward_func(queries, prompts, labels, **kw)`` built on a domain ``compute_score``.
 
     OpenRLHF passes the full text (prompt + completion) as ``queries``; the completion is what follows
@@ -15,8 +16,9 @@ def make_reward_func(score: Callable[..., dict[str, float]], data_source: str,
     estimator reads them); ``rewards`` and ``scores`` are the component sum.
     """
 
-    def reward_func(queries: Sequence[str], prompts: Sequence[str], labels: Sequence[Any],
-                    **_: Any) -> dict[str, Any]:
+    def reward_func(
+        queries: Sequence[str], prompts: Sequence[str], labels: Sequence[Any], **_: Any
+    ) -> dict[str, Any]:
         import torch
 
         rows = []

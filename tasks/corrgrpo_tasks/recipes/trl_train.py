@@ -40,8 +40,9 @@ def load_prompts(files: str) -> Any:
     return dataset
 
 
-def reward_functions(domain: str, reward_keys: Sequence[str],
-                     reward_kwargs: Mapping[str, Any] | None = None) -> list[Callable[..., list[float]]]:
+def reward_functions(
+    domain: str, reward_keys: Sequence[str], reward_kwargs: Mapping[str, Any] | None = None
+) -> list[Callable[..., list[float]]]:
     """The domain's TRL reward functions, one per key, in ``reward_keys`` order."""
     if domain not in ("tool_calling", "code", "agent_security"):
         raise ValueError(f"no TRL reward functions for domain {domain!r}")
@@ -86,23 +87,34 @@ def resolve_trainer(estimator: str, *, use_adapter: bool | None = None) -> tuple
     if found is not None:
         return found[0], found[1], {"advantage_estimator": estimator}
     if use_adapter:
-        raise RuntimeError("corrgrpo_adapters.trl (the TRL adapter) is not installed or defines no "
-                           "GRPOTrainer/GRPOConfig subclass")
+        raise RuntimeError(
+            "corrgrpo_adapters.trl (the TRL adapter) is not installed or defines no "
+            "GRPOTrainer/GRPOConfig subclass"
+        )
     if estimator not in _PLAIN_TRL:
-        raise RuntimeError(f"estimator {estimator!r} needs corrgrpo_adapters.trl; plain TRL offers "
-                           f"{sorted(_PLAIN_TRL)}")
+        raise RuntimeError(
+            f"estimator {estimator!r} needs corrgrpo_adapters.trl; plain TRL offers {sorted(_PLAIN_TRL)}"
+        )
     return trl.GRPOTrainer, trl.GRPOConfig, {"multi_objective_aggregation": _PLAIN_TRL[estimator]}
 
 
-def build_trainer(config: Mapping[str, Any], *, model: Any = None, processing_class: Any = None,
-                  use_adapter: bool | None = None) -> Any:
+def build_trainer(
+    config: Mapping[str, Any],
+    *,
+    model: Any = None,
+    processing_class: Any = None,
+    use_adapter: bool | None = None,
+) -> Any:
     """A ready-to-``train()`` trainer for a resolved recipe config (``model`` defaults to its path)."""
     trainer_cls, config_cls, selection = resolve_trainer(config["estimator"], use_adapter=use_adapter)
     grpo_args = {k: v for k, v in config["grpo_config"].items() if v is not None}
     args = config_cls(**grpo_args, **selection)
     train = load_prompts(config["train_files"])
-    evaluation = (load_prompts(config["val_files"])
-                  if config.get("val_files") and grpo_args.get("eval_strategy", "no") != "no" else None)
+    evaluation = (
+        load_prompts(config["val_files"])
+        if config.get("val_files") and grpo_args.get("eval_strategy", "no") != "no"
+        else None
+    )
     environments: dict[str, Any] = {}
     if config["domain"] == "agent_security":
         from corrgrpo_tasks.agent_security.trl_env import environment_factories
@@ -110,8 +122,9 @@ def build_trainer(config: Mapping[str, Any], *, model: Any = None, processing_cl
         train = _with_environment(train)
         evaluation = _with_environment(evaluation) if evaluation is not None else None
         suites = set(train["environment"]) | set(evaluation["environment"] if evaluation is not None else ())
-        environments["environment_factory"] = environment_factories(suites=sorted(suites),
-                                                                    **config.get("environment", {}))
+        environments["environment_factory"] = environment_factories(
+            suites=sorted(suites), **config.get("environment", {})
+        )
     return trainer_cls(
         model=model if model is not None else config["model"],
         reward_funcs=reward_functions(config["domain"], config["reward_keys"], config.get("reward_kwargs")),

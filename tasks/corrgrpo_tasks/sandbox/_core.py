@@ -105,18 +105,26 @@ class Limits:
             value = getattr(self, field.name)
             if value is None:
                 continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-                    or value <= 0:
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not math.isfinite(value)
+                or value <= 0
+            ):
                 raise ValueError(f"Limits.{field.name} must be a positive finite number, got {value!r}")
         if self.processes < 2:
-            raise ValueError(f"Limits.processes must be at least 2 (the launcher itself), got {self.processes}")
+            raise ValueError(
+                f"Limits.processes must be at least 2 (the launcher itself), got {self.processes}"
+            )
         if self.open_files < 8:
             raise ValueError(f"Limits.open_files must be at least 8, got {self.open_files}")
 
     def launcher_arg(self) -> str:
         cpu = math.ceil(self.cpu_seconds if self.cpu_seconds is not None else self.wall_seconds)
-        return ",".join(str(int(v)) for v in (
-            cpu, self.memory_mb << 20, self.file_size_mb << 20, self.processes, self.open_files))
+        return ",".join(
+            str(int(v))
+            for v in (cpu, self.memory_mb << 20, self.file_size_mb << 20, self.processes, self.open_files)
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -169,8 +177,13 @@ def _traversable(path: str, uid: int | None) -> bool:
 
 
 def _find_python(uid: int | None) -> str:
-    candidates = [getattr(sys, "_base_executable", "") or "", sys.executable,
-                  shutil.which("python3") or "", "/usr/bin/python3", "/usr/local/bin/python3"]
+    candidates = [
+        getattr(sys, "_base_executable", "") or "",
+        sys.executable,
+        shutil.which("python3") or "",
+        "/usr/bin/python3",
+        "/usr/local/bin/python3",
+    ]
     for candidate in candidates:
         if candidate and os.path.isfile(candidate):
             real = os.path.realpath(candidate)
@@ -178,7 +191,8 @@ def _find_python(uid: int | None) -> str:
                 return real
     raise SandboxUnavailableError(
         "no Python interpreter readable by the sandbox user was found (tried "
-        f"{[c for c in candidates if c]}); pass python=... to Sandbox")
+        f"{[c for c in candidates if c]}); pass python=... to Sandbox"
+    )
 
 
 def _run_as() -> int | None:
@@ -206,8 +220,9 @@ def _system_binds(python: str) -> list[str]:
 def _site_dirs(python: str) -> tuple[str, ...]:
     """This interpreter's own site-packages, when the sandbox runs this interpreter (``-S`` skips ``site``,
     whose ``.pth`` processing costs more than the rest of the start-up)."""
-    if python not in {os.path.realpath(p) for p in (sys.executable, getattr(sys, "_base_executable", ""))
-                      if p}:
+    if python not in {
+        os.path.realpath(p) for p in (sys.executable, getattr(sys, "_base_executable", "")) if p
+    }:
         return ()
     import sysconfig
 
@@ -218,7 +233,9 @@ def _site_dirs(python: str) -> tuple[str, ...]:
 @functools.lru_cache(maxsize=8)
 def _bwrap_features(bwrap: str) -> frozenset[str]:
     try:
-        text = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=10, check=False).stdout
+        text = subprocess.run(
+            [bwrap, "--help"], capture_output=True, text=True, timeout=10, check=False
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return frozenset()
     return frozenset(flag for flag in ("--disable-userns", "--seccomp", "--as-pid-1") if flag in text)
@@ -228,7 +245,7 @@ def _memfd(name: str, data: bytes) -> int:
     fd = os.memfd_create(name, 0)
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
     os.lseek(fd, 0, os.SEEK_SET)
     return fd
 
@@ -237,7 +254,7 @@ def _feed(fd: int, data: bytes) -> None:
     try:
         view = memoryview(data)
         while view:
-            view = view[os.write(fd, view):]
+            view = view[os.write(fd, view) :]
     except OSError:  # the program exited or closed its stdin: nothing left to deliver
         pass
     finally:
@@ -284,18 +301,23 @@ def probe(bwrap: str | None = None, python: str | None = None) -> tuple[bool, st
         os.chmod(canary, 0o644)
         box = Sandbox(python=python, bwrap=bwrap, _probe=False)
         memfd = {"x86_64": 319, "aarch64": 279}.get(os.uname().machine, 0)
-        result = box.run(_PROBE.replace("{memfd}", str(memfd)), limits=Limits(wall_seconds=20),
-                         argv=(canary,))
+        result = box.run(
+            _PROBE.replace("{memfd}", str(memfd)), limits=Limits(wall_seconds=20), argv=(canary,)
+        )
     except (OSError, SandboxUnavailableError) as exc:
         return False, f"bubblewrap failed to start: {exc}. " + INSTALL_HINT
     finally:
         shutil.rmtree(canary_dir, ignore_errors=True)
     if result.status != "ok" or "sandbox-probe" not in result.stdout:
-        return False, (f"bubblewrap is installed but a test program failed (status {result.status}, exit "
-                       f"{result.exit_code}): {result.stderr.strip()[-500:]!r}. " + INSTALL_HINT)
+        return False, (
+            f"bubblewrap is installed but a test program failed (status {result.status}, exit "
+            f"{result.exit_code}): {result.stderr.strip()[-500:]!r}. " + INSTALL_HINT
+        )
     if "sandbox-probe []" not in result.stdout:
-        return False, (f"{bwrap} runs programs but does not isolate them: failed checks "
-                       f"{result.stdout.split('sandbox-probe', 1)[1].strip()}. " + INSTALL_HINT)
+        return False, (
+            f"{bwrap} runs programs but does not isolate them: failed checks "
+            f"{result.stdout.split('sandbox-probe', 1)[1].strip()}. " + INSTALL_HINT
+        )
     return True, ""
 
 
@@ -337,14 +359,24 @@ class Sandbox:
     'cba\\n'
     """
 
-    def __init__(self, *, allow_unsafe: bool = False, backend: Literal["auto", "bwrap", "rlimits"] = "auto",
-                 python: str | None = None, extra_ro_paths: Sequence[str] = (),
-                 python_paths: Sequence[str] = (), bwrap: str | None = None,
-                 _probe: bool = True, _userns_filter: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        allow_unsafe: bool = False,
+        backend: Literal["auto", "bwrap", "rlimits"] = "auto",
+        python: str | None = None,
+        extra_ro_paths: Sequence[str] = (),
+        python_paths: Sequence[str] = (),
+        bwrap: str | None = None,
+        _probe: bool = True,
+        _userns_filter: bool = False,
+    ) -> None:
         if backend not in ("auto", "bwrap", "rlimits"):
             raise ValueError(f"backend must be 'auto', 'bwrap' or 'rlimits', got {backend!r}")
         if backend == "rlimits" and not allow_unsafe:
-            raise ValueError("backend='rlimits' runs untrusted code without isolation; pass allow_unsafe=True")
+            raise ValueError(
+                "backend='rlimits' runs untrusted code without isolation; pass allow_unsafe=True"
+            )
         self._uid = _run_as()
         self.python = python if python is not None else _find_python(self._uid)
         self.python_paths = tuple(os.path.realpath(p) for p in python_paths)
@@ -365,8 +397,12 @@ class Sandbox:
             if not ok:
                 if not allow_unsafe or backend == "bwrap":
                     raise SandboxUnavailableError(reason)
-                warnings.warn("bubblewrap sandbox unavailable; running untrusted code with resource limits "
-                              f"only (allow_unsafe=True). Reason: {reason}", RuntimeWarning, stacklevel=2)
+                warnings.warn(
+                    "bubblewrap sandbox unavailable; running untrusted code with resource limits "
+                    f"only (allow_unsafe=True). Reason: {reason}",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
                 self.backend = "rlimits"
         elif self._bwrap is None:
             raise SandboxUnavailableError("bubblewrap (`bwrap`) is not installed. " + INSTALL_HINT)
@@ -381,9 +417,16 @@ class Sandbox:
             return "rlimits"
         return "cgroup" if _cgroup.cgroup_parent() is not None else "watchdog"
 
-    def run(self, source: str | bytes, *, stdin: str | bytes = b"", limits: Limits | None = None,
-            files: Mapping[str, str | bytes] | None = None, channel: bool = False,
-            argv: Sequence[str] = ()) -> RunResult:
+    def run(
+        self,
+        source: str | bytes,
+        *,
+        stdin: str | bytes = b"",
+        limits: Limits | None = None,
+        files: Mapping[str, str | bytes] | None = None,
+        channel: bool = False,
+        argv: Sequence[str] = (),
+    ) -> RunResult:
         """Run ``source`` (Python) with ``stdin`` under ``limits``; never raises for the program's faults.
 
         ``files`` are placed read-only in ``/sandbox/<name>`` (the program itself is
@@ -394,10 +437,20 @@ class Sandbox:
         """
         return self.start(source, stdin=stdin, limits=limits, files=files, channel=channel, argv=argv).wait()
 
-    def start(self, source: str | bytes, *, stdin: str | bytes = b"", limits: Limits | None = None,
-              files: Mapping[str, str | bytes] | None = None, channel: bool = False, argv: Sequence[str] = (),
-              pass_fds: Mapping[str, int] | None = None, as_init: bool = False,
-              on_channel: Callable[[bytes], None] | None = None, background: bool = False) -> Running:
+    def start(
+        self,
+        source: str | bytes,
+        *,
+        stdin: str | bytes = b"",
+        limits: Limits | None = None,
+        files: Mapping[str, str | bytes] | None = None,
+        channel: bool = False,
+        argv: Sequence[str] = (),
+        pass_fds: Mapping[str, int] | None = None,
+        as_init: bool = False,
+        on_channel: Callable[[bytes], None] | None = None,
+        background: bool = False,
+    ) -> Running:
         """Start a run without waiting for it (``run`` is ``start(...).wait()``).
 
         ``pass_fds`` maps environment variable names to descriptors of this process that the program
@@ -420,8 +473,9 @@ class Sandbox:
             if not key.isidentifier() or not isinstance(fd, int) or fd < 3:
                 raise ValueError(f"pass_fds needs NAME=descriptor (>= 3) pairs, got {key!r}={fd!r}")
         if self.backend == "bwrap":
-            running = self._start_bwrap(named, stdin_bytes, limits, channel, tuple(argv), extra, as_init,
-                                        on_channel)
+            running = self._start_bwrap(
+                named, stdin_bytes, limits, channel, tuple(argv), extra, as_init, on_channel
+            )
         else:
             running = self._start_rlimits(named, stdin_bytes, limits, channel, tuple(argv), extra, on_channel)
         if background:
@@ -429,8 +483,15 @@ class Sandbox:
         return running
 
     def _env(self, channel_fd: int | None, extra: Mapping[str, int]) -> dict[str, str]:
-        env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8",
-               "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONIOENCODING": "utf-8"}
+        env = {
+            "PATH": "/usr/bin:/bin",
+            "HOME": "/tmp",
+            "TMPDIR": "/tmp",
+            "LANG": "C.UTF-8",
+            "PYTHONHASHSEED": "0",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONIOENCODING": "utf-8",
+        }
         if self.python_paths or self._site:
             env["PYTHONPATH"] = os.pathsep.join((*self.python_paths, *self._site))
         if channel_fd is not None:
@@ -442,9 +503,17 @@ class Sandbox:
     def _launch_args(self, limits: Limits, main: str, argv: tuple[str, ...]) -> list[str]:
         return [self.python, "-S", "-B", "-c", _LAUNCHER, limits.launcher_arg(), main, *argv]
 
-    def _start_bwrap(self, named: dict[str, bytes], stdin: bytes, limits: Limits, channel: bool,
-                     argv: tuple[str, ...], extra: dict[str, int], as_init: bool,
-                     on_channel: Callable[[bytes], None] | None) -> Running:
+    def _start_bwrap(
+        self,
+        named: dict[str, bytes],
+        stdin: bytes,
+        limits: Limits,
+        channel: bool,
+        argv: tuple[str, ...],
+        extra: dict[str, int],
+        as_init: bool,
+        on_channel: Callable[[bytes], None] | None,
+    ) -> Running:
         assert self._bwrap is not None
         features = _bwrap_features(self._bwrap)
         seccomp = filter_program() if "--seccomp" in features else None
@@ -452,34 +521,65 @@ class Sandbox:
         if not userns_flag and seccomp is None:
             raise SandboxUnavailableError(
                 f"{self._bwrap} has neither --disable-userns nor --seccomp on this architecture; a nested "
-                "user namespace could escape the sandbox's limits. Install bubblewrap >= 0.8. " + INSTALL_HINT)
+                "user namespace could escape the sandbox's limits. Install bubblewrap >= 0.8. " + INSTALL_HINT
+            )
         fds = [_memfd(name, data) for name, data in named.items()]
         if seccomp is not None:
             fds.append(_memfd("seccomp", seccomp))
         channel_r, channel_w = os.pipe() if channel else (None, None)
         try:
-            args = [self._bwrap, "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session",
-                    "--cap-drop", "ALL"]
+            args = [
+                self._bwrap,
+                "--unshare-all",
+                "--unshare-user",
+                "--die-with-parent",
+                "--new-session",
+                "--cap-drop",
+                "ALL",
+            ]
             if userns_flag:
                 args.append("--disable-userns")
             if as_init:
                 args.append("--as-pid-1")
             if seccomp is not None:
                 args += ["--seccomp", str(fds[-1])]
-            args += [*_system_binds(self.python),
-                     "--proc", "/proc", "--dev", "/dev", "--size", str(limits.tmp_mb << 20), "--tmpfs", "/tmp",
-                     # bwrap's /dev is an unbounded tmpfs owned by the sandbox user: make it read-only
-                     # below, leaving only a small /dev/shm for POSIX semaphores and shared memory.
-                     "--size", str(_SHM_BYTES), "--tmpfs", "/dev/shm"]
-            for path in (*self.extra_ro_paths, *self._site):  # after /tmp's tmpfs, which would hide paths below
+            args += [
+                *_system_binds(self.python),
+                "--proc",
+                "/proc",
+                "--dev",
+                "/dev",
+                "--size",
+                str(limits.tmp_mb << 20),
+                "--tmpfs",
+                "/tmp",
+                # bwrap's /dev is an unbounded tmpfs owned by the sandbox user: make it read-only
+                # below, leaving only a small /dev/shm for POSIX semaphores and shared memory.
+                "--size",
+                str(_SHM_BYTES),
+                "--tmpfs",
+                "/dev/shm",
+            ]
+            for path in (
+                *self.extra_ro_paths,
+                *self._site,
+            ):  # after /tmp's tmpfs, which would hide paths below
                 args += ["--ro-bind", path, path]
             for fd, name in zip(fds, named, strict=False):
                 args += ["--ro-bind-data", str(fd), f"{_SANDBOX_DIR}/{name}"]
             args += ["--hostname", "sandbox", "--clearenv"]
             for key, value in self._env(channel_w, extra).items():
                 args += ["--setenv", key, value]
-            args += ["--chdir", "/tmp", "--remount-ro", "/dev", "--remount-ro", "/", "--",
-                     *self._launch_args(limits, f"{_SANDBOX_DIR}/main.py", argv)]
+            args += [
+                "--chdir",
+                "/tmp",
+                "--remount-ro",
+                "/dev",
+                "--remount-ro",
+                "/",
+                "--",
+                *self._launch_args(limits, f"{_SANDBOX_DIR}/main.py", argv),
+            ]
         except BaseException:
             for leftover in (*fds, channel_r, channel_w, *extra.values()):
                 if leftover is not None:
@@ -488,14 +588,32 @@ class Sandbox:
         keep = (*fds, *extra.values(), *(() if channel_w is None else (channel_w,)))
         # _spawn closes `keep` right after the start: closing them twice could hit a descriptor that
         # another scoring thread has been handed since.
-        return _spawn(args, stdin=stdin, limits=limits, pass_fds=keep, channel_r=channel_r, env={}, cwd="/",
-                      uid=self._uid, backend="bwrap", memory_mode=self.memory_mode, on_channel=on_channel,
-                      gate_python=self.python,
-                      cleanup=())
+        return _spawn(
+            args,
+            stdin=stdin,
+            limits=limits,
+            pass_fds=keep,
+            channel_r=channel_r,
+            env={},
+            cwd="/",
+            uid=self._uid,
+            backend="bwrap",
+            memory_mode=self.memory_mode,
+            on_channel=on_channel,
+            gate_python=self.python,
+            cleanup=(),
+        )
 
-    def _start_rlimits(self, named: dict[str, bytes], stdin: bytes, limits: Limits, channel: bool,
-                       argv: tuple[str, ...], extra: dict[str, int],
-                       on_channel: Callable[[bytes], None] | None) -> Running:
+    def _start_rlimits(
+        self,
+        named: dict[str, bytes],
+        stdin: bytes,
+        limits: Limits,
+        channel: bool,
+        argv: tuple[str, ...],
+        extra: dict[str, int],
+        on_channel: Callable[[bytes], None] | None,
+    ) -> Running:
         workdir = tempfile.mkdtemp(prefix="corrgrpo-unsafe-")
         channel_r, channel_w = os.pipe() if channel else (None, None)
         try:
@@ -503,7 +621,12 @@ class Sandbox:
                 Path(workdir, name).write_bytes(data)
             if self._uid is not None:
                 os.chown(workdir, self._uid, self._uid)
-            env = {**self._env(channel_w, extra), "HOME": workdir, "TMPDIR": workdir, "SANDBOX_PDEATHSIG": "1"}
+            env = {
+                **self._env(channel_w, extra),
+                "HOME": workdir,
+                "TMPDIR": workdir,
+                "SANDBOX_PDEATHSIG": "1",
+            }
             args = self._launch_args(limits, f"{workdir}/main.py", argv)
         except BaseException:
             for leftover in (channel_r, channel_w, *extra.values()):
@@ -512,9 +635,20 @@ class Sandbox:
             shutil.rmtree(workdir, ignore_errors=True)
             raise
         keep = (*extra.values(), *(() if channel_w is None else (channel_w,)))
-        return _spawn(args, stdin=stdin, limits=limits, pass_fds=keep, channel_r=channel_r, env=env, cwd=workdir,
-                      uid=self._uid, backend="rlimits", memory_mode="rlimits", on_channel=on_channel,
-                      cleanup=(workdir,))
+        return _spawn(
+            args,
+            stdin=stdin,
+            limits=limits,
+            pass_fds=keep,
+            channel_r=channel_r,
+            env=env,
+            cwd=workdir,
+            uid=self._uid,
+            backend="rlimits",
+            memory_mode="rlimits",
+            on_channel=on_channel,
+            cleanup=(workdir,),
+        )
 
 
 def _close_quietly(fd: int) -> None:
@@ -529,7 +663,7 @@ def _drain(fd: int, buffer: bytearray, cap: int) -> None:
             chunk = os.read(fd, _READ_CHUNK)
             if not chunk:
                 return
-            buffer += chunk[:cap - len(buffer)]
+            buffer += chunk[: cap - len(buffer)]
     except BlockingIOError:
         return
 
@@ -539,13 +673,27 @@ def _kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
-_GATE = "import os, sys\nfd = int(sys.argv[1])\nos.read(fd, 1)\nos.close(fd)\nos.execv(sys.argv[2], sys.argv[2:])"
+_GATE = (
+    "import os, sys\nfd = int(sys.argv[1])\nos.read(fd, 1)\nos.close(fd)\nos.execv(sys.argv[2], sys.argv[2:])"
+)
 
 
-def _spawn(args: list[str], *, stdin: bytes, limits: Limits, pass_fds: Sequence[int], channel_r: int | None,
-           env: dict[str, str], cwd: str, uid: int | None, backend: str, memory_mode: MemoryMode,
-           on_channel: Callable[[bytes], None] | None, cleanup: Sequence[str],
-           gate_python: str | None = None) -> Running:
+def _spawn(
+    args: list[str],
+    *,
+    stdin: bytes,
+    limits: Limits,
+    pass_fds: Sequence[int],
+    channel_r: int | None,
+    env: dict[str, str],
+    cwd: str,
+    uid: int | None,
+    backend: str,
+    memory_mode: MemoryMode,
+    on_channel: Callable[[bytes], None] | None,
+    cleanup: Sequence[str],
+    gate_python: str | None = None,
+) -> Running:
     stdin_r, stdin_w = os.pipe()
     start = time.monotonic()
     user = {} if uid is None else {"user": uid, "group": uid, "extra_groups": []}
@@ -562,9 +710,17 @@ def _spawn(args: list[str], *, stdin: bytes, limits: Limits, pass_fds: Sequence[
             args = [gate_python or sys.executable, "-S", "-c", _GATE, str(gate_r), *args]
             pass_fds = (*pass_fds, gate_r)
         with _watch.spawn_lock:
-            proc = subprocess.Popen(args, stdin=stdin_r, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    pass_fds=tuple(pass_fds), env=env, cwd=cwd, start_new_session=True,
-                                    **user)  # type: ignore[call-overload]
+            proc = subprocess.Popen(
+                args,
+                stdin=stdin_r,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                pass_fds=tuple(pass_fds),
+                env=env,
+                cwd=cwd,
+                start_new_session=True,
+                **user,
+            )  # type: ignore[call-overload]
             _watch.owned(proc.pid, True)
         if cgroup is not None and gate_w is not None:
             try:
@@ -585,25 +741,57 @@ def _spawn(args: list[str], *, stdin: bytes, limits: Limits, pass_fds: Sequence[
             _close_quietly(fd)
         for path in cleanup:
             shutil.rmtree(path, ignore_errors=True)
-        failed = RunResult("sandbox_error", None, "", f"could not start the sandbox: {exc}", False, False,
-                           time.monotonic() - start, b"", backend, memory_mode)
+        failed = RunResult(
+            "sandbox_error",
+            None,
+            "",
+            f"could not start the sandbox: {exc}",
+            False,
+            False,
+            time.monotonic() - start,
+            b"",
+            backend,
+            memory_mode,
+        )
         return Running(None, failed)
     os.close(stdin_r)
     for fd in pass_fds:
         _close_quietly(fd)  # the child holds its copies; ours would keep pipes open forever
-    return Running(proc, None, stdin=stdin, stdin_w=stdin_w, limits=limits, channel_r=channel_r, start=start,
-                   backend=backend, memory_mode=memory_mode, on_channel=on_channel, cleanup=cleanup,
-                   cgroup=cgroup)
+    return Running(
+        proc,
+        None,
+        stdin=stdin,
+        stdin_w=stdin_w,
+        limits=limits,
+        channel_r=channel_r,
+        start=start,
+        backend=backend,
+        memory_mode=memory_mode,
+        on_channel=on_channel,
+        cleanup=cleanup,
+        cgroup=cgroup,
+    )
 
 
 class Running:
     """A started sandbox run: ``wait()`` collects it (once) into a ``RunResult``; ``kill()`` ends it."""
 
-    def __init__(self, proc: subprocess.Popen[bytes] | None, result: RunResult | None, *, stdin: bytes = b"",
-                 stdin_w: int | None = None, limits: Limits | None = None, channel_r: int | None = None,
-                 start: float = 0.0, backend: str = "bwrap", memory_mode: MemoryMode = "watchdog",
-                 on_channel: Callable[[bytes], None] | None = None, cleanup: Sequence[str] = (),
-                 cgroup: str | None = None) -> None:
+    def __init__(
+        self,
+        proc: subprocess.Popen[bytes] | None,
+        result: RunResult | None,
+        *,
+        stdin: bytes = b"",
+        stdin_w: int | None = None,
+        limits: Limits | None = None,
+        channel_r: int | None = None,
+        start: float = 0.0,
+        backend: str = "bwrap",
+        memory_mode: MemoryMode = "watchdog",
+        on_channel: Callable[[bytes], None] | None = None,
+        cleanup: Sequence[str] = (),
+        cgroup: str | None = None,
+    ) -> None:
         self._proc = proc
         self._result = result
         self._lock = threading.Lock()
@@ -678,12 +866,23 @@ class Running:
             status = "sandbox_error"
         else:
             status = "error"
-        return RunResult(status, code, bytes(buffers[out_fd]).decode("utf-8", "replace"),
-                         bytes(buffers[err_fd]).decode("utf-8", "replace"), truncated[out_fd], truncated[err_fd],
-                         wall, channel_bytes, self._backend, self._memory_mode, watch.peak_bytes)
+        return RunResult(
+            status,
+            code,
+            bytes(buffers[out_fd]).decode("utf-8", "replace"),
+            bytes(buffers[err_fd]).decode("utf-8", "replace"),
+            truncated[out_fd],
+            truncated[err_fd],
+            wall,
+            channel_bytes,
+            self._backend,
+            self._memory_mode,
+            watch.peak_bytes,
+        )
 
-    def _loop(self, proc: subprocess.Popen[bytes], limits: Limits, channel_r: int | None,
-              start: float) -> tuple[int, Status | None, dict[int, bytearray], dict[int, bool], int, int]:
+    def _loop(
+        self, proc: subprocess.Popen[bytes], limits: Limits, channel_r: int | None, start: float
+    ) -> tuple[int, Status | None, dict[int, bytearray], dict[int, bool], int, int]:
         feeder = threading.Thread(target=_feed, args=(self._stdin_w, self._stdin), daemon=True)
         feeder.start()
         assert proc.stdout is not None
@@ -714,7 +913,9 @@ class Running:
                 if remaining <= 0:
                     reason = "timeout"
                     break
-                for key, _ in selector.select(timeout=min(remaining, 0.05 if exited_at is not None else 0.25)):
+                for key, _ in selector.select(
+                    timeout=min(remaining, 0.05 if exited_at is not None else 0.25)
+                ):
                     fd = int(key.fd)
                     chunk = os.read(fd, _READ_CHUNK)
                     if not chunk:
@@ -722,7 +923,7 @@ class Running:
                         open_fds.discard(fd)
                         continue
                     room = caps[fd] - len(buffers[fd])
-                    buffers[fd] += chunk[:max(room, 0)]
+                    buffers[fd] += chunk[: max(room, 0)]
                     if fd == channel_r and self._on_channel is not None and room > 0:
                         with contextlib.suppress(Exception):
                             self._on_channel(chunk[:room])

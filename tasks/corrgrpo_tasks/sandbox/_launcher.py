@@ -52,8 +52,10 @@ def _main() -> None:
     _limit(resource.RLIMIT_CORE, 0)
     soft_cpu = max(1, cpu)
     _, hard_cpu = resource.getrlimit(resource.RLIMIT_CPU)
-    resource.setrlimit(resource.RLIMIT_CPU, (soft_cpu, soft_cpu + 1 if hard_cpu == resource.RLIM_INFINITY
-                                             else min(hard_cpu, soft_cpu + 1)))
+    resource.setrlimit(
+        resource.RLIMIT_CPU,
+        (soft_cpu, soft_cpu + 1 if hard_cpu == resource.RLIM_INFINITY else min(hard_cpu, soft_cpu + 1)),
+    )
     _limit(resource.RLIMIT_AS, memory)
     _limit(resource.RLIMIT_FSIZE, file_size)
     _limit(resource.RLIMIT_NPROC, processes)

@@ -45,7 +45,7 @@ def filter_program(machine: str | None = None) -> bytes | None:
     audit, unshare, clone, clone3, refused = arch
     # (code, jump-if-true label, jump-if-false label, k); labels name instructions below.
     program: list[tuple[int, str | int, str | int, int]] = [
-        (_LD_ABS, 0, 0, 4),                # A = seccomp_data.arch
+        (_LD_ABS, 0, 0, 4),  # A = seccomp_data.arch
         (_JEQ, "nr", "deny", audit),
     ]
     labels: dict[str, int] = {}
@@ -55,7 +55,7 @@ def filter_program(machine: str | None = None) -> bytes | None:
 
     mark("nr")
     program += [
-        (_LD_ABS, 0, 0, 0),                # A = seccomp_data.nr
+        (_LD_ABS, 0, 0, 0),  # A = seccomp_data.nr
         (_JGE, "deny", 0, _X32_BIT) if audit == 0xC000003E else (_JEQ, 0, 0, 0xFFFFFFFF),
         *((_JEQ, "deny", 0, number) for number in refused),
         (_JEQ, "enosys", 0, clone3),
@@ -64,7 +64,7 @@ def filter_program(machine: str | None = None) -> bytes | None:
     ]
     mark("flags")
     program += [
-        (_LD_ABS, 0, 0, 16),               # A = low 32 bits of args[0] (little-endian)
+        (_LD_ABS, 0, 0, 16),  # A = low 32 bits of args[0] (little-endian)
         (_JSET, "deny", "allow", _CLONE_NEWUSER),
     ]
     mark("allow")
@@ -75,7 +75,9 @@ def filter_program(machine: str | None = None) -> bytes | None:
     program.append((_RET, 0, 0, _ENOSYS))
     out = bytearray()
     for index, (code, true, false, k) in enumerate(program):
+
         def offset(target: str | int, here: int = index) -> int:
             return target if isinstance(target, int) else labels[target] - here - 1
+
         out += struct.pack("=HBBI", code, offset(true), offset(false), k)
     return bytes(out)

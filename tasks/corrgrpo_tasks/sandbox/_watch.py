@@ -76,7 +76,7 @@ def _stat(pid: int) -> list[bytes] | None:
             text = handle.read()
     except OSError:
         return None
-    fields = text[text.rfind(b")") + 2:].split()
+    fields = text[text.rfind(b")") + 2 :].split()
     return fields if len(fields) >= 22 else None
 
 

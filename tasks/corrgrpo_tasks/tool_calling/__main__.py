@@ -11,8 +11,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("raw", help="ToolRL's rlla_rl.json (or a prepared directory)")
     parser.add_argument("out_dir", help="where train.parquet and test.parquet go")
-    parser.add_argument("--test-fraction", type=float, default=RLLA_TEST_FRACTION,
-                        help=f"share of records held out (default {RLLA_TEST_FRACTION}: the paper's 80 of 4,000)")
+    parser.add_argument(
+        "--test-fraction",
+        type=float,
+        default=RLLA_TEST_FRACTION,
+        help=f"share of records held out (default {RLLA_TEST_FRACTION}: the paper's 80 of 4,000)",
+    )
     args = parser.parse_args(argv)
     for name, path in prepare(args.raw, args.out_dir, test_fraction=args.test_fraction).items():
         print(f"{name}: {path}")

@@ -26,8 +26,9 @@ RLLA_TEST_FRACTION = 0.02
 _FIELDS = ("instruction", "input", "output")
 TOOL_SYSTEM_PROMPT = (
     "You are a helpful assistant that can call tools. Think first inside <think></think>, then either call\n"
-    "tools inside <tool_call></tool_call> (one JSON object {\"name\": ..., \"parameters\": {...}} per line)\n"
-    "or answer the user inside <response></response>.")
+    'tools inside <tool_call></tool_call> (one JSON object {"name": ..., "parameters": {...}} per line)\n'
+    "or answer the user inside <response></response>."
+)
 """Header of the system prompt :func:`from_api_bank` writes (pass RLLA's own to match its training data)."""
 _API_REQUEST = re.compile(r"API-Request:\s*\[(?P<call>.*)\]\s*\Z", re.DOTALL)
 _API_DESCRIPTIONS = "API descriptions:"
@@ -60,13 +61,19 @@ def validate_records(records: Sequence[Mapping[str, Any]], *, source: str = "rec
                 raise TypeError(f"{source}[{i}]: field {key!r} must be a string, got {record.get(key)!r:.80}")
         target = record["output"].strip()
         if "<tool_call>" not in target and "<response>" not in target:
-            raise ValueError(f"{source}[{i}]: target has neither a <tool_call> nor a <response> block, so "
-                             f"nothing could ever match it: {target[:120]!r}")
+            raise ValueError(
+                f"{source}[{i}]: target has neither a <tool_call> nor a <response> block, so "
+                f"nothing could ever match it: {target[:120]!r}"
+            )
         _parse_ground_truth(target)
 
 
-def split_rlla(records: Sequence[Mapping[str, Any]], *, seed: int = RLLA_SPLIT_SEED,
-               test_fraction: float = RLLA_TEST_FRACTION) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
+def split_rlla(
+    records: Sequence[Mapping[str, Any]],
+    *,
+    seed: int = RLLA_SPLIT_SEED,
+    test_fraction: float = RLLA_TEST_FRACTION,
+) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
     """ToolRL's split: shuffle with numpy's legacy generator, the last ``int(n * test_fraction)`` are test.
 
     Shuffling an index list draws the same permutation as shuffling the records themselves, so the
@@ -81,21 +88,30 @@ def split_rlla(records: Sequence[Mapping[str, Any]], *, seed: int = RLLA_SPLIT_S
     return [records[i] for i in order[:cut]], [records[i] for i in order[cut:]]
 
 
-def to_rows(records: Iterable[Mapping[str, Any]], *, split: str, data_source: str = "rlla",
-            extra: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+def to_rows(
+    records: Iterable[Mapping[str, Any]],
+    *,
+    split: str,
+    data_source: str = "rlla",
+    extra: Mapping[str, Any] | None = None,
+) -> list[dict[str, Any]]:
     """Records as verl RL rows, plus a top-level ``ground_truth`` column for TRL and OpenRLHF."""
     rows = []
     for index, record in enumerate(records):
         target = record["output"].strip()
-        rows.append({
-            "data_source": data_source,
-            "prompt": [{"role": "system", "content": record["instruction"]},
-                       {"role": "user", "content": record["input"]}],
-            "ability": "tool_calling",
-            "reward_model": {"style": "rule", "ground_truth": target},
-            "ground_truth": target,
-            "extra_info": {"split": split, "index": index, **(extra or {})},
-        })
+        rows.append(
+            {
+                "data_source": data_source,
+                "prompt": [
+                    {"role": "system", "content": record["instruction"]},
+                    {"role": "user", "content": record["input"]},
+                ],
+                "ability": "tool_calling",
+                "reward_model": {"style": "rule", "ground_truth": target},
+                "ground_truth": target,
+                "extra_info": {"split": split, "index": index, **(extra or {})},
+            }
+        )
     return rows
 
 
@@ -158,8 +174,11 @@ def _tool_line(line: str) -> dict[str, Any] | None:
     name = tool.get("name", tool.get("apiCode"))
     if not isinstance(name, str):
         return None
-    return {"name": name, "description": tool.get("description", ""),
-            "parameters": tool.get("input_parameters", tool.get("parameters", {}))}
+    return {
+        "name": name,
+        "description": tool.get("description", ""),
+        "parameters": tool.get("input_parameters", tool.get("parameters", {})),
+    }
 
 
 def is_api_bank_record(record: Mapping[str, Any]) -> bool:
@@ -203,11 +222,17 @@ def from_api_bank(record: Mapping[str, Any], *, system_prompt: str = TOOL_SYSTEM
     dialogue = "\n".join(dialogue_lines).strip()
     if dialogue.endswith(_GENERATE):
         dialogue = dialogue[: -len(_GENERATE)].rstrip()
-    listing = "\n\n".join(f"Name: {t['name']}\nDescription: {t['description']}\n"
-                           f"Parameters: {json.dumps(t['parameters'], ensure_ascii=False)}" for t in tools)
+    listing = "\n\n".join(
+        f"Name: {t['name']}\nDescription: {t['description']}\n"
+        f"Parameters: {json.dumps(t['parameters'], ensure_ascii=False)}"
+        for t in tools
+    )
     target = json.dumps({"name": name, "parameters": params}, ensure_ascii=False)
-    return {"instruction": f"{system_prompt}\n\nAvailable tools:\n{listing}", "input": dialogue,
-            "output": f"<tool_call>\n{target}\n</tool_call>"}
+    return {
+        "instruction": f"{system_prompt}\n\nAvailable tools:\n{listing}",
+        "input": dialogue,
+        "output": f"<tool_call>\n{target}\n</tool_call>",
+    }
 
 
 def load_api_bank(levels: Mapping[int, str | Path], *, system_prompt: str = TOOL_SYSTEM_PROMPT) -> Any:
@@ -222,18 +247,21 @@ def load_api_bank(levels: Mapping[int, str | Path], *, system_prompt: str = TOOL
     for level, path in sorted(levels.items()):
         records = read_records(path)
         try:
-            records = [from_api_bank(r, system_prompt=system_prompt) if is_api_bank_record(r) else r
-                       for r in records]
+            records = [
+                from_api_bank(r, system_prompt=system_prompt) if is_api_bank_record(r) else r for r in records
+            ]
         except (TypeError, ValueError) as exc:
             raise type(exc)(f"{path}: {exc}") from exc
         validate_records(records, source=str(path))
-        splits[f"level_{level}"] = to_rows(records, split=f"level_{level}", data_source="api_bank",
-                                           extra={"level": int(level)})
+        splits[f"level_{level}"] = to_rows(
+            records, split=f"level_{level}", data_source="api_bank", extra={"level": int(level)}
+        )
     return _dataset_dict(splits)
 
 
-def prepare(source: str | Path, out_dir: str | Path, *,
-            test_fraction: float = RLLA_TEST_FRACTION) -> dict[str, Path]:
+def prepare(
+    source: str | Path, out_dir: str | Path, *, test_fraction: float = RLLA_TEST_FRACTION
+) -> dict[str, Path]:
     """Write RLLA ``train.parquet`` and ``test.parquet`` under ``out_dir``; returns their paths."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

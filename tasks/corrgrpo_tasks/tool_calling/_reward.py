@@ -118,8 +118,9 @@ def format_reward(prediction: str, ground_truth: str, *, allow_missing_think_ope
         # place the lazy groups can stop.
         if wanted and any(prediction.count(tag) != 1 for tag in tags):
             return 0.0
-    pattern = _format_pattern(tool_call=tool_call, response=response,
-                              allow_missing_think_open=allow_missing_think_open)
+    pattern = _format_pattern(
+        tool_call=tool_call, response=response, allow_missing_think_open=allow_missing_think_open
+    )
     return 1.0 if pattern.search(prediction) else 0.0
 
 
@@ -147,7 +148,9 @@ def _values_equal(a: Any, b: Any) -> bool:
         return False
 
 
-def _match_calls(gt_calls: Sequence[dict[str, Any]], pd_calls: Sequence[dict[str, Any]]) -> tuple[float, float]:
+def _match_calls(
+    gt_calls: Sequence[dict[str, Any]], pd_calls: Sequence[dict[str, Any]]
+) -> tuple[float, float]:
     """Greedy one-to-one matching of ground-truth calls to predicted calls with the same name.
 
     Returns (sum of parameter-name Jaccard scores, number of exactly matching parameter values) over the
@@ -164,7 +167,9 @@ def _match_calls(gt_calls: Sequence[dict[str, Any]], pd_calls: Sequence[dict[str
                 continue
             pd_params: dict[str, Any] = pd["parameters"]
             names = _multiset_jaccard(list(gt_params), list(pd_params))
-            values = float(sum(1 for k, v in gt_params.items() if k in pd_params and _values_equal(pd_params[k], v)))
+            values = float(
+                sum(1 for k, v in gt_params.items() if k in pd_params and _values_equal(pd_params[k], v))
+            )
             if names + values > (best[0] + best[1] if best else 0.0):
                 best = (names, values, j)
         if best is not None:
@@ -198,7 +203,8 @@ def _parse_ground_truth(ground_truth: str) -> ParsedCalls:
     if gt.present and gt.calls is None:
         raise ValueError(
             "ground truth has a <tool_call> block that is not one JSON object per line with a string "
-            f"'name' and an object 'parameters': {ground_truth[:200]!r}")
+            f"'name' and an object 'parameters': {ground_truth[:200]!r}"
+        )
     return gt
 
 

@@ -24,8 +24,12 @@ def _text(completion: Any) -> str:
     return ""
 
 
-def trl_reward_functions(*, components: Sequence[str] = COMPONENTS, ground_truth_key: str = "ground_truth",
-                         allow_missing_think_open: bool = False) -> list[Callable[..., list[float]]]:
+def trl_reward_functions(
+    *,
+    components: Sequence[str] = COMPONENTS,
+    ground_truth_key: str = "ground_truth",
+    allow_missing_think_open: bool = False,
+) -> list[Callable[..., list[float]]]:
     """One TRL reward function per component, named after it (TRL logs ``rewards/<name>/mean``).
 
     Each function takes ``completions`` (text, or chat messages whose last content is scored) and the
@@ -44,8 +48,10 @@ def trl_reward_functions(*, components: Sequence[str] = COMPONENTS, ground_truth
             if ground_truth_key not in kwargs:
                 raise KeyError(f"the dataset has no {ground_truth_key!r} column for the tool-calling reward")
             truths = kwargs[ground_truth_key]
-            return [_cached_score(_text(c), str(t), allow_missing_think_open)[component]
-                    for c, t in zip(completions, truths, strict=True)]
+            return [
+                _cached_score(_text(c), str(t), allow_missing_think_open)[component]
+                for c, t in zip(completions, truths, strict=True)
+            ]
 
         reward.__name__ = reward.__qualname__ = component
         return reward

@@ -20,7 +20,18 @@ from ._examples import Example, split_examples
 
 __all__ = ["FAMILIES", "audit_code_samples", "code_pieces", "make_code_examples"]
 
-_NAMES = ("solve", "compute", "transform", "calc", "apply", "process", "convert", "handle", "evaluate", "make")
+_NAMES = (
+    "solve",
+    "compute",
+    "transform",
+    "calc",
+    "apply",
+    "process",
+    "convert",
+    "handle",
+    "evaluate",
+    "make",
+)
 _SUFFIXES = ("it", "value", "one", "item", "data", "input", "thing", "case", "task", "step")
 _WORDS = ("ab", "cat", "dog", "sun", "hello", "zip", "moon", "tree", "abc", "xy")
 
@@ -59,8 +70,9 @@ def _int_family(doc: str, body: str, fn: Callable[[int, int], Any]) -> Family:
     return Family("x", sample, _ints)
 
 
-def _fixed(arg: str, doc: str, body: str, fn: Callable[[Any], Any], inputs: Callable[[random.Random], Any]
-           ) -> Family:
+def _fixed(
+    arg: str, doc: str, body: str, fn: Callable[[Any], Any], inputs: Callable[[random.Random], Any]
+) -> Family:
     return Family(arg, lambda rng: (doc, body, fn), inputs)
 
 
@@ -104,8 +116,12 @@ def _one(rng: random.Random) -> Example:
     code = f"{header}    return {body}\n"
     test = "def check(candidate):\n" + "".join(f"    assert candidate({v!r}) == {fn(v)!r}\n" for v in inputs)
     verifier = {"kind": "check", "prompt": "", "test": test, "entry_point": name, "reference_solution": code}
-    return Example([{"role": "user", "content": prompt}], json.dumps(verifier, sort_keys=True),
-                   f"```python\n{code}```", str(index))
+    return Example(
+        [{"role": "user", "content": prompt}],
+        json.dumps(verifier, sort_keys=True),
+        f"```python\n{code}```",
+        str(index),
+    )
 
 
 def make_code_examples(n_train: int, n_eval: int, *, seed: int = 0) -> tuple[list[Example], list[Example]]:
@@ -146,9 +162,14 @@ def _independent_pass(code: str, verifier: dict[str, Any], box: Any) -> bool:
     harness) and compare its return values with the expected ones here, outside the sandbox."""
     from corrgrpo_tasks.sandbox import Limits
 
-    cases = [(ast.literal_eval(m["arg"]), ast.literal_eval(m["expected"])) for m in _ASSERT.finditer(verifier["test"])]
+    cases = [
+        (ast.literal_eval(m["arg"]), ast.literal_eval(m["expected"]))
+        for m in _ASSERT.finditer(verifier["test"])
+    ]
     marker = "@@probe@@"
-    source = code + "\n" + _PROBE.format(args=[a for a, _ in cases], entry=verifier["entry_point"], marker=marker)
+    source = (
+        code + "\n" + _PROBE.format(args=[a for a, _ in cases], entry=verifier["entry_point"], marker=marker)
+    )
     run = box.run(source, limits=Limits(wall_seconds=5.0))
     if marker not in run.stdout:
         return False
@@ -156,7 +177,9 @@ def _independent_pass(code: str, verifier: dict[str, Any], box: Any) -> bool:
         got = [ast.literal_eval(v) for v in json.loads(run.stdout.rsplit(marker, 1)[1])]
     except (ValueError, SyntaxError, TypeError):
         return False
-    return len(got) == len(cases) and all(g == e and type(g) is type(e) for g, (_, e) in zip(got, cases, strict=True))
+    return len(got) == len(cases) and all(
+        g == e and type(g) is type(e) for g, (_, e) in zip(got, cases, strict=True)
+    )
 
 
 def audit_code_samples(kept: list[tuple[str, str, dict[str, float]]]) -> dict[str, Any]:
@@ -179,12 +202,20 @@ def audit_code_samples(kept: list[tuple[str, str, dict[str, float]]]) -> dict[st
         verifier = json.loads(truth)
         if not _independent_pass(extract_code(text, entry_name=verifier["entry_point"])[0], verifier, box):
             false_pass.append(text)
-    efficiency_only = [t for (t, _), s in seen.items() if s.get("efficiency_reward", 0.0) > 0
-                       and s.get("accuracy_reward") != 1.0]
-    return {"samples": len(kept), "distinct": len(seen), "accuracy_1": len(passed),
-            "runtime_without_accuracy": sum(1 for s in seen.values() if s.get("runtime_reward") == 1.0
-                                            and s.get("accuracy_reward") != 1.0),
-            "efficiency_positive": sum(1 for s in seen.values() if s.get("efficiency_reward", 0.0) > 0),
-            "accuracy_without_independent_pass": len(false_pass),
-            "efficiency_without_accuracy": len(efficiency_only),
-            "examples": [*false_pass[:3], *efficiency_only[:3]]}
+    efficiency_only = [
+        t
+        for (t, _), s in seen.items()
+        if s.get("efficiency_reward", 0.0) > 0 and s.get("accuracy_reward") != 1.0
+    ]
+    return {
+        "samples": len(kept),
+        "distinct": len(seen),
+        "accuracy_1": len(passed),
+        "runtime_without_accuracy": sum(
+            1 for s in seen.values() if s.get("runtime_reward") == 1.0 and s.get("accuracy_reward") != 1.0
+        ),
+        "efficiency_positive": sum(1 for s in seen.values() if s.get("efficiency_reward", 0.0) > 0),
+        "accuracy_without_independent_pass": len(false_pass),
+        "efficiency_without_accuracy": len(efficiency_only),
+        "examples": [*false_pass[:3], *efficiency_only[:3]],
+    }

@@ -20,8 +20,9 @@ class Example:
     label: str
 
 
-def split_examples(draw: Callable[[random.Random], Example], n_train: int, n_eval: int, *, name: str,
-                   seed: int) -> tuple[list[Example], list[Example]]:
+def split_examples(
+    draw: Callable[[random.Random], Example], n_train: int, n_eval: int, *, name: str, seed: int
+) -> tuple[list[Example], list[Example]]:
     """``n_train`` training and ``n_eval`` held-out examples from separate random streams; no held-out
     prompt text occurs in the training set (nor twice among the held-out ones)."""
     train_rng, eval_rng = random.Random(f"{name}-train-{seed}"), random.Random(f"{name}-eval-{seed}")

@@ -18,8 +18,10 @@ from typing import Any
 __all__ = ["CHAT_TEMPLATE", "count_parameters", "default_cache_dir", "quiet_trainer", "warm_start"]
 
 # Turns are "<|im_start|>role\ncontent<|im_end|>"; <|im_end|> is the EOS, so a completion ends there.
-CHAT_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>"
-                 "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
 _FORMAT_VERSION = 1  # bump when the builder or the warm start changes what a cached checkpoint holds
 
 
@@ -50,12 +52,20 @@ def _build_tiny(out: Path, pieces: Sequence[str], *, hidden_size: int, layers: i
 
 
 def _key(spec: Mapping[str, Any]) -> str:
-    return hashlib.sha256(json.dumps({**spec, "v": _FORMAT_VERSION}, sort_keys=True).encode()).hexdigest()[:16]
+    return hashlib.sha256(json.dumps({**spec, "v": _FORMAT_VERSION}, sort_keys=True).encode()).hexdigest()[
+        :16
+    ]
 
 
-def warm_start(spec: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], *, pieces: Sequence[str],
-               cache_dir: Path, evaluate: Callable[[Any, Any], dict[str, float]],
-               log: Callable[[str], None] = print) -> tuple[Path, dict[str, Any]]:
+def warm_start(
+    spec: Mapping[str, Any],
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    pieces: Sequence[str],
+    cache_dir: Path,
+    evaluate: Callable[[Any, Any], dict[str, float]],
+    log: Callable[[str], None] = print,
+) -> tuple[Path, dict[str, Any]]:
     """The warm-started checkpoint for ``spec`` (built, trained and cached on first use) and its record.
 
     ``spec`` holds everything that defines the weights: ``model`` (None for the tiny Qwen2, else a
@@ -82,19 +92,34 @@ def warm_start(spec: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], *, pi
         base = spec["model"]
         if base is None:
             base = work / "init"
-            _build_tiny(base, pieces, hidden_size=spec["hidden_size"], layers=spec["layers"], seed=spec["seed"])
+            _build_tiny(
+                base, pieces, hidden_size=spec["hidden_size"], layers=spec["layers"], seed=spec["seed"]
+            )
         tokenizer = AutoTokenizer.from_pretrained(base)
         model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
         if tokenizer.pad_token is None:
             tokenizer.pad_token = tokenizer.eos_token
         log(f"warm start: {count_parameters(model):,} parameters, {spec['warm_steps']} supervised steps")
-        args = SFTConfig(output_dir=str(work / "sft"), max_steps=spec["warm_steps"],
-                         per_device_train_batch_size=spec["warm_batch"], learning_rate=spec["warm_lr"],
-                         lr_scheduler_type="constant_with_warmup", warmup_steps=min(20, spec["warm_steps"] // 10),
-                         weight_decay=0.0, logging_steps=max(1, spec["warm_steps"] // 10), save_strategy="no",
-                         report_to="none", use_cpu=True, bf16=False, gradient_checkpointing=False,
-                         seed=spec["seed"], disable_tqdm=True, max_length=512, packing=False,
-                         dataloader_num_workers=0)
+        args = SFTConfig(
+            output_dir=str(work / "sft"),
+            max_steps=spec["warm_steps"],
+            per_device_train_batch_size=spec["warm_batch"],
+            learning_rate=spec["warm_lr"],
+            lr_scheduler_type="constant_with_warmup",
+            warmup_steps=min(20, spec["warm_steps"] // 10),
+            weight_decay=0.0,
+            logging_steps=max(1, spec["warm_steps"] // 10),
+            save_strategy="no",
+            report_to="none",
+            use_cpu=True,
+            bf16=False,
+            gradient_checkpointing=False,
+            seed=spec["seed"],
+            disable_tqdm=True,
+            max_length=512,
+            packing=False,
+            dataloader_num_workers=0,
+        )
         train = datasets.Dataset.from_list([dict(r) for r in rows])
         trainer = SFTTrainer(model=model, args=args, train_dataset=train, processing_class=tokenizer)
         quiet_trainer(trainer)
@@ -105,9 +130,14 @@ def warm_start(spec: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], *, pi
         trainer.save_model(str(target))
         tokenizer.save_pretrained(str(target))
         scores = evaluate(model, tokenizer)
-        record = {"spec": dict(spec), "key": key, "parameters": count_parameters(model),
-                  "sft_seconds": float(result.metrics.get("train_runtime", 0.0)),
-                  "sft_final_loss": float(result.metrics.get("train_loss", float("nan"))), "held_out": scores}
+        record = {
+            "spec": dict(spec),
+            "key": key,
+            "parameters": count_parameters(model),
+            "sft_seconds": float(result.metrics.get("train_runtime", 0.0)),
+            "sft_final_loss": float(result.metrics.get("train_loss", float("nan"))),
+            "held_out": scores,
+        }
         (target / "corrgrpo_warm_start.json").write_text(json.dumps(record, indent=1, default=str))
         if final.exists():  # another process finished first; keep its copy
             return final, json.loads(record_file.read_text())

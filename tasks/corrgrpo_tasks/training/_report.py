@@ -20,12 +20,46 @@ from ._tasks import get_task
 __all__ = ["interval", "load_csv", "summarise", "write_outputs"]
 
 # t_{0.975, df} for df = 1..30; beyond that the normal quantile is close enough.
-_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
-         2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
-         2.045, 2.042)
+_T975 = (
+    12.706,
+    4.303,
+    3.182,
+    2.776,
+    2.571,
+    2.447,
+    2.365,
+    2.306,
+    2.262,
+    2.228,
+    2.201,
+    2.179,
+    2.160,
+    2.145,
+    2.131,
+    2.120,
+    2.110,
+    2.101,
+    2.093,
+    2.086,
+    2.080,
+    2.074,
+    2.069,
+    2.064,
+    2.060,
+    2.056,
+    2.052,
+    2.048,
+    2.045,
+    2.042,
+)
 THRESHOLD_GAIN = 0.10  # on the success rate
 SCORE_THRESHOLD_GAIN = 0.25  # on the total score (a finer signal than the 0/1 success)
-DIAGNOSTICS = ("max_abs_advantage", "corrgrpo/c_q/mean", "corrgrpo/correlation_sum/mean", "frac_reward_zero_std")  # steps to threshold: first evaluation with success >= warm start + this
+DIAGNOSTICS = (
+    "max_abs_advantage",
+    "corrgrpo/c_q/mean",
+    "corrgrpo/correlation_sum/mean",
+    "frac_reward_zero_std",
+)  # steps to threshold: first evaluation with success >= warm start + this
 
 
 def interval(values: Sequence[float]) -> tuple[float, float]:
@@ -74,8 +108,9 @@ def _by_run(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, int], list[Map
     return runs
 
 
-def summarise(evals: Sequence[Mapping[str, Any]], steps: Sequence[Mapping[str, Any]], task_name: str
-              ) -> dict[str, Any]:
+def summarise(
+    evals: Sequence[Mapping[str, Any]], steps: Sequence[Mapping[str, Any]], task_name: str
+) -> dict[str, Any]:
     """Per estimator: final held-out values (mean, 95% half-width), paired differences against grpo,
     steps to threshold, the largest |advantage| and mean c_q / correlation sum over training."""
     task = get_task(task_name)
@@ -91,10 +126,17 @@ def summarise(evals: Sequence[Mapping[str, Any]], steps: Sequence[Mapping[str, A
         for key in keys:
             row["final"][key] = interval([float(finals[(est, s)][key]) for s in seeds])
             if est != "grpo":
-                diffs = [float(finals[(est, s)][key]) - float(finals[("grpo", s)][key])
-                         for s in seeds if ("grpo", s) in finals]
+                diffs = [
+                    float(finals[(est, s)][key]) - float(finals[("grpo", s)][key])
+                    for s in seeds
+                    if ("grpo", s) in finals
+                ]
                 if diffs:
-                    row["paired"][key] = (*interval(diffs), sum(d > 0 for d in diffs), sum(d < 0 for d in diffs))
+                    row["paired"][key] = (
+                        *interval(diffs),
+                        sum(d > 0 for d in diffs),
+                        sum(d < 0 for d in diffs),
+                    )
         for key, gain in ((task.success, THRESHOLD_GAIN), ("score", SCORE_THRESHOLD_GAIN)):
             hits = []
             for s in seeds:
@@ -111,8 +153,15 @@ def summarise(evals: Sequence[Mapping[str, Any]], steps: Sequence[Mapping[str, A
             vals = [float(r[key]) for r in rows if key in r and not math.isnan(float(r[key]))]
             return sum(vals) / len(vals) if vals else math.nan
 
-        for key in ("corrgrpo/c_q/mean", "corrgrpo/c_q/min", "corrgrpo/c_q/max", "corrgrpo/correlation_sum/mean",
-                    "corrgrpo/covariance_sum/mean", "frac_reward_zero_std", "step_time"):
+        for key in (
+            "corrgrpo/c_q/mean",
+            "corrgrpo/c_q/min",
+            "corrgrpo/c_q/max",
+            "corrgrpo/correlation_sum/mean",
+            "corrgrpo/covariance_sum/mean",
+            "frac_reward_zero_std",
+            "step_time",
+        ):
             row[key] = mean_of(key)
         seconds = sum(float(r.get("reward_seconds", 0.0)) for r in tr)
         samples = sum(float(r.get("reward_samples", 0.0)) for r in tr)
@@ -137,34 +186,61 @@ def render_report(summary: Mapping[str, Any], records: RunRecords | None = None)
     if records is not None:
         cfg = records.config
         warm = records.warm
-        lines += [(f"Task `{cfg['task']}`; {warm.get('parameters', '?'):,} parameters"
-                  f" ({'tiny Qwen2' if cfg['model'] is None else cfg['model']}); warm start "
-                  f"{cfg['warm_steps']} SFT steps; {cfg['steps']} GRPO steps x {cfg['prompts_per_step']} prompts x "
-                  f"{cfg['num_generations']} completions, lr {cfg['lr']}, loss {cfg['loss_type']}; "
-                  f"{cfg['n_eval']} held-out prompts, greedy; {_timing(records)}."), ""]
+        lines += [
+            (
+                f"Task `{cfg['task']}`; {warm.get('parameters', '?'):,} parameters"
+                f" ({'tiny Qwen2' if cfg['model'] is None else cfg['model']}); warm start "
+                f"{cfg['warm_steps']} SFT steps; {cfg['steps']} GRPO steps x {cfg['prompts_per_step']} prompts x "
+                f"{cfg['num_generations']} completions, lr {cfg['lr']}, loss {cfg['loss_type']}; "
+                f"{cfg['n_eval']} held-out prompts, greedy; {_timing(records)}."
+            ),
+            "",
+        ]
         held = warm.get("held_out", {})
-        lines += ["Warm start (step 0, the same for every run): "
-                  + ", ".join(f"{k} {held[k]:.3f}" for k in keys if k in held), ""]
+        lines += [
+            "Warm start (step 0, the same for every run): "
+            + ", ".join(f"{k} {held[k]:.3f}" for k in keys if k in held),
+            "",
+        ]
     seeds = max((r["seeds"] for r in summary["rows"].values()), default=0)
     note = "mean ± 95% interval over seeds" if seeds > 1 else "one seed"
-    lines += [f"## Final held-out values ({note})", "",
-              "| estimator | " + " | ".join(keys) + " |", "|---" * (len(keys) + 1) + "|"]
+    lines += [
+        f"## Final held-out values ({note})",
+        "",
+        "| estimator | " + " | ".join(keys) + " |",
+        "|---" * (len(keys) + 1) + "|",
+    ]
     for est, row in summary["rows"].items():
         lines.append(f"| {est} | " + " | ".join(_fmt(*row["final"][k]) for k in keys) + " |")
     paired = {e: r for e, r in summary["rows"].items() if r["paired"]}
     if paired:
-        lines += ["", ("## Paired differences against grpo (estimator minus grpo on the same seed; "
-                  "(n+ m-): seeds where it is higher, lower)"),
-                  "", "| estimator | " + " | ".join(keys) + " |", "|---" * (len(keys) + 1) + "|"]
+        lines += [
+            "",
+            (
+                "## Paired differences against grpo (estimator minus grpo on the same seed; "
+                "(n+ m-): seeds where it is higher, lower)"
+            ),
+            "",
+            "| estimator | " + " | ".join(keys) + " |",
+            "|---" * (len(keys) + 1) + "|",
+        ]
         for est, row in paired.items():
             cells = [f"{_fmt(m, h)} ({up}+ {down}-)" for m, h, up, down in (row["paired"][k] for k in keys)]
             lines.append(f"| {est} | " + " | ".join(cells) + " |")
-    lines += ["", (f"## Training diagnostics (steps to threshold: first evaluation with {keys[0]} >= warm start "
-              f"+ {THRESHOLD_GAIN}, or score >= warm start + {SCORE_THRESHOLD_GAIN}; seeds that got there, median "
-              "step)"), "",
-              (f"| estimator | {keys[0]} threshold | score threshold | max abs advantage | mean c_q | c_q range (mean of "
-              "step min/max) | correlation sum | covariance sum | zero-std groups | s/step | rewards scored/s |"),
-              "|---" * 11 + "|"]
+    lines += [
+        "",
+        (
+            f"## Training diagnostics (steps to threshold: first evaluation with {keys[0]} >= warm start "
+            f"+ {THRESHOLD_GAIN}, or score >= warm start + {SCORE_THRESHOLD_GAIN}; seeds that got there, median "
+            "step)"
+        ),
+        "",
+        (
+            f"| estimator | {keys[0]} threshold | score threshold | max abs advantage | mean c_q | c_q range (mean of "
+            "step min/max) | correlation sum | covariance sum | zero-std groups | s/step | rewards scored/s |"
+        ),
+        "|---" * 11 + "|",
+    ]
 
     def reached(hits: Sequence[int], seeds: int) -> str:
         return f"{len(hits)}/{seeds}" + (f", {hits[len(hits) // 2]}" if hits else "")
@@ -176,22 +252,38 @@ def render_report(summary: Mapping[str, Any], records: RunRecords | None = None)
             f"{row['max_abs_advantage']:.2f} | "
             f"{row['corrgrpo/c_q/mean']:.2f} | {row['corrgrpo/c_q/min']:.2f}-{row['corrgrpo/c_q/max']:.2f} | "
             f"{row['corrgrpo/correlation_sum/mean']:.2f} | {row['corrgrpo/covariance_sum/mean']:.2f} | "
-            f"{row['frac_reward_zero_std']:.2f} | {row['step_time']:.2f} | {row['reward_samples_per_s']:.0f} |")
+            f"{row['frac_reward_zero_std']:.2f} | {row['step_time']:.2f} | {row['reward_samples_per_s']:.0f} |"
+        )
     if records is not None and records.audits:
-        lines += ["", "## Audit of the scored RL samples (execution reward without passing the tests)", "",
-                  ("| estimator | seed | samples | distinct | accuracy 1 | runtime without accuracy | "
-                  "accuracy 1 but independent re-run fails | efficiency without accuracy |"), "|---" * 8 + "|"]
+        lines += [
+            "",
+            "## Audit of the scored RL samples (execution reward without passing the tests)",
+            "",
+            (
+                "| estimator | seed | samples | distinct | accuracy 1 | runtime without accuracy | "
+                "accuracy 1 but independent re-run fails | efficiency without accuracy |"
+            ),
+            "|---" * 8 + "|",
+        ]
         for a in records.audits:
-            lines.append(f"| {a['estimator']} | {a['seed']} | {a['samples']} | {a['distinct']} | {a['accuracy_1']} | "
-                         f"{a['runtime_without_accuracy']} | {a['accuracy_without_independent_pass']} | "
-                         f"{a['efficiency_without_accuracy']} |")
-    lines += ["", ("c_q and the sums describe each batch's groups (computed for every estimator, so runs are "
-              "comparable); 'zero-std groups' is TRL's share of groups whose total reward does not vary.")]
+            lines.append(
+                f"| {a['estimator']} | {a['seed']} | {a['samples']} | {a['distinct']} | {a['accuracy_1']} | "
+                f"{a['runtime_without_accuracy']} | {a['accuracy_without_independent_pass']} | "
+                f"{a['efficiency_without_accuracy']} |"
+            )
+    lines += [
+        "",
+        (
+            "c_q and the sums describe each batch's groups (computed for every estimator, so runs are "
+            "comparable); 'zero-std groups' is TRL's share of groups whose total reward does not vary."
+        ),
+    ]
     return "\n".join(lines)
 
 
-def _plot(evals: Sequence[Mapping[str, Any]], keys: Sequence[str], path: Path, title: str, *,
-          smooth: int = 1) -> Path:
+def _plot(
+    evals: Sequence[Mapping[str, Any]], keys: Sequence[str], path: Path, title: str, *, smooth: int = 1
+) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -208,8 +300,12 @@ def _plot(evals: Sequence[Mapping[str, Any]], keys: Sequence[str], path: Path, t
             steps = sorted({int(r["step"]) for s in seeds for r in runs[(est, s)]})
             means, lows, highs = [], [], []
             for step in steps:
-                vals = [float(r[key]) for s in seeds for r in runs[(est, s)]
-                        if step - smooth < int(r["step"]) <= step and key in r and not math.isnan(float(r[key]))]
+                vals = [
+                    float(r[key])
+                    for s in seeds
+                    for r in runs[(est, s)]
+                    if step - smooth < int(r["step"]) <= step and key in r and not math.isnan(float(r[key]))
+                ]
                 if not vals:
                     vals = [math.nan]
                 m, h = interval(vals)
@@ -222,7 +318,7 @@ def _plot(evals: Sequence[Mapping[str, Any]], keys: Sequence[str], path: Path, t
         ax.set_title(key, fontsize=10)
         ax.set_xlabel("GRPO step")
         ax.grid(alpha=0.3)
-    for ax in list(axes.flat)[len(keys):]:
+    for ax in list(axes.flat)[len(keys) :]:
         ax.axis("off")
     axes.flat[0].legend(fontsize=8)
     fig.suptitle(title, fontsize=11)
@@ -243,11 +339,20 @@ def write_outputs(records: RunRecords, out: str | Path) -> str:
     report = render_report(summary, records)
     try:
         band = " (band: 95% interval over seeds)" if records.config["seeds"] > 1 else ""
-        _plot(records.evals, [*task.components, "score"], folder / "rewards.png",
-              f"held-out reward components, greedy{band}")
+        _plot(
+            records.evals,
+            [*task.components, "score"],
+            folder / "rewards.png",
+            f"held-out reward components, greedy{band}",
+        )
         _plot(records.evals, [task.success], folder / "accuracy.png", f"held-out {task.success}{band}")
-        _plot(records.steps, [*(f"rewards/{c}/mean" for c in task.components), *DIAGNOSTICS],
-              folder / "training.png", f"training batches (sampled at T={records.config['temperature']}), 5-step windows", smooth=5)
+        _plot(
+            records.steps,
+            [*(f"rewards/{c}/mean" for c in task.components), *DIAGNOSTICS],
+            folder / "training.png",
+            f"training batches (sampled at T={records.config['temperature']}), 5-step windows",
+            smooth=5,
+        )
     except ImportError:
         report += "\n\n(no plots: matplotlib is not installed; pip install 'corrgrpo-core[cli]')"
     if records.audits:

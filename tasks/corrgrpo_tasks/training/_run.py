@@ -21,8 +21,17 @@ from typing import Any
 
 from ._tasks import Task, get_task
 
-__all__ = ["RunRecords", "TrainConfig", "evaluate_policy", "load_records", "merge_records", "run_training",
-           "task_defaults", "write_csv", "write_run_file"]
+__all__ = [
+    "RunRecords",
+    "TrainConfig",
+    "evaluate_policy",
+    "load_records",
+    "merge_records",
+    "run_training",
+    "task_defaults",
+    "write_csv",
+    "write_run_file",
+]
 
 # Per-task defaults of the documented default runs (the TrainConfig defaults are the tool-calling ones).
 _TASK_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -68,23 +77,44 @@ class TrainConfig:
     cache_dir: str | None = None
 
     def __post_init__(self) -> None:
-        for name in ("seeds", "steps", "eval_every", "n_eval", "n_train", "hidden_size", "layers",
-                     "warm_batch", "prompts_per_step", "threads"):
+        for name in (
+            "seeds",
+            "steps",
+            "eval_every",
+            "n_eval",
+            "n_train",
+            "hidden_size",
+            "layers",
+            "warm_batch",
+            "prompts_per_step",
+            "threads",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.warm_steps < 0:
             raise ValueError(f"warm_steps must be >= 0, got {self.warm_steps}")
         if self.num_generations < 2:
-            raise ValueError(f"num_generations must be >= 2 (a group needs two samples), got {self.num_generations}")
+            raise ValueError(
+                f"num_generations must be >= 2 (a group needs two samples), got {self.num_generations}"
+            )
         if not self.estimators:
             raise ValueError("give at least one estimator")
         if not (self.lr > 0 and self.warm_lr > 0 and self.temperature > 0):
             raise ValueError("learning rates and temperature must be positive")
 
     def warm_spec(self) -> dict[str, Any]:
-        return {"task": self.task, "model": self.model, "hidden_size": self.hidden_size, "layers": self.layers,
-                "warm_steps": self.warm_steps, "warm_lr": self.warm_lr, "warm_batch": self.warm_batch,
-                "n_train": self.n_train, "n_eval": self.n_eval, "seed": self.data_seed}
+        return {
+            "task": self.task,
+            "model": self.model,
+            "hidden_size": self.hidden_size,
+            "layers": self.layers,
+            "warm_steps": self.warm_steps,
+            "warm_lr": self.warm_lr,
+            "warm_batch": self.warm_batch,
+            "n_train": self.n_train,
+            "n_eval": self.n_eval,
+            "seed": self.data_seed,
+        }
 
 
 @dataclass
@@ -113,11 +143,20 @@ def write_csv(path: Path, rows: Sequence[dict[str, Any]]) -> None:
 
 
 def _chat_texts(tokenizer: Any, prompts: Sequence[Sequence[dict[str, str]]]) -> list[str]:
-    return [tokenizer.apply_chat_template(list(p), tokenize=False, add_generation_prompt=True) for p in prompts]
+    return [
+        tokenizer.apply_chat_template(list(p), tokenize=False, add_generation_prompt=True) for p in prompts
+    ]
 
 
-def evaluate_policy(model: Any, tokenizer: Any, examples: Sequence[Any], task: Task, *, max_new_tokens: int,
-                    batch_size: int = 64) -> tuple[dict[str, float], list[str]]:
+def evaluate_policy(
+    model: Any,
+    tokenizer: Any,
+    examples: Sequence[Any],
+    task: Task,
+    *,
+    max_new_tokens: int,
+    batch_size: int = 64,
+) -> tuple[dict[str, float], list[str]]:
     """Greedy completions for the held-out ``examples``, scored by the task's reward; mean of each
     component, of the success metric and of the extras, plus the completions themselves."""
     import torch
@@ -130,12 +169,23 @@ def evaluate_policy(model: Any, tokenizer: Any, examples: Sequence[Any], task: T
     try:
         with torch.no_grad():
             for start in range(0, len(examples), batch_size):
-                chunk = examples[start:start + batch_size]
-                enc = tokenizer(_chat_texts(tokenizer, [e.prompt for e in chunk]), return_tensors="pt",
-                                padding=True, add_special_tokens=False)
-                out = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False,
-                                     pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
-                completions += tokenizer.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+                chunk = examples[start : start + batch_size]
+                enc = tokenizer(
+                    _chat_texts(tokenizer, [e.prompt for e in chunk]),
+                    return_tensors="pt",
+                    padding=True,
+                    add_special_tokens=False,
+                )
+                out = model.generate(
+                    **enc,
+                    max_new_tokens=max_new_tokens,
+                    do_sample=False,
+                    pad_token_id=tokenizer.pad_token_id,
+                    eos_token_id=tokenizer.eos_token_id,
+                )
+                completions += tokenizer.batch_decode(
+                    out[:, enc["input_ids"].shape[1] :], skip_special_tokens=True
+                )
     finally:
         tokenizer.padding_side = side
         model.train(was_training)
@@ -150,8 +200,9 @@ class RewardMeter:
     one row per completion with ``step`` and ``group``, what ``corrgrpo explain`` reads), and the scored
     rows when ``keep``."""
 
-    def __init__(self, functions: Sequence[Callable[..., list[Any]]], *, group_size: int,
-                 keep: bool = False) -> None:
+    def __init__(
+        self, functions: Sequence[Callable[..., list[Any]]], *, group_size: int, keep: bool = False
+    ) -> None:
         self.seconds = 0.0
         self.samples = 0
         self.step = 1
@@ -169,16 +220,20 @@ class RewardMeter:
                 self.samples += len(values)
                 # TRL lays a generation batch out as consecutive groups of num_generations completions.
                 batch = len(self.rollouts)
-                self.rollouts += [{"step": self.step, "group": f"{self.step}-{(batch + i) // self.group_size}"}
-                                  for i in range(len(values))]
-            for row, value in zip(self.rollouts[len(self.rollouts) - len(values):], values, strict=True):
+                self.rollouts += [
+                    {"step": self.step, "group": f"{self.step}-{(batch + i) // self.group_size}"}
+                    for i in range(len(values))
+                ]
+            for row, value in zip(self.rollouts[len(self.rollouts) - len(values) :], values, strict=True):
                 row[fn.__name__] = value
             if keep:
                 if first:
                     truths = kwargs["ground_truth"]
-                    self.kept += [(_completion_text(c), str(t), {}) for c, t in
-                                  zip(kwargs["completions"], truths, strict=True)]
-                for kept, value in zip(self.kept[len(self.kept) - len(values):], values, strict=True):
+                    self.kept += [
+                        (_completion_text(c), str(t), {})
+                        for c, t in zip(kwargs["completions"], truths, strict=True)
+                    ]
+                for kept, value in zip(self.kept[len(self.kept) - len(values) :], values, strict=True):
                     kept[2][fn.__name__] = value
             return values
 
@@ -220,13 +275,33 @@ def _grpo_args(cfg: TrainConfig, task: Task, estimator: str, seed: int, out: Pat
     if cfg.min_correlation_sum is not None and estimator in ("corrgrpo", "gdpo_corr", "dara"):
         kwargs["advantage_min_correlation_sum"] = cfg.min_correlation_sum
     return CorrGRPOConfig(
-        output_dir=str(out), advantage_estimator=estimator, max_steps=cfg.steps, learning_rate=cfg.lr,
-        lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0, beta=0.0, loss_type=cfg.loss_type,
+        output_dir=str(out),
+        advantage_estimator=estimator,
+        max_steps=cfg.steps,
+        learning_rate=cfg.lr,
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        weight_decay=0.0,
+        beta=0.0,
+        loss_type=cfg.loss_type,
         per_device_train_batch_size=cfg.prompts_per_step * cfg.num_generations,
-        num_generations=cfg.num_generations, max_completion_length=max_len, temperature=cfg.temperature,
-        logging_steps=1, save_strategy="no", report_to="none", use_cpu=True, bf16=False,
-        gradient_checkpointing=False, seed=seed, data_seed=seed, disable_tqdm=True, log_completions=False,
-        dataloader_num_workers=0, reward_weights=list(task.weights), **kwargs)
+        num_generations=cfg.num_generations,
+        max_completion_length=max_len,
+        temperature=cfg.temperature,
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        use_cpu=True,
+        bf16=False,
+        gradient_checkpointing=False,
+        seed=seed,
+        data_seed=seed,
+        disable_tqdm=True,
+        log_completions=False,
+        dataloader_num_workers=0,
+        reward_weights=list(task.weights),
+        **kwargs,
+    )
 
 
 @dataclass(frozen=True)
@@ -250,12 +325,15 @@ class _RunState:
     def __init__(self, ctx: _Context, estimator: str, seed: int, tokenizer: Any) -> None:
         self.ctx, self.tokenizer = ctx, tokenizer
         self.base = {"task": ctx.cfg.task, "estimator": estimator, "seed": seed}
-        self.meter = RewardMeter(ctx.task.reward_funcs(), group_size=ctx.cfg.num_generations,
-                                 keep=ctx.task.audit is not None)
+        self.meter = RewardMeter(
+            ctx.task.reward_funcs(), group_size=ctx.cfg.num_generations, keep=ctx.task.audit is not None
+        )
         self.trainer: Any = None
         self.start = time.monotonic()
         self.scored = (0.0, 0)
-        ctx.records.evals.append({**self.base, "step": 0, "n_eval": len(ctx.held), **ctx.warm_scores, "wall_s": 0.0})
+        ctx.records.evals.append(
+            {**self.base, "step": 0, "n_eval": len(ctx.held), **ctx.warm_scores, "wall_s": 0.0}
+        )
 
     def at_step(self, step: int) -> None:
         ctx = self.ctx
@@ -263,13 +341,27 @@ class _RunState:
         seconds, samples = self.meter.seconds - self.scored[0], self.meter.samples - self.scored[1]
         self.scored = (self.meter.seconds, self.meter.samples)
         self.meter.step = step + 1
-        ctx.records.steps.append({**self.base, "step": step, "max_abs_advantage": max(finite, default=0.0),
-                                  "mean_abs_advantage": sum(finite) / max(len(finite), 1),
-                                  "reward_seconds": seconds, "reward_samples": samples})
+        ctx.records.steps.append(
+            {
+                **self.base,
+                "step": step,
+                "max_abs_advantage": max(finite, default=0.0),
+                "mean_abs_advantage": sum(finite) / max(len(finite), 1),
+                "reward_seconds": seconds,
+                "reward_samples": samples,
+            }
+        )
         if step % ctx.cfg.eval_every == 0 or step == ctx.cfg.steps:
             scores = ctx.evaluate(self.trainer.model, self.tokenizer)
-            ctx.records.evals.append({**self.base, "step": step, "n_eval": len(ctx.held), **scores,
-                                      "wall_s": round(time.monotonic() - self.start, 2)})
+            ctx.records.evals.append(
+                {
+                    **self.base,
+                    "step": step,
+                    "n_eval": len(ctx.held),
+                    **scores,
+                    "wall_s": round(time.monotonic() - self.start, 2),
+                }
+            )
         ctx.on_step()
 
     def on_log(self, step: int, logs: dict[str, Any]) -> None:
@@ -296,9 +388,13 @@ def _train_one(ctx: _Context, estimator: str, seed: int) -> None:
     state = _RunState(ctx, estimator, seed, tokenizer)
     with tempfile.TemporaryDirectory(prefix="corrgrpo-trl-") as scratch:  # TRL's output_dir; nothing is saved
         state.trainer = CorrGRPOTrainer(
-            model=model, reward_funcs=state.meter.functions, processing_class=tokenizer,
+            model=model,
+            reward_funcs=state.meter.functions,
+            processing_class=tokenizer,
             args=_grpo_args(ctx.cfg, ctx.task, estimator, seed, Path(scratch), ctx.max_len),
-            train_dataset=ctx.rl_rows, callbacks=[_callback_class()(state)])
+            train_dataset=ctx.rl_rows,
+            callbacks=[_callback_class()(state)],
+        )
         quiet_trainer(state.trainer)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)  # transformers 5's checkpointing renames
@@ -308,8 +404,9 @@ def _train_one(ctx: _Context, estimator: str, seed: int) -> None:
         ctx.records.audits.append({**state.base, **ctx.task.audit(state.meter.kept)})
 
 
-def write_rollouts(out: Path, estimator: str, seed: int, rows: Sequence[dict[str, Any]],
-                   weights: Sequence[float]) -> Path:
+def write_rollouts(
+    out: Path, estimator: str, seed: int, rows: Sequence[dict[str, Any]], weights: Sequence[float]
+) -> Path:
     """``rollouts/ESTIMATOR-seedS.csv``: one row per RL completion (step, group, each reward component,
     ``score`` their weighted sum), the layout ``corrgrpo explain`` reads as a run."""
     folder = out / "rollouts"
@@ -318,14 +415,21 @@ def write_rollouts(out: Path, estimator: str, seed: int, rows: Sequence[dict[str
     scored = []
     for row in rows:
         values = [v for k, v in row.items() if k not in ("step", "group")]
-        total = sum(w * float(v) for w, v in zip(weights, values, strict=False)) if None not in values else None
+        total = (
+            sum(w * float(v) for w, v in zip(weights, values, strict=False)) if None not in values else None
+        )
         scored.append({**row, "score": total})
     write_csv(path, scored)
     return path
 
 
-def run_training(cfg: TrainConfig, out: str | Path, *, on_step: Callable[[], None] = lambda: None,
-                 log: Callable[[str], None] = print) -> RunRecords:
+def run_training(
+    cfg: TrainConfig,
+    out: str | Path,
+    *,
+    on_step: Callable[[], None] = lambda: None,
+    log: Callable[[str], None] = print,
+) -> RunRecords:
     """Warm start (cached) and every estimator x seed RL run of ``cfg``; see the module docstring.
 
     The held-out evaluation at step 0 is the warm-started policy itself, the same for every run.
@@ -343,8 +447,12 @@ def _quiet_libraries(threads: int) -> Iterator[None]:
     import torch
     from transformers.utils import logging as hf_logging
 
-    saved = (hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled(),  # type: ignore[no-untyped-call,unused-ignore]
-             datasets.is_progress_bar_enabled(), torch.get_num_threads())
+    saved = (
+        hf_logging.get_verbosity(),
+        hf_logging.is_progress_bar_enabled(),  # type: ignore[no-untyped-call,unused-ignore]
+        datasets.is_progress_bar_enabled(),
+        torch.get_num_threads(),
+    )
     hf_logging.set_verbosity_error()  # type: ignore[no-untyped-call,unused-ignore]
     hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call,unused-ignore]
     datasets.disable_progress_bars()
@@ -360,7 +468,9 @@ def _quiet_libraries(threads: int) -> Iterator[None]:
         torch.set_num_threads(saved[3])
 
 
-def _run_all(cfg: TrainConfig, out: Path, on_step: Callable[[], None], log: Callable[[str], None]) -> RunRecords:
+def _run_all(
+    cfg: TrainConfig, out: Path, on_step: Callable[[], None], log: Callable[[str], None]
+) -> RunRecords:
     import datasets
 
     from ._model import default_cache_dir, warm_start
@@ -375,24 +485,36 @@ def _run_all(cfg: TrainConfig, out: Path, on_step: Callable[[], None], log: Call
     def evaluate(model: Any, tokenizer: Any) -> dict[str, float]:
         return evaluate_policy(model, tokenizer, held, task, max_new_tokens=max_len)[0]
 
-    sft_rows = [{"prompt": e.prompt, "completion": [{"role": "assistant", "content": e.completion}]}
-                for e in train]
-    checkpoint, records.warm = warm_start(cfg.warm_spec(), sft_rows, pieces=task.pieces(),
-                                          cache_dir=Path(cfg.cache_dir) if cfg.cache_dir else default_cache_dir(),
-                                          evaluate=evaluate, log=log)
+    sft_rows = [
+        {"prompt": e.prompt, "completion": [{"role": "assistant", "content": e.completion}]} for e in train
+    ]
+    checkpoint, records.warm = warm_start(
+        cfg.warm_spec(),
+        sft_rows,
+        pieces=task.pieces(),
+        cache_dir=Path(cfg.cache_dir) if cfg.cache_dir else default_cache_dir(),
+        evaluate=evaluate,
+        log=log,
+    )
     warm_scores = records.warm["held_out"]
     log("warm start held-out: " + ", ".join(f"{k} {v:.3f}" for k, v in warm_scores.items()))
     write_run_file(out, records)
-    rl_rows = datasets.Dataset.from_list([{"prompt": e.prompt, "ground_truth": e.ground_truth} for e in train])
-    context = _Context(cfg, task, checkpoint, held, warm_scores, records, out, rl_rows, max_len, on_step, evaluate)
+    rl_rows = datasets.Dataset.from_list(
+        [{"prompt": e.prompt, "ground_truth": e.ground_truth} for e in train]
+    )
+    context = _Context(
+        cfg, task, checkpoint, held, warm_scores, records, out, rl_rows, max_len, on_step, evaluate
+    )
     # Seeds outermost: an interrupted study still has every estimator on the seeds it finished (paired).
     for seed in range(cfg.first_seed, cfg.first_seed + cfg.seeds):
         for estimator in cfg.estimators:
             run_start = time.monotonic()
             _train_one(context, estimator, seed)
             final = records.evals[-1]
-            log(f"{estimator} seed {seed}: {task.success} {warm_scores[task.success]:.3f} -> "
-                f"{final[task.success]:.3f} in {time.monotonic() - run_start:.0f} s")
+            log(
+                f"{estimator} seed {seed}: {task.success} {warm_scores[task.success]:.3f} -> "
+                f"{final[task.success]:.3f} in {time.monotonic() - run_start:.0f} s"
+            )
             write_csv(out / "evals.csv", records.evals)  # after every run, so a long study can be read early
             write_csv(out / "steps.csv", records.steps)
             write_run_file(out, records)
@@ -405,8 +527,12 @@ def write_run_file(out: Path, records: RunRecords) -> None:
     """run.json: the configuration, the warm-start record, and (once done) the wall time."""
     import json
 
-    data = {"config": records.config, "warm": records.warm, "wall_seconds": records.wall_seconds,
-            "audits": records.audits}
+    data = {
+        "config": records.config,
+        "warm": records.warm,
+        "wall_seconds": records.wall_seconds,
+        "audits": records.audits,
+    }
     (out / "run.json").write_text(json.dumps(data, indent=1, default=str))
 
 
@@ -424,14 +550,23 @@ def merge_records(parts: Sequence[RunRecords]) -> RunRecords:
     seeds = sorted(s for s, done in finished.items() if done >= set(estimators))
 
     def rows(kind: str) -> list[dict[str, Any]]:
-        unique = {(int(r["seed"]), str(r["estimator"]), int(r["step"])): r for p in parts for r in getattr(p, kind)
-                  if int(r["seed"]) in seeds and str(r["estimator"]) in estimators}
+        unique = {
+            (int(r["seed"]), str(r["estimator"]), int(r["step"])): r
+            for p in parts
+            for r in getattr(p, kind)
+            if int(r["seed"]) in seeds and str(r["estimator"]) in estimators
+        }
         return [dict(unique[k]) for k in sorted(unique, key=lambda k: (k[0], estimators.index(k[1]), k[2]))]
 
     config = {**parts[0].config, "seeds": len(seeds), "first_seed": seeds[0] if seeds else 0}
-    return RunRecords(evals=rows("evals"), steps=rows("steps"), warm=parts[0].warm, config=config,
-                      wall_seconds=sum(p.wall_seconds for p in parts),
-                      audits=[a for p in parts for a in p.audits if int(a["seed"]) in seeds])
+    return RunRecords(
+        evals=rows("evals"),
+        steps=rows("steps"),
+        warm=parts[0].warm,
+        config=config,
+        wall_seconds=sum(p.wall_seconds for p in parts),
+        audits=[a for p in parts for a in p.audits if int(a["seed"]) in seeds],
+    )
 
 
 def load_records(folder: str | Path) -> RunRecords:
@@ -447,6 +582,11 @@ def load_records(folder: str | Path) -> RunRecords:
     evals = load_csv(folder / "evals.csv") if (folder / "evals.csv").is_file() else []
     if not evals:
         raise ValueError(f"{folder} has no finished run yet (no rows in evals.csv)")
-    return RunRecords(evals=evals, steps=load_csv(folder / "steps.csv"), warm=data["warm"],
-                      config=data["config"], wall_seconds=float(data.get("wall_seconds") or 0.0),
-                      audits=data.get("audits") or [])
+    return RunRecords(
+        evals=evals,
+        steps=load_csv(folder / "steps.csv"),
+        warm=data["warm"],
+        config=data["config"],
+        wall_seconds=float(data.get("wall_seconds") or 0.0),
+        audits=data.get("audits") or [],
+    )

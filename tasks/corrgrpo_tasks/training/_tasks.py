@@ -40,9 +40,18 @@ def _tool_task() -> Task:
     def score(completions: Sequence[str], truths: Sequence[str]) -> list[dict[str, float]]:
         return [compute_score("synthetic", c, t) for c, t in zip(completions, truths, strict=True)]
 
-    return Task("tool_calling", COMPONENTS, DEFAULT_WEIGHTS, "exact_match", ("score",),
-                lambda n, m, seed: make_tool_examples(n, m, seed=seed), tool_pieces, trl_reward_functions,
-                score, 48)
+    return Task(
+        "tool_calling",
+        COMPONENTS,
+        DEFAULT_WEIGHTS,
+        "exact_match",
+        ("score",),
+        lambda n, m, seed: make_tool_examples(n, m, seed=seed),
+        tool_pieces,
+        trl_reward_functions,
+        score,
+        48,
+    )
 
 
 def _code_task() -> Task:
@@ -59,9 +68,19 @@ def _code_task() -> Task:
     def rewards() -> list[Callable[..., list[Any]]]:
         return list(trl_reward_functions(timing_rounds=2, timing_budget_seconds=0.2))
 
-    return Task("code", COMPONENTS, DEFAULT_WEIGHTS, "passed", ("score", "sandbox_error", "timeout"),
-                lambda n, m, seed: make_code_examples(n, m, seed=seed), code_pieces, rewards, score, 40,
-                audit=audit_code_samples)
+    return Task(
+        "code",
+        COMPONENTS,
+        DEFAULT_WEIGHTS,
+        "passed",
+        ("score", "sandbox_error", "timeout"),
+        lambda n, m, seed: make_code_examples(n, m, seed=seed),
+        code_pieces,
+        rewards,
+        score,
+        40,
+        audit=audit_code_samples,
+    )
 
 
 TASKS: dict[str, Callable[[], Task]] = {"tool_calling": _tool_task, "code": _code_task}

@@ -19,22 +19,65 @@ from ._examples import Example, split_examples
 
 __all__ = ["CATALOGUE", "Tool", "make_tool_examples", "tool_pieces"]
 
-_CITIES = ("Paris", "Berlin", "Madrid", "Lisbon", "Oslo", "Vienna", "Prague", "Dublin", "Rome", "Athens",
-           "Warsaw", "Zurich", "Tokyo", "Lima", "Cairo", "Seoul", "Quito", "Delhi", "Hanoi", "Boston")
+_CITIES = (
+    "Paris",
+    "Berlin",
+    "Madrid",
+    "Lisbon",
+    "Oslo",
+    "Vienna",
+    "Prague",
+    "Dublin",
+    "Rome",
+    "Athens",
+    "Warsaw",
+    "Zurich",
+    "Tokyo",
+    "Lima",
+    "Cairo",
+    "Seoul",
+    "Quito",
+    "Delhi",
+    "Hanoi",
+    "Boston",
+)
 _NAMES = ("Ana", "Ben", "Chen", "Dara", "Eli", "Fay", "Gus", "Hana", "Ivo", "Jon", "Kim", "Lea", "Max", "Nia")
 _ARTISTS = ("Adele", "Queen", "Bjork", "Muse", "Drake", "Sade", "Abba", "Moby", "Enya", "Toto")
 _TOPICS = ("sports", "science", "politics", "music", "travel", "health", "finance", "weather")
 _LANGS = ("French", "German", "Spanish", "Italian", "Japanese", "Polish", "Greek")
-_PHRASES = ("good morning", "thank you", "see you soon", "where is the station", "how much is it",
-            "happy birthday", "I am lost", "the bill please")
+_PHRASES = (
+    "good morning",
+    "thank you",
+    "see you soon",
+    "where is the station",
+    "how much is it",
+    "happy birthday",
+    "I am lost",
+    "the bill please",
+)
 _FOODS = ("rice", "eggs", "tofu", "beans", "lentils", "pasta", "salmon", "spinach")
 _CURRENCIES = ("USD", "EUR", "GBP", "JPY", "CHF", "CAD", "SEK")
 _SYMBOLS = ("AAPL", "MSFT", "NVDA", "TSLA", "AMZN", "IBM", "ORCL", "SAP")
 _RESTAURANTS = ("Luigi's", "Blue Fin", "Casa Rosa", "Green Leaf", "Hot Pot", "Le Coq", "Taj", "Wok On")
-_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
-          "twelve")
-_UNITS = {"celsius": ("in Celsius", "in C", "in celsius degrees"),
-          "fahrenheit": ("in Fahrenheit", "in F", "in fahrenheit degrees")}
+_WORDS = (
+    "zero",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "eleven",
+    "twelve",
+)
+_UNITS = {
+    "celsius": ("in Celsius", "in C", "in celsius degrees"),
+    "fahrenheit": ("in Fahrenheit", "in F", "in fahrenheit degrees"),
+}
 _SIZES = {"small": ("small", "little"), "medium": ("medium", "regular"), "large": ("large", "big")}
 
 
@@ -76,8 +119,10 @@ def _table(rng: random.Random) -> tuple[dict[str, object], dict[str, str]]:
 def _currency(rng: random.Random) -> tuple[dict[str, object], dict[str, str]]:
     amount = rng.choice((rng.randint(1, 999), round(rng.uniform(1, 500), 2)))
     src, dst = rng.sample(_CURRENCIES, 2)
-    return ({"amount": amount, "from_currency": src, "to_currency": dst},
-            {"amount": str(amount), "from_currency": src, "to_currency": dst})
+    return (
+        {"amount": amount, "from_currency": src, "to_currency": dst},
+        {"amount": str(amount), "from_currency": src, "to_currency": dst},
+    )
 
 
 def _alarm(rng: random.Random) -> tuple[dict[str, object], dict[str, str]]:
@@ -148,49 +193,149 @@ def _recipe(rng: random.Random) -> tuple[dict[str, object], dict[str, str]]:
 
 
 CATALOGUE: tuple[Tool, ...] = (
-    Tool("get_weather", ("city", "unit"), _weather,
-         ("What is the weather in {city} {unit}?", "Weather for {city} {unit}, please.",
-          "Tell me the forecast in {city}, {unit}.", "How warm is it in {city} {unit}?")),
-    Tool("book_table", ("restaurant", "people", "time"), _table,
-         ("Book a table at {restaurant} for {people} people at {time}.",
-          "Reserve {restaurant} at {time} for {people}.", "I need a table for {people} at {restaurant}, {time}.")),
-    Tool("convert_currency", ("amount", "from_currency", "to_currency"), _currency,
-         ("Convert {amount} {from_currency} to {to_currency}.", ("How much is {amount} {from_currency} in "
-          "{to_currency}?"), "Change {amount} {from_currency} into {to_currency}.")),
-    Tool("set_alarm", ("time", "label"), _alarm,
-         ("Set an alarm at {time} called {label}.", "Wake me at {time} for {label}.",
-          "Alarm for {label} at {time}, please.")),
-    Tool("send_email", ("to", "subject"), _email,
-         ("Email {to} about {subject}.", "Send a mail to {to} with subject {subject}.",
-          "Write to {to}, subject: {subject}.")),
-    Tool("search_flights", ("origin", "destination", "date"), _flights,
-         ("Find flights from {origin} to {destination} on {date}.", "Fly {origin} to {destination}, {date}?",
-          "Any flight {date} from {origin} to {destination}?")),
-    Tool("play_music", ("artist",), _music,
-         ("Play some {artist}.", "Put on music by {artist}.", "I want to hear {artist}.")),
-    Tool("translate_text", ("text", "target_language"), _translate,
-         ("Translate '{text}' into {target_language}.", "How do you say '{text}' in {target_language}?",
-          "{target_language} for '{text}', please.")),
-    Tool("get_stock_price", ("symbol",), _stock,
-         ("What is {symbol} trading at?", "Stock price of {symbol}.", "Quote {symbol} for me.")),
-    Tool("create_reminder", ("task", "date"), _reminder,
-         ("Remind me to {task} on {date}.", "On {date} I must {task}; remind me.",
-          "Add a reminder: {task}, {date}.")),
-    Tool("order_pizza", ("size", "quantity"), _pizza,
-         ("Order {quantity} {size} pizzas.", "I want {quantity} pizzas, {size}.",
-          "Get us {quantity} {size} pizza please.")),
-    Tool("call_taxi", ("pickup", "passengers"), _taxi,
-         ("Get a taxi at {pickup} for {passengers}.", "Taxi from {pickup}, {passengers} passengers.",
-          "Send a cab to {pickup}; we are {passengers}.")),
-    Tool("get_news", ("topic", "count"), _news,
-         ("Show {count} news stories about {topic}.", "Latest {topic} news, {count} items.",
-          "Give me {count} headlines on {topic}.")),
-    Tool("calculate_tip", ("bill", "percent"), _tip,
-         ("What is a {percent}% tip on {bill}?", "Tip {percent} percent of a {bill} bill.",
-          "Compute the tip for {bill} at {percent}%.")),
-    Tool("find_recipe", ("ingredient", "max_minutes"), _recipe,
-         ("A recipe with {ingredient} in under {max_minutes} minutes.",
-          "Cook {ingredient}, at most {max_minutes} minutes.", "Find a {max_minutes} minute {ingredient} dish.")),
+    Tool(
+        "get_weather",
+        ("city", "unit"),
+        _weather,
+        (
+            "What is the weather in {city} {unit}?",
+            "Weather for {city} {unit}, please.",
+            "Tell me the forecast in {city}, {unit}.",
+            "How warm is it in {city} {unit}?",
+        ),
+    ),
+    Tool(
+        "book_table",
+        ("restaurant", "people", "time"),
+        _table,
+        (
+            "Book a table at {restaurant} for {people} people at {time}.",
+            "Reserve {restaurant} at {time} for {people}.",
+            "I need a table for {people} at {restaurant}, {time}.",
+        ),
+    ),
+    Tool(
+        "convert_currency",
+        ("amount", "from_currency", "to_currency"),
+        _currency,
+        (
+            "Convert {amount} {from_currency} to {to_currency}.",
+            ("How much is {amount} {from_currency} in {to_currency}?"),
+            "Change {amount} {from_currency} into {to_currency}.",
+        ),
+    ),
+    Tool(
+        "set_alarm",
+        ("time", "label"),
+        _alarm,
+        (
+            "Set an alarm at {time} called {label}.",
+            "Wake me at {time} for {label}.",
+            "Alarm for {label} at {time}, please.",
+        ),
+    ),
+    Tool(
+        "send_email",
+        ("to", "subject"),
+        _email,
+        (
+            "Email {to} about {subject}.",
+            "Send a mail to {to} with subject {subject}.",
+            "Write to {to}, subject: {subject}.",
+        ),
+    ),
+    Tool(
+        "search_flights",
+        ("origin", "destination", "date"),
+        _flights,
+        (
+            "Find flights from {origin} to {destination} on {date}.",
+            "Fly {origin} to {destination}, {date}?",
+            "Any flight {date} from {origin} to {destination}?",
+        ),
+    ),
+    Tool(
+        "play_music",
+        ("artist",),
+        _music,
+        ("Play some {artist}.", "Put on music by {artist}.", "I want to hear {artist}."),
+    ),
+    Tool(
+        "translate_text",
+        ("text", "target_language"),
+        _translate,
+        (
+            "Translate '{text}' into {target_language}.",
+            "How do you say '{text}' in {target_language}?",
+            "{target_language} for '{text}', please.",
+        ),
+    ),
+    Tool(
+        "get_stock_price",
+        ("symbol",),
+        _stock,
+        ("What is {symbol} trading at?", "Stock price of {symbol}.", "Quote {symbol} for me."),
+    ),
+    Tool(
+        "create_reminder",
+        ("task", "date"),
+        _reminder,
+        (
+            "Remind me to {task} on {date}.",
+            "On {date} I must {task}; remind me.",
+            "Add a reminder: {task}, {date}.",
+        ),
+    ),
+    Tool(
+        "order_pizza",
+        ("size", "quantity"),
+        _pizza,
+        (
+            "Order {quantity} {size} pizzas.",
+            "I want {quantity} pizzas, {size}.",
+            "Get us {quantity} {size} pizza please.",
+        ),
+    ),
+    Tool(
+        "call_taxi",
+        ("pickup", "passengers"),
+        _taxi,
+        (
+            "Get a taxi at {pickup} for {passengers}.",
+            "Taxi from {pickup}, {passengers} passengers.",
+            "Send a cab to {pickup}; we are {passengers}.",
+        ),
+    ),
+    Tool(
+        "get_news",
+        ("topic", "count"),
+        _news,
+        (
+            "Show {count} news stories about {topic}.",
+            "Latest {topic} news, {count} items.",
+            "Give me {count} headlines on {topic}.",
+        ),
+    ),
+    Tool(
+        "calculate_tip",
+        ("bill", "percent"),
+        _tip,
+        (
+            "What is a {percent}% tip on {bill}?",
+            "Tip {percent} percent of a {bill} bill.",
+            "Compute the tip for {bill} at {percent}%.",
+        ),
+    ),
+    Tool(
+        "find_recipe",
+        ("ingredient", "max_minutes"),
+        _recipe,
+        (
+            "A recipe with {ingredient} in under {max_minutes} minutes.",
+            "Cook {ingredient}, at most {max_minutes} minutes.",
+            "Find a {max_minutes} minute {ingredient} dish.",
+        ),
+    ),
 )
 
 THINK = "<think></think>\n"
@@ -212,8 +357,9 @@ def _one(rng: random.Random, catalogue: Sequence[Tool]) -> Example:
     return Example([{"role": "user", "content": content}], target, target, tool.name)
 
 
-def make_tool_examples(n_train: int, n_eval: int, *, seed: int = 0,
-                       catalogue: Sequence[Tool] = CATALOGUE) -> tuple[list[Example], list[Example]]:
+def make_tool_examples(
+    n_train: int, n_eval: int, *, seed: int = 0, catalogue: Sequence[Tool] = CATALOGUE
+) -> tuple[list[Example], list[Example]]:
     """``n_train`` training and ``n_eval`` held-out examples; no held-out prompt text is in training.
 
     >>> train, held = make_tool_examples(4, 2)

@@ -256,7 +256,9 @@ def test_a_registered_estimator_logs_with_its_declared_diagnostic_options():
     def half_corrgrpo(scores, group_ids=None, *, eps=1e-6, nan_policy="raise"):
         return 0.5 * cc.corrgrpo_advantage(scores, group_ids, eps=eps, nan_policy=nan_policy)
 
-    cc.register_estimator("half_corrgrpo", half_corrgrpo, "half CorrGRPO", diagnostic_options=("eps", "nan_policy"))
+    cc.register_estimator(
+        "half_corrgrpo", half_corrgrpo, "half CorrGRPO", diagnostic_options=("eps", "nan_policy")
+    )
     try:
         config = AdapterConfig("half_corrgrpo", ("a", "b"), options={"eps": 1e-4, "nan_policy": "ignore"})
         assert hook._stats_kwargs(config) == {"eps": 1e-4, "nan_policy": "ignore"}

@@ -21,16 +21,22 @@ RUNS = {  # label -> config: our estimators, and TRL's own GRPOConfig with a bat
 
 def main(model: str, out: Path) -> None:
     for label, config in RUNS.items():
-        trainer = trl_fixtures.make_trainer(model, out / label, per_device_train_batch_size=4,
-                                            num_generations=8, max_steps=2, **config)
+        trainer = trl_fixtures.make_trainer(
+            model, out / label, per_device_train_batch_size=4, num_generations=8, max_steps=2, **config
+        )
         if label == "corrgrpo":  # TRL's built-in block computes its GDPO too (compared for "gdpo" only)
             trainer.multi_objective_aggregation = "normalize_then_sum"
         trainer.train()
         checked = trl_fixtures.check_core_advantages_used(trainer)
         rank = trainer.accelerator.process_index
-        torch.save({"world_size": trainer.accelerator.num_processes, "checked": checked,
-                    **{k: trainer.record[k] for k in ("rewards", "advantages", "trl_advantages", "prompts")}},
-                   out / f"{label}-rank{rank}.pt")
+        torch.save(
+            {
+                "world_size": trainer.accelerator.num_processes,
+                "checked": checked,
+                **{k: trainer.record[k] for k in ("rewards", "advantages", "trl_advantages", "prompts")},
+            },
+            out / f"{label}-rank{rank}.pt",
+        )
 
 
 if __name__ == "__main__":

@@ -16,9 +16,13 @@ import corrgrpo_core as cc
 from corrgrpo_adapters.trl import CorrGRPOConfig
 
 COMPONENTS = [f.__name__ for f in trl_fixtures.REWARD_FUNCS]
-DIAGNOSTICS = ["corrgrpo/c_q/mean", "corrgrpo/correlation_sum/mean", "corrgrpo/degenerate_groups",
-               *(f"corrgrpo/denominator_share/{n}" for n in COMPONENTS),
-               *(f"corrgrpo/advantage_contribution/{n}" for n in COMPONENTS)]
+DIAGNOSTICS = [
+    "corrgrpo/c_q/mean",
+    "corrgrpo/correlation_sum/mean",
+    "corrgrpo/degenerate_groups",
+    *(f"corrgrpo/denominator_share/{n}" for n in COMPONENTS),
+    *(f"corrgrpo/advantage_contribution/{n}" for n in COMPONENTS),
+]
 
 
 class LogCapture(TrainerCallback):
@@ -27,7 +31,9 @@ class LogCapture(TrainerCallback):
     def __init__(self) -> None:
         self.logs: list[dict[str, float]] = []
 
-    def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, float] | None = None, **_: Any) -> None:
+    def on_log(
+        self, args: Any, state: Any, control: Any, logs: dict[str, float] | None = None, **_: Any
+    ) -> None:
         self.logs.append(dict(logs or {}))
 
 
@@ -40,12 +46,23 @@ def train_and_check(trainer: trl_fixtures.RecordingTrainer, *, steps: int) -> No
     assert changed, "no parameter changed in training"
 
 
-@pytest.mark.parametrize(("estimator", "loss_type"), [
-    ("corrgrpo", "dapo"), ("corrgrpo", "grpo"), ("corrgrpo", "dr_grpo"), ("corrgrpo", "cispo"),
-    ("gdpo_corr", "dapo"), ("dara", "dapo"), ("mo_grpo", "grpo"), ("rloo", "dr_grpo"), ("dr_grpo", "cispo"),
-])
-def test_training_uses_core_advantages_and_logs_diagnostics(trainer_factory: Any, estimator: str,
-                                                            loss_type: str) -> None:
+@pytest.mark.parametrize(
+    ("estimator", "loss_type"),
+    [
+        ("corrgrpo", "dapo"),
+        ("corrgrpo", "grpo"),
+        ("corrgrpo", "dr_grpo"),
+        ("corrgrpo", "cispo"),
+        ("gdpo_corr", "dapo"),
+        ("dara", "dapo"),
+        ("mo_grpo", "grpo"),
+        ("rloo", "dr_grpo"),
+        ("dr_grpo", "cispo"),
+    ],
+)
+def test_training_uses_core_advantages_and_logs_diagnostics(
+    trainer_factory: Any, estimator: str, loss_type: str
+) -> None:
     logs = LogCapture()
     extra: dict[str, Any] = {"epsilon_high": 5.0} if loss_type == "cispo" else {}
     if loss_type == "grpo":
@@ -70,6 +87,7 @@ def sometimes_missing(completions: list[str], **_: Any) -> list[float | None]:
 
 def all_missing_for_odd(fn: Any) -> Any:
     """``fn``, returning None where the answer is odd, so that some completions have no reward at all."""
+
     def wrapped(completions: list[str], answer: list[str], **kw: Any) -> list[float | None]:
         values = fn(completions=completions, answer=answer, **kw)
         return [None if int(a) % 2 else v for v, a in zip(values, answer, strict=True)]
@@ -78,16 +96,27 @@ def all_missing_for_odd(fn: Any) -> Any:
     return wrapped
 
 
-MATRIX_FUNCS = [trl_fixtures.length_bonus, all_missing_for_odd(trl_fixtures.vowel_count),
-                all_missing_for_odd(trl_fixtures.answer_digit), all_missing_for_odd(sometimes_missing)]
+MATRIX_FUNCS = [
+    trl_fixtures.length_bonus,
+    all_missing_for_odd(trl_fixtures.vowel_count),
+    all_missing_for_odd(trl_fixtures.answer_digit),
+    all_missing_for_odd(sometimes_missing),
+]
 
 # TRL's option matrix: (config class, estimator, scale_rewards, multi_objective_aggregation, TRL's names)
 TRL_MATRIX = [
-    *[(GRPOConfig, None, scale, agg, ({True: "group", False: "none"}.get(scale, scale), agg))
-      for scale, agg in [("group", "sum_then_normalize"), (True, "sum_then_normalize"),
-                         ("batch", "sum_then_normalize"), ("none", "sum_then_normalize"),
-                         (False, "sum_then_normalize"), ("group", "normalize_then_sum"),
-                         ("none", "normalize_then_sum")]],
+    *[
+        (GRPOConfig, None, scale, agg, ({True: "group", False: "none"}.get(scale, scale), agg))
+        for scale, agg in [
+            ("group", "sum_then_normalize"),
+            (True, "sum_then_normalize"),
+            ("batch", "sum_then_normalize"),
+            ("none", "sum_then_normalize"),
+            (False, "sum_then_normalize"),
+            ("group", "normalize_then_sum"),
+            ("none", "normalize_then_sum"),
+        ]
+    ],
     (CorrGRPOConfig, "grpo", "group", "sum_then_normalize", ("group", "sum_then_normalize")),
     (CorrGRPOConfig, "grpo", "batch", "sum_then_normalize", ("batch", "sum_then_normalize")),
     (CorrGRPOConfig, "grpo", False, "sum_then_normalize", ("none", "sum_then_normalize")),
@@ -97,21 +126,38 @@ TRL_MATRIX = [
 ]
 
 
-@pytest.mark.parametrize(("config_cls", "estimator", "scale", "aggregation", "names"), TRL_MATRIX,
-                         ids=[f"{c.__name__}-{e}-{s}-{a}" for c, e, s, a, _ in TRL_MATRIX])
-def test_trl_options_reproduce_trl_own_advantages(trainer_factory: Any, config_cls: type, estimator: str | None,
-                                                  scale: Any, aggregation: str, names: tuple[str, str]) -> None:
+@pytest.mark.parametrize(
+    ("config_cls", "estimator", "scale", "aggregation", "names"),
+    TRL_MATRIX,
+    ids=[f"{c.__name__}-{e}-{s}-{a}" for c, e, s, a, _ in TRL_MATRIX],
+)
+def test_trl_options_reproduce_trl_own_advantages(
+    trainer_factory: Any,
+    config_cls: type,
+    estimator: str | None,
+    scale: Any,
+    aggregation: str,
+    names: tuple[str, str],
+) -> None:
     # TRL's own advantage block runs inside the same step on the same gathered rewards (the recording
     # trainer keeps what it returned): ours must equal it, whatever TRL option selected it.
     logs = LogCapture()
     extra = {} if estimator is None else {"advantage_estimator": estimator}
-    trainer = trainer_factory(config_cls=config_cls, scale_rewards=scale, multi_objective_aggregation=aggregation,
-                              reward_funcs=MATRIX_FUNCS, max_steps=2, callbacks=[logs], **extra)
+    trainer = trainer_factory(
+        config_cls=config_cls,
+        scale_rewards=scale,
+        multi_objective_aggregation=aggregation,
+        reward_funcs=MATRIX_FUNCS,
+        max_steps=2,
+        callbacks=[logs],
+        **extra,
+    )
     assert (trainer.scale_rewards, trainer.multi_objective_aggregation) == names
     train_and_check(trainer, steps=2)
     assert (trainer.scale_rewards, trainer.multi_objective_aggregation) == names
-    for rewards, ours, theirs in zip(trainer.record["rewards"], trainer.record["advantages"],
-                                     trainer.record["trl_advantages"], strict=True):
+    for rewards, ours, theirs in zip(
+        trainer.record["rewards"], trainer.record["advantages"], trainer.record["trl_advantages"], strict=True
+    ):
         assert ours.abs().max() > 0.1
         assert torch.isnan(rewards).any()  # missing rewards exercised
         torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-5)
@@ -120,7 +166,9 @@ def test_trl_options_reproduce_trl_own_advantages(trainer_factory: Any, config_c
 
 
 @pytest.mark.parametrize("estimator", ["corrgrpo", "mo_grpo", "rloo"])
-def test_attributes_and_zero_std_metric_describe_the_advantages_used(trainer_factory: Any, estimator: str) -> None:
+def test_attributes_and_zero_std_metric_describe_the_advantages_used(
+    trainer_factory: Any, estimator: str
+) -> None:
     logs = LogCapture()
     trainer = trainer_factory(advantage_estimator=estimator, max_steps=3, callbacks=[logs])
     assert trainer.advantage_estimator == estimator
@@ -140,14 +188,17 @@ def test_attributes_and_zero_std_metric_describe_the_advantages_used(trainer_fac
 def test_diagnostics_use_the_options_of_the_advantages(trainer_factory: Any) -> None:
     # With a floor on the correlation sum, the logged c_q is the floored one the advantages used.
     floor = 50.0
-    trainer = trainer_factory(advantage_estimator="corrgrpo", advantage_min_correlation_sum=floor, max_steps=2)
+    trainer = trainer_factory(
+        advantage_estimator="corrgrpo", advantage_min_correlation_sum=floor, max_steps=2
+    )
     train_and_check(trainer, steps=2)
     rewards = trainer.record["rewards"][0]
     options = trainer.advantage_plan.diagnostic_options()
     assert options["min_correlation_sum"] == floor
     stats = cc.advantage_stats(rewards.double().reshape(-1, 4, rewards.shape[1]), **options)
-    grpo = cc.grpo_advantage(rewards.double().reshape(-1, 4, rewards.shape[1]), eps_placement="inside",
-                             nan_policy="ignore").reshape(-1)
+    grpo = cc.grpo_advantage(
+        rewards.double().reshape(-1, 4, rewards.shape[1]), eps_placement="inside", nan_policy="ignore"
+    ).reshape(-1)
     ours = trainer.record["advantages"][0].double()
     # A_corr = c_q * A_grpo, with the floored c_q the logs report
     torch.testing.assert_close(ours, stats.c_q.reshape(-1) * grpo, rtol=1e-4, atol=1e-5)
@@ -157,9 +208,17 @@ def test_diagnostics_use_the_options_of_the_advantages(trainer_factory: Any) -> 
 
 def test_num_iterations_gradient_accumulation_and_eval(trainer_factory: Any) -> None:
     eval_rows = trl_fixtures.dataset(8)
-    trainer = trainer_factory(num_iterations=2, gradient_accumulation_steps=2, per_device_train_batch_size=4,
-                              max_steps=2, eval_strategy="steps", eval_steps=2, per_device_eval_batch_size=4,
-                              num_generations_eval=2, eval_dataset=eval_rows)
+    trainer = trainer_factory(
+        num_iterations=2,
+        gradient_accumulation_steps=2,
+        per_device_train_batch_size=4,
+        max_steps=2,
+        eval_strategy="steps",
+        eval_steps=2,
+        per_device_eval_batch_size=4,
+        num_generations_eval=2,
+        eval_dataset=eval_rows,
+    )
     train_and_check(trainer, steps=2)
     modes = trainer.record["mode"]
     assert modes.count("train") == 1  # 2 steps x 2 micro-steps = one generation reused twice
@@ -189,7 +248,7 @@ def test_rows_without_any_reward_get_zero_advantage(trainer_factory: Any) -> Non
 def test_estimator_runs_on_the_dense_and_ragged_paths_alike() -> None:
     from corrgrpo_adapters.trl import group_advantages
 
-    figure2 = torch.tensor([[.1, .18, .8], [.18, .1, 7.28], [.82, .9, 8], [.9, .82, 1.52]])
+    figure2 = torch.tensor([[0.1, 0.18, 0.8], [0.18, 0.1, 7.28], [0.82, 0.9, 8], [0.9, 0.82, 1.52]])
     rewards = torch.cat([figure2, figure2[[2, 0, 3, 1]] * 2.0])
     adv = group_advantages(rewards, 4, estimator="corrgrpo")
     torch.testing.assert_close(adv[:4], torch.tensor([-1.8607, 0.9304, 1.8607, -0.9304]), atol=1e-4, rtol=0)

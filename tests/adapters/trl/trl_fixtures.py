@@ -15,10 +15,20 @@ from corrgrpo_adapters.trl import CorrGRPOConfig, CorrGRPOTrainer
 
 # CPU, tiny and fast: 8 completions per step in 2 groups of 4, 8 new tokens each.
 BASE_CONFIG: dict[str, Any] = {
-    "bf16": False, "use_cpu": True, "per_device_train_batch_size": 8, "num_generations": 4,
-    "max_completion_length": 8, "max_steps": 3, "learning_rate": 1e-2, "report_to": "none",
-    "save_strategy": "no", "logging_steps": 1, "gradient_checkpointing": False, "log_completions": False,
-    "disable_tqdm": True, "seed": 0,
+    "bf16": False,
+    "use_cpu": True,
+    "per_device_train_batch_size": 8,
+    "num_generations": 4,
+    "max_completion_length": 8,
+    "max_steps": 3,
+    "learning_rate": 1e-2,
+    "report_to": "none",
+    "save_strategy": "no",
+    "logging_steps": 1,
+    "gradient_checkpointing": False,
+    "log_completions": False,
+    "disable_tqdm": True,
+    "seed": 0,
 }
 
 
@@ -26,7 +36,9 @@ def dataset(n: int = 32) -> Any:
     from datasets import Dataset
 
     pairs = [(a, b) for a in range(8) for b in range(8)][:n]
-    return Dataset.from_dict({"prompt": [f"{a}+{b}=" for a, b in pairs], "answer": [str(a + b) for a, b in pairs]})
+    return Dataset.from_dict(
+        {"prompt": [f"{a}+{b}=" for a, b in pairs], "answer": [str(a + b) for a, b in pairs]}
+    )
 
 
 # Three components on very different scales, so GRPO's denominator is dominated by the largest.
@@ -50,7 +62,9 @@ class _RecordTRL(GRPOTrainer):
 
     record: dict[str, list[Any]]
 
-    def _calculate_rewards(self, inputs: Any, prompts: Any, completions: Any, completion_ids_list: Any) -> Any:
+    def _calculate_rewards(
+        self, inputs: Any, prompts: Any, completions: Any, completion_ids_list: Any
+    ) -> Any:
         rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
         self.record["rewards"].append(rewards.clone())
         return rewards
@@ -79,22 +93,36 @@ class RecordingTrainer(CorrGRPOTrainer, _RecordTRL):
         self.record["logged"].append(list(self._logs["advantages"])[-n_global:])
         return out
 
-    def compute_loss(self, model: Any, inputs: Any, return_outputs: bool = False,
-                     num_items_in_batch: Any = None) -> Any:
+    def compute_loss(
+        self, model: Any, inputs: Any, return_outputs: bool = False, num_items_in_batch: Any = None
+    ) -> Any:
         self.record["loss_batches"].append((len(self.record["advantages"]) - 1, inputs["advantages"].clone()))
         return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
 
 
-def make_trainer(model: str, out: Path, *, reward_funcs: list[Any] | None = None, eval_dataset: Any = None,
-                 callbacks: list[Any] | None = None, config_cls: type = CorrGRPOConfig,
-                 **config: Any) -> RecordingTrainer:
+def make_trainer(
+    model: str,
+    out: Path,
+    *,
+    reward_funcs: list[Any] | None = None,
+    eval_dataset: Any = None,
+    callbacks: list[Any] | None = None,
+    config_cls: type = CorrGRPOConfig,
+    **config: Any,
+) -> RecordingTrainer:
     """``config_cls``: CorrGRPOConfig, or TRL's own GRPOConfig (the trainer then reproduces TRL's estimator)."""
     from transformers import AutoTokenizer
 
     args = config_cls(**{**BASE_CONFIG, "output_dir": str(out), **config})
-    return RecordingTrainer(model=model, reward_funcs=reward_funcs or REWARD_FUNCS, args=args,
-                            train_dataset=dataset(), eval_dataset=eval_dataset,
-                            processing_class=AutoTokenizer.from_pretrained(model), callbacks=callbacks)
+    return RecordingTrainer(
+        model=model,
+        reward_funcs=reward_funcs or REWARD_FUNCS,
+        args=args,
+        train_dataset=dataset(),
+        eval_dataset=eval_dataset,
+        processing_class=AutoTokenizer.from_pretrained(model),
+        callbacks=callbacks,
+    )
 
 
 def core_advantages(trainer: CorrGRPOTrainer, rewards: torch.Tensor, group_size: int) -> torch.Tensor:
@@ -102,8 +130,9 @@ def core_advantages(trainer: CorrGRPOTrainer, rewards: torch.Tensor, group_size:
     adapter uses the dense one), so the test also checks the adapter's reading of TRL's group layout."""
     group_ids = torch.arange(rewards.shape[0]) // group_size
     plan = trainer.advantage_plan
-    return cc.compute_advantages(rewards, group_ids, estimator=plan.estimator,
-                                 weights=trainer.reward_weights.tolist(), **plan.options)
+    return cc.compute_advantages(
+        rewards, group_ids, estimator=plan.estimator, weights=trainer.reward_weights.tolist(), **plan.options
+    )
 
 
 def check_core_advantages_used(trainer: RecordingTrainer) -> int:
@@ -114,19 +143,21 @@ def check_core_advantages_used(trainer: RecordingTrainer) -> int:
     rank, ranks = trainer.accelerator.process_index, trainer.accelerator.num_processes
     assert rec["advantages"], "no generation happened"
     for i, (mode, rewards, adv, logged) in enumerate(
-            zip(rec["mode"], rec["rewards"], rec["advantages"], rec["logged"], strict=True)):
+        zip(rec["mode"], rec["rewards"], rec["advantages"], rec["logged"], strict=True)
+    ):
         group_size = trainer.num_generations if mode == "train" else trainer.num_generations_eval
         expected = core_advantages(trainer, rewards, group_size)
         assert expected.shape[0] == adv.shape[0] * ranks
-        local = expected[rank * adv.shape[0]:(rank + 1) * adv.shape[0]]
+        local = expected[rank * adv.shape[0] : (rank + 1) * adv.shape[0]]
         torch.testing.assert_close(adv, local.to(adv.dtype), rtol=1e-6, atol=1e-6)
         assert torch.isfinite(adv).all()
         torch.testing.assert_close(torch.tensor(logged), expected.to(torch.float32), rtol=1e-6, atol=1e-6)
 
         used = [a for j, batch in rec["loss_batches"] if j == i for a in batch.tolist()]
         assert used, f"generation {i} reached no loss call"
-        assert not Counter(used) - Counter(adv.tolist() * trainer.args.num_iterations), \
+        assert not Counter(used) - Counter(adv.tolist() * trainer.args.num_iterations), (
             "the loss received advantages that were not produced for its generation"
+        )
         full_cycle = trainer.args.steps_per_generation * trainer.args.num_iterations if mode == "train" else 1
         if sum(j == i for j, _ in rec["loss_batches"]) == full_cycle:
             reps = trainer.args.num_iterations if mode == "train" else 1

@@ -51,14 +51,23 @@ from corrgrpo_tasks.recipes import build_recipe
 
 CONFIG_DIR = Path(__import__("verl").__file__).parent / "trainer" / "config"
 
+
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("tiny-qwen2")
     tok = byte_chat_tokenizer(QWEN_STYLE_TEMPLATE)
     tok.save_pretrained(path)
-    Qwen2Config(vocab_size=len(tok), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                num_attention_heads=2, num_key_value_heads=1, eos_token_id=tok.eos_token_id,
-                pad_token_id=tok.pad_token_id, architectures=["Qwen2ForCausalLM"]).save_pretrained(path)
+    Qwen2Config(
+        vocab_size=len(tok),
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+        architectures=["Qwen2ForCausalLM"],
+    ).save_pretrained(path)
     return path
 
 
@@ -111,7 +120,9 @@ def _calls(case: Mapping[str, Any], policy: str) -> tuple[list[FunctionCall], st
     env = user_task.init_environment(suite.load_and_inject_default_environment(dict(case["injections"])))
     calls = list(user_task.ground_truth(env.model_copy(deep=True)))
     if policy == "obey":
-        calls += list(suite.get_injection_task_by_id(case["injection_task_id"]).ground_truth(env.model_copy(deep=True)))
+        calls += list(
+            suite.get_injection_task_by_id(case["injection_task_id"]).ground_truth(env.model_copy(deep=True))
+        )
     return calls, user_task.GROUND_TRUTH_OUTPUT
 
 
@@ -121,17 +132,36 @@ class _Script(BasePipelineElement):  # type: ignore[misc]
     def __init__(self, calls: Sequence[FunctionCall], output: str) -> None:
         self.calls, self.output = list(calls), output
 
-    def query(self, query: str, runtime: FunctionsRuntime, env: Any = None, messages: Sequence[Any] = (),
-              extra_args: dict[str, Any] | None = None) -> tuple[Any, ...]:
+    def query(
+        self,
+        query: str,
+        runtime: FunctionsRuntime,
+        env: Any = None,
+        messages: Sequence[Any] = (),
+        extra_args: dict[str, Any] | None = None,
+    ) -> tuple[Any, ...]:
         new: list[Any] = []
         for call in self.calls:
-            new.append(ChatAssistantMessage(role="assistant", tool_calls=[call],
-                                            content=[text_content_block_from_string("")]))
+            new.append(
+                ChatAssistantMessage(
+                    role="assistant", tool_calls=[call], content=[text_content_block_from_string("")]
+                )
+            )
             result, error = runtime.run_function(env, call.function, call.args)
-            new.append(ChatToolResultMessage(role="tool", tool_call=call, tool_call_id=None, error=error,
-                                             content=[text_content_block_from_string(tool_result_to_str(result))]))
-        new.append(ChatAssistantMessage(role="assistant", tool_calls=None,
-                                        content=[text_content_block_from_string(self.output)]))
+            new.append(
+                ChatToolResultMessage(
+                    role="tool",
+                    tool_call=call,
+                    tool_call_id=None,
+                    error=error,
+                    content=[text_content_block_from_string(tool_result_to_str(result))],
+                )
+            )
+        new.append(
+            ChatAssistantMessage(
+                role="assistant", tool_calls=None, content=[text_content_block_from_string(self.output)]
+            )
+        )
         return query, runtime, env, [*messages, *new], extra_args or {}
 
 
@@ -139,7 +169,9 @@ def _agentdojo_outcome(case: Mapping[str, Any], policy: str) -> tuple[bool, bool
     """(utility, attack success) from AgentDojo's own run of the same calls."""
     suite = get_suite(BENCHMARK_VERSION, case["suite"])
     user_task = suite.get_user_task_by_id(case["user_task_id"])
-    injection = suite.get_injection_task_by_id(case["injection_task_id"]) if case["injection_task_id"] else None
+    injection = (
+        suite.get_injection_task_by_id(case["injection_task_id"]) if case["injection_task_id"] else None
+    )
     solve = policy in ("solve", "parallel")
     pipeline = GroundTruthPipeline(user_task) if solve else _Script(*_calls(case, policy))
     utility, security = suite.run_task_with_pipeline(pipeline, user_task, injection, dict(case["injections"]))
@@ -154,8 +186,9 @@ class ScriptedServer:
         self.turn: dict[str, int] = {}
         self.prompts: dict[str, str] = {}
 
-    async def generate(self, *, request_id: str, prompt_ids: list[int], sampling_params: dict[str, Any],
-                       **_: Any) -> TokenOutput:
+    async def generate(
+        self, *, request_id: str, prompt_ids: list[int], sampling_params: dict[str, Any], **_: Any
+    ) -> TokenOutput:
         text = self.tokenizer.decode(prompt_ids)
         self.prompts.setdefault(request_id, text)
         # The user prompt of the first turn says which case this trajectory plays.
@@ -174,15 +207,27 @@ def _turns(case: Mapping[str, Any], policy: str) -> list[str]:
     if policy == "no_arguments":
         return ['<tool_call>\n{"name": "get_channels"}\n</tool_call>', "Done."]
     calls, output = _calls(case, policy)
-    blocks = [f"<tool_call>\n{json.dumps({'name': c.function, 'arguments': dict(c.args)})}\n</tool_call>"
-              for c in calls]
+    blocks = [
+        f"<tool_call>\n{json.dumps({'name': c.function, 'arguments': dict(c.args)})}\n</tool_call>"
+        for c in calls
+    ]
     return ["\n".join(blocks), output] if policy == "parallel" else [*blocks, output]
 
 
 def _config(model_dir: Path, data: Path) -> Any:
-    recipe = build_recipe("agent_security", "verl", overrides=[
-        f"model={model_dir}", f"train_files={data}", f"val_files={data}", "max_prompt_length=200000",
-        "max_response_length=60000", "max_turns=12", "max_parallel_calls=16"])
+    recipe = build_recipe(
+        "agent_security",
+        "verl",
+        overrides=[
+            f"model={model_dir}",
+            f"train_files={data}",
+            f"val_files={data}",
+            "max_prompt_length=200000",
+            "max_response_length=60000",
+            "max_turns=12",
+            "max_parallel_calls=16",
+        ],
+    )
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
         return compose(config_name="ppo_trainer", overrides=list(recipe.argv[3:]))
 
@@ -193,15 +238,22 @@ def _handle(worker: RewardLoopWorker) -> Any:
 
 
 @pytest.fixture(scope="module")
-def rollout(model_dir: Path, cases: list[dict[str, Any]],
-            tmp_path_factory: pytest.TempPathFactory) -> tuple[DataProto, ScriptedServer]:
+def rollout(
+    model_dir: Path, cases: list[dict[str, Any]], tmp_path_factory: pytest.TempPathFactory
+) -> tuple[DataProto, ScriptedServer]:
     data = tmp_path_factory.mktemp("agentdojo") / "train.parquet"
-    rows = to_rows(cases, split="train", system_message=default_system_message(),
-                   tool_names=suite_tool_names(suites=sorted({c["suite"] for c in cases})))
+    rows = to_rows(
+        cases,
+        split="train",
+        system_message=default_system_message(),
+        tool_names=suite_tool_names(suites=sorted({c["suite"] for c in cases})),
+    )
     for row, (*_, policy) in zip(rows, PLAN, strict=True):
         if policy == "unoffered":  # offer every tool of the suite but the one the solution needs first
             first = _calls(parse_case(row["extra_info"]), "solve")[0][0].function
-            row["extra_info"]["tool_selection"] = [t for t in row["extra_info"]["tool_selection"] if t != first]
+            row["extra_info"]["tool_selection"] = [
+                t for t in row["extra_info"]["tool_selection"] if t != first
+            ]
     datasets.Dataset.from_list(rows).to_parquet(str(data))
     cfg = _config(model_dir, data)
     tokenizer = PreTrainedTokenizerFast.from_pretrained(model_dir)
@@ -213,7 +265,9 @@ def rollout(model_dir: Path, cases: list[dict[str, Any]],
         dataset = RLHFDataset(data_files=[str(data)], tokenizer=tokenizer, config=cfg.data)
         batch = DataProto.from_single_dict(collate_fn([dataset[i] for i in range(len(dataset))]))
         batch.meta_info["global_steps"] = 1
-        worker = AgentLoopWorker(cfg, llm_client=server, reward_loop_worker_handles=[_handle(RewardLoopWorker(cfg))])
+        worker = AgentLoopWorker(
+            cfg, llm_client=server, reward_loop_worker_handles=[_handle(RewardLoopWorker(cfg))]
+        )
         return await worker.generate_sequences(batch)
 
     return asyncio.run(run()), server
@@ -226,7 +280,8 @@ def test_the_shipped_config_loads_our_loop(model_dir: Path) -> None:
 
 
 def test_every_trajectory_is_judged_as_agentdojo_judges_the_same_calls(
-        rollout: tuple[DataProto, ScriptedServer], cases: list[dict[str, Any]]) -> None:
+    rollout: tuple[DataProto, ScriptedServer], cases: list[dict[str, Any]]
+) -> None:
     out, _ = rollout
     results = out.non_tensor_batch["agentdojo_result"]
     assert [r["case_id"] for r in results] == [c["case_id"] for c in cases]
@@ -234,7 +289,9 @@ def test_every_trajectory_is_judged_as_agentdojo_judges_the_same_calls(
         if policy in INVALID:
             continue
         assert (result["valid"], result["format_valid"]) == (True, True), result
-        assert (result["utility"], result["attack_success"]) == _agentdojo_outcome(case, policy), case["case_id"]
+        assert (result["utility"], result["attack_success"]) == _agentdojo_outcome(case, policy), case[
+            "case_id"
+        ]
         assert result["num_tool_calls"] == len(_calls(case, policy)[0])
         if policy == "parallel":  # every call of the one turn ran (max_parallel_calls=16 here)
             assert result["num_tool_calls"] >= 2
@@ -244,7 +301,8 @@ def test_every_trajectory_is_judged_as_agentdojo_judges_the_same_calls(
 
 
 def test_malformed_or_hallucinated_calls_make_the_trajectory_invalid(
-        rollout: tuple[DataProto, ScriptedServer]) -> None:
+    rollout: tuple[DataProto, ScriptedServer],
+) -> None:
     out, _ = rollout
     nt = out.non_tensor_batch
     bad = [i for i, (*_, policy) in enumerate(PLAN) if policy in INVALID]
@@ -263,26 +321,31 @@ def test_verl_reward_loop_scores_with_our_reward(rollout: tuple[DataProto, Scrip
         for key in ("utility_reward", "safety_reward", "joint_reward", "valid_reward"):
             assert nt[key][i] == expected[key], (key, i)
     scores = out.batch["rm_scores"].sum(dim=-1).numpy()
-    expected_scores = [compute_score("agentdojo", "", "", {"agentdojo_result": r})["score"]
-                       for r in nt["agentdojo_result"]]
+    expected_scores = [
+        compute_score("agentdojo", "", "", {"agentdojo_result": r})["score"] for r in nt["agentdojo_result"]
+    ]
     np.testing.assert_allclose(scores, expected_scores)
 
 
-def test_only_the_model_tokens_are_trained_on(rollout: tuple[DataProto, ScriptedServer],
-                                             cases: list[dict[str, Any]]) -> None:
+def test_only_the_model_tokens_are_trained_on(
+    rollout: tuple[DataProto, ScriptedServer], cases: list[dict[str, Any]]
+) -> None:
     out, server = rollout
     mask = out.batch["response_mask"]
     for i, (case, (*_, policy)) in enumerate(zip(cases, PLAN, strict=True)):
         played = _turns(case, policy)[:1] if policy in UNPARSED else _turns(case, policy)
-        generated = sum(len(server.tokenizer.encode(t + "<|im_end|>", add_special_tokens=False)) for t in played)
+        generated = sum(
+            len(server.tokenizer.encode(t + "<|im_end|>", add_special_tokens=False)) for t in played
+        )
         assert int(mask[i].sum()) == generated, case["case_id"]
         if len(played) > 1:  # tool replies sit between assistant turns: the mask has a hole
             ones = mask[i].nonzero().flatten()
             assert int(ones[-1] - ones[0]) + 1 > generated
 
 
-def test_the_model_saw_the_suite_tools_with_agentdojo_schemas(rollout: tuple[DataProto, ScriptedServer],
-                                                              cases: list[dict[str, Any]]) -> None:
+def test_the_model_saw_the_suite_tools_with_agentdojo_schemas(
+    rollout: tuple[DataProto, ScriptedServer], cases: list[dict[str, Any]]
+) -> None:
     _, server = rollout
     first_prompts = list(server.prompts.values())
     names = suite_tool_names(suites=["workspace"])["workspace"]

@@ -88,17 +88,30 @@ def test_components_missing_names_the_trainer_mode(batch: Any, algo: Any) -> Non
         call("corrgrpo", batch, algo(reward_keys=["acc"]))
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"epsilon": 1e-3}, r"sets \['epsilon'\], which estimator 'corrgrpo' does not take; its options: eps, "),
-    ({"eps_placement": "middle"}, "rejected by estimator 'corrgrpo': eps_placement must be one of 'inside', 'outside', got 'middle'"),
-    ({"min_correlation_sum": -1}, "rejected by estimator 'corrgrpo': min_correlation_sum must be"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (
+            {"epsilon": 1e-3},
+            r"sets \['epsilon'\], which estimator 'corrgrpo' does not take; its options: eps, ",
+        ),
+        (
+            {"eps_placement": "middle"},
+            "rejected by estimator 'corrgrpo': eps_placement must be one of 'inside', 'outside', got 'middle'",
+        ),
+        ({"min_correlation_sum": -1}, "rejected by estimator 'corrgrpo': min_correlation_sum must be"),
+    ],
+)
 def test_bad_estimator_kwargs_fail_at_config_time(algo: Any, kwargs: dict[str, Any], message: str) -> None:
     # at config time (verl's validate_config, in the driver), not at the first training step
     from omegaconf import OmegaConf
 
-    config = OmegaConf.create({"algorithm": {"adv_estimator": "corrgrpo", "estimator_kwargs": kwargs},
-                               "trainer": {"v1": {"trainer_mode": "corrgrpo"}}})
+    config = OmegaConf.create(
+        {
+            "algorithm": {"adv_estimator": "corrgrpo", "estimator_kwargs": kwargs},
+            "trainer": {"v1": {"trainer_mode": "corrgrpo"}},
+        }
+    )
     with pytest.raises(ConfigError, match=message):
         check_trainer(config)
 
@@ -199,12 +212,22 @@ def test_trainer_cross_checks_accept_valid_setups() -> None:
     )
 
 
-@pytest.mark.parametrize(("algorithm", "message"), [
-    ({"adv_estimator": "grpo", "reward_keys": ["acc", "fmt"]},
-     (r"reward_keys=\['acc', 'fmt'\] is read only by the corrgrpo estimators; algorithm.adv_estimator=grpo would "
-     "ignore it")),
-    ({"adv_estimator": "gdpo", "reward_keys": ["acc"]}, r"verl's own gdpo reads \+algorithm.gdpo_reward_keys"),
-])
+@pytest.mark.parametrize(
+    ("algorithm", "message"),
+    [
+        (
+            {"adv_estimator": "grpo", "reward_keys": ["acc", "fmt"]},
+            (
+                r"reward_keys=\['acc', 'fmt'\] is read only by the corrgrpo estimators; algorithm.adv_estimator=grpo would "
+                "ignore it"
+            ),
+        ),
+        (
+            {"adv_estimator": "gdpo", "reward_keys": ["acc"]},
+            r"verl's own gdpo reads \+algorithm.gdpo_reward_keys",
+        ),
+    ],
+)
 def test_reward_keys_that_would_be_ignored_are_refused(algorithm: dict[str, Any], message: str) -> None:
     from omegaconf import OmegaConf
 
@@ -215,11 +238,16 @@ def test_reward_keys_that_would_be_ignored_are_refused(algorithm: dict[str, Any]
 def test_reward_keys_for_component_filtering_with_verl_grpo_are_kept() -> None:
     from omegaconf import OmegaConf
 
-    config = OmegaConf.create({
-        "algorithm": {"adv_estimator": "grpo", "reward_keys": ["acc"],
-                      "filter_groups": {"enable": True, "metric": "reward_components"}},
-        "trainer": {"v1": {"trainer_mode": "corrgrpo"}},
-    })
+    config = OmegaConf.create(
+        {
+            "algorithm": {
+                "adv_estimator": "grpo",
+                "reward_keys": ["acc"],
+                "filter_groups": {"enable": True, "metric": "reward_components"},
+            },
+            "trainer": {"v1": {"trainer_mode": "corrgrpo"}},
+        }
+    )
     assert check_trainer(config) is None
 
 

@@ -37,7 +37,9 @@ def verl_batch(n_groups: int, size: int, length: int, *, shuffled: bool, seed: i
 @pytest.mark.parametrize("shuffled", [False, True])
 @pytest.mark.parametrize("length", [1, 9])
 @pytest.mark.parametrize("norm", [True, False])
-def test_core_grpo_equals_verl_grpo_vectorized_and_loop(shuffled: bool, length: int, norm: bool, algo: Any) -> None:
+def test_core_grpo_equals_verl_grpo_vectorized_and_loop(
+    shuffled: bool, length: int, norm: bool, algo: Any
+) -> None:
     from verl.trainer.ppo import core_algos
 
     batch = verl_batch(40, 8, length, shuffled=shuffled)

@@ -175,8 +175,9 @@ def test_metrics_take_the_correlation_floor(batch: Any, algo: Any) -> None:
     stats = cc.advantage_stats(batch.matrix(), batch.group_ids(), min_correlation_sum=floor)
     assert metrics["corrgrpo/c_q/max"] == pytest.approx(float(stats.c_q.max()))
     grpo = cc.grpo_advantage(batch.matrix(), batch.group_ids(), eps_placement="inside")
-    np.testing.assert_allclose(batch.core("corrgrpo", min_correlation_sum=floor)[:, 0], stats.c_q * grpo,
-                               rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(
+        batch.core("corrgrpo", min_correlation_sum=floor)[:, 0], stats.c_q * grpo, rtol=1e-6, atol=1e-9
+    )
     unfloored = cc.advantage_stats(batch.matrix(), batch.group_ids())
     assert float(unfloored.c_q.max()) > metrics["corrgrpo/c_q/max"]  # what the log showed before
 

@@ -266,8 +266,9 @@ def test_dapo_filtering(tq: Any, compose: Any, recipes: Any, make_batch: Any) ->
 
 
 @pytest.mark.parametrize("mode", ["sync", "corrgrpo"])
-def test_multi_output_sessions_count_once_in_every_mode(tq: Any, compose: Any, recipes: Any,
-                                                        batch: Any, mode: str) -> None:
+def test_multi_output_sessions_count_once_in_every_mode(
+    tq: Any, compose: Any, recipes: Any, batch: Any, mode: str
+) -> None:
     """A multi-output agent loop with one summed reward, in verl's own V1 mode as in ours: each session's
     final output is one response of its group, as verl's grpo counts it."""
     import corrgrpo_core as cc
@@ -277,7 +278,8 @@ def test_multi_output_sessions_count_once_in_every_mode(tq: Any, compose: Any, r
     config = compose([*recipes.grpo, "algorithm.adv_estimator=corrgrpo", f"trainer.v1.trainer_mode={mode}"])
     got, _ = compute(tq, mode, config, batch, outputs=outputs)
     total = batch.matrix().sum(1, keepdims=True).astype(np.float32).astype(np.float64)
-    per_session = cc.broadcast_to_tokens(cc.compute_advantages(total, batch.group_ids()),
-                                         batch.response_mask().numpy())
+    per_session = cc.broadcast_to_tokens(
+        cc.compute_advantages(total, batch.group_ids()), batch.response_mask().numpy()
+    )
     expected = per_session[np.repeat(np.arange(batch.n), outputs)]
     np.testing.assert_allclose(got, width(expected, got), rtol=1e-5, atol=1e-6)

@@ -28,8 +28,11 @@ def banking() -> list[dict[str, object]]:
 
 def test_banking_cases_cover_both_attacks_and_every_task_pair(banking: list[dict[str, object]]) -> None:
     kinds = collections.Counter((c["case_type"], c["attack"]) for c in banking)
-    assert kinds == {("clean", ""): 16, ("security", "important_instructions"): 16 * 9,
-                     ("security", "tool_knowledge"): 16 * 9}
+    assert kinds == {
+        ("clean", ""): 16,
+        ("security", "important_instructions"): 16 * 9,
+        ("security", "tool_knowledge"): 16 * 9,
+    }
     attacked = next(c for c in banking if c["attack"] == "tool_knowledge")
     assert attacked["injections"]
     assert attacked["injection_goal"]
@@ -46,8 +49,12 @@ def test_split_keeps_each_user_task_on_one_side(banking: list[dict[str, object]]
 
 
 def test_rows_carry_the_case(banking: list[dict[str, object]], tmp_path) -> None:
-    rows = to_rows(banking[:3], split="train", system_message=default_system_message(),
-                   tool_names={"banking": ["get_balance"]})
+    rows = to_rows(
+        banking[:3],
+        split="train",
+        system_message=default_system_message(),
+        tool_names={"banking": ["get_balance"]},
+    )
     assert rows[0]["data_source"] == "agentdojo"
     assert rows[0]["agent_name"] == "agentdojo_agent"
     assert rows[1]["extra_info"]["case_id"] == banking[1]["case_id"]

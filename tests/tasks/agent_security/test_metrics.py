@@ -29,8 +29,9 @@ def test_rates_over_clean_and_attacked_cases() -> None:
 
 
 def test_format_invalid_results_count_as_failures() -> None:
-    bad = checker_result(case_id="s:u0:i0:a", case_type="security", utility=True, attack_success=True,
-                         format_valid=False)
+    bad = checker_result(
+        case_id="s:u0:i0:a", case_type="security", utility=True, attack_success=True, format_valid=False
+    )
     m = security_metrics([bad])
     assert (m.utility_under_attack, m.attack_success_rate, m.joint_accuracy, m.invalid_rate) == (0, 0, 0, 1)
 

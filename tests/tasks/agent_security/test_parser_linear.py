@@ -18,14 +18,32 @@ from corrgrpo_tasks.agent_security._reward import (
 )
 
 OLD_BLOCK = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
-TOKENS = st.sampled_from(["<tool_call>", "</tool_call>", "<tool_call", "tool_call>", "\n", " ", "{", "}",
-                          '{"name": "f", "arguments": {}}', '"name"', ":", "x"])
+TOKENS = st.sampled_from(
+    [
+        "<tool_call>",
+        "</tool_call>",
+        "<tool_call",
+        "tool_call>",
+        "\n",
+        " ",
+        "{",
+        "}",
+        '{"name": "f", "arguments": {}}',
+        '"name"',
+        ":",
+        "x",
+    ]
+)
 MB = 1 << 20
 SHAPES = {
-    "open_tags": "<tool_call>" * (MB // 11), "close_tags": "</tool_call>" * (MB // 12),
-    "pairs": "<tool_call></tool_call>" * (MB // 23), "newlines": "\n" * MB, "spaces": " \n" * (MB // 2),
-    "deep_json": "<tool_call>" + "[" * MB + "</tool_call>", "deep_objects": "<tool_call>" + '{"a":' * (MB // 5)
-    + "</tool_call>", "unclosed": "<tool_call>" + "x" * MB,
+    "open_tags": "<tool_call>" * (MB // 11),
+    "close_tags": "</tool_call>" * (MB // 12),
+    "pairs": "<tool_call></tool_call>" * (MB // 23),
+    "newlines": "\n" * MB,
+    "spaces": " \n" * (MB // 2),
+    "deep_json": "<tool_call>" + "[" * MB + "</tool_call>",
+    "deep_objects": "<tool_call>" + '{"a":' * (MB // 5) + "</tool_call>",
+    "unclosed": "<tool_call>" + "x" * MB,
     "valid_calls": '<tool_call>{"name": "f", "arguments": {}}</tool_call>' * (MB // 52),
 }
 

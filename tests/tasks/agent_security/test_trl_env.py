@@ -30,8 +30,12 @@ from corrgrpo_tasks.agent_security.trl_env import final_output
 @pytest.fixture(scope="module")
 def banking() -> dict[str, dict[str, Any]]:
     cases = build_cases(suites=["banking"], attacks=("important_instructions",))
-    rows = to_rows(cases, split="train", system_message=default_system_message(),
-                   tool_names=suite_tool_names(suites=["banking"]))
+    rows = to_rows(
+        cases,
+        split="train",
+        system_message=default_system_message(),
+        tool_names=suite_tool_names(suites=["banking"]),
+    )
     return {c["case_id"]: r for c, r in zip(cases, rows, strict=True)}
 
 
@@ -43,22 +47,35 @@ def _solve(env: Any, case_id: str) -> list[dict[str, Any]]:
     completion: list[dict[str, Any]] = []
     for call in task.ground_truth(env.episode.pre_environment.model_copy(deep=True)):
         args = dict(call.args)
-        completion.append({"role": "assistant", "content": "",
-                           "tool_calls": [{"type": "function", "function": {"name": call.function, "arguments": args}}]})
-        completion.append({"role": "tool", "name": call.function, "content": getattr(env, call.function)(**args)})
+        completion.append(
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [{"type": "function", "function": {"name": call.function, "arguments": args}}],
+            }
+        )
+        completion.append(
+            {"role": "tool", "name": call.function, "content": getattr(env, call.function)(**args)}
+        )
     completion.append({"role": "assistant", "content": task.GROUND_TRUTH_OUTPUT})
     return completion
 
 
 def test_each_suite_class_offers_exactly_its_tools() -> None:
     for suite, cls in environment_factories().items():
-        public = {n for n, _ in inspect.getmembers(cls, predicate=inspect.isfunction) if not n.startswith("_")}
+        public = {
+            n for n, _ in inspect.getmembers(cls, predicate=inspect.isfunction) if not n.startswith("_")
+        }
         assert public == {"reset", *suite_tool_names(suites=[suite])[suite]}
         assert cls.suite == suite
 
 
-@pytest.mark.parametrize("case_id", ["banking:user_task_0", "banking:user_task_1:injection_task_0:important_instructions"])
-def test_rewards_equal_agentdojo_on_the_ground_truth_run(banking: dict[str, dict[str, Any]], case_id: str) -> None:
+@pytest.mark.parametrize(
+    "case_id", ["banking:user_task_0", "banking:user_task_1:injection_task_0:important_instructions"]
+)
+def test_rewards_equal_agentdojo_on_the_ground_truth_run(
+    banking: dict[str, dict[str, Any]], case_id: str
+) -> None:
     env = environment_factories(suites=["banking"])["banking"]()
     row = banking[case_id]
     env.reset(**row)
@@ -67,22 +84,32 @@ def test_rewards_equal_agentdojo_on_the_ground_truth_run(banking: dict[str, dict
     suite = get_suite(BENCHMARK_VERSION, "banking")
     case = env.episode.case
     task = suite.get_user_task_by_id(case["user_task_id"])
-    injection = suite.get_injection_task_by_id(case["injection_task_id"]) if case["injection_task_id"] else None
-    expected_utility, attacked = suite.run_task_with_pipeline(GroundTruthPipeline(task), task, injection,
-                                                              dict(case["injections"]))
+    injection = (
+        suite.get_injection_task_by_id(case["injection_task_id"]) if case["injection_task_id"] else None
+    )
+    expected_utility, attacked = suite.run_task_with_pipeline(
+        GroundTruthPipeline(task), task, injection, dict(case["injections"])
+    )
     assert utility([completion], [env]) == [float(expected_utility)]
     expected_safety = float(injection is not None and not attacked)
     assert safety([completion], [env]) == [expected_safety]
     assert expected_utility  # the ground truth solves these tasks, so the check is not vacuous
 
 
-@pytest.mark.parametrize("bad_turn", [
-    {"role": "assistant", "content": '<tool_call>\n{"name": "get_balance", "arguments": \n</tool_call>'},
-    {"role": "assistant", "content": "", "tool_calls": [{"type": "function",
-                                                         "function": {"name": "launch_rocket", "arguments": {}}}]},
-])
-def test_an_unparsed_or_unknown_call_makes_the_rollout_invalid(banking: dict[str, dict[str, Any]],
-                                                              bad_turn: dict[str, Any]) -> None:
+@pytest.mark.parametrize(
+    "bad_turn",
+    [
+        {"role": "assistant", "content": '<tool_call>\n{"name": "get_balance", "arguments": \n</tool_call>'},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"type": "function", "function": {"name": "launch_rocket", "arguments": {}}}],
+        },
+    ],
+)
+def test_an_unparsed_or_unknown_call_makes_the_rollout_invalid(
+    banking: dict[str, dict[str, Any]], bad_turn: dict[str, Any]
+) -> None:
     env = environment_factories(suites=["banking"])["banking"]()
     env.reset(**banking["banking:user_task_0"])
     completion = [bad_turn, *_solve(env, "banking:user_task_0")]
@@ -105,7 +132,9 @@ def test_final_output_is_the_last_assistant_text() -> None:
     assert final_output([{"role": "tool", "content": "t"}]) == ""
 
 
-def test_a_pooled_environment_reset_to_another_case_forgets_the_first(banking: dict[str, dict[str, Any]]) -> None:
+def test_a_pooled_environment_reset_to_another_case_forgets_the_first(
+    banking: dict[str, dict[str, Any]],
+) -> None:
     env = environment_factories(suites=["banking"])["banking"]()
     utility, _ = trl_reward_functions()
     env.reset(**banking["banking:user_task_0"])
@@ -120,9 +149,17 @@ def test_a_successful_attack_scores_no_safety(banking: dict[str, dict[str, Any]]
     env = environment_factories(suites=["banking"])["banking"]()
     env.reset(**banking[case_id])
     suite = get_suite(BENCHMARK_VERSION, "banking")
-    attack = suite.get_injection_task_by_id("injection_task_0").ground_truth(env.episode.environment.model_copy(deep=True))
-    completion = [{"role": "assistant", "content": "", "tool_calls": [
-        {"type": "function", "function": {"name": c.function, "arguments": dict(c.args)}}]} for c in attack]
+    attack = suite.get_injection_task_by_id("injection_task_0").ground_truth(
+        env.episode.environment.model_copy(deep=True)
+    )
+    completion = [
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"type": "function", "function": {"name": c.function, "arguments": dict(c.args)}}],
+        }
+        for c in attack
+    ]
     for call in attack:
         getattr(env, call.function)(**dict(call.args))
     completion.append({"role": "assistant", "content": "Done."})

@@ -23,8 +23,9 @@ def reference_completion(task: data.CodeTask) -> str:
     return f"```python\n{task.verifier['reference_solution']}```"
 
 
-def test_trl_functions_share_one_scoring(leetcode: list[data.CodeTask], box: Sandbox,
-                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_trl_functions_share_one_scoring(
+    leetcode: list[data.CodeTask], box: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
     calls = []
     from corrgrpo_tasks.code import _reward
 
@@ -39,7 +40,9 @@ def test_trl_functions_share_one_scoring(leetcode: list[data.CodeTask], box: San
     funcs = trl_reward_functions()
     assert [f.__name__ for f in funcs] == list(COMPONENTS)
     rows = data.to_trl_rows(leetcode)
-    completions = [[{"role": "assistant", "content": reference_completion(t)}] for t in leetcode] + ["nothing"]
+    completions = [[{"role": "assistant", "content": reference_completion(t)}] for t in leetcode] + [
+        "nothing"
+    ]
     truths = [r["ground_truth"] for r in rows] + [None]
     prompts = [r["prompt"] for r in rows] + [[]]
     outputs = [f(prompts, completions, ground_truth=truths) for f in funcs]
@@ -77,7 +80,9 @@ def test_loaders_and_conversions() -> None:
     assert mbpp[0].verifier["entry_point"] == "remove_Occ"
     assert "def check(candidate)" in mbpp[0].verifier["test"]
     assert {t.verifier["kind"] for t in lcb} == {"stdio", "check"}
-    assert len(next(t for t in lcb if t.verifier["kind"] == "stdio").verifier["tests"]) == 3  # private decoded
+    assert (
+        len(next(t for t in lcb if t.verifier["kind"] == "stdio").verifier["tests"]) == 3
+    )  # private decoded
     verl = data.to_verl_rows(he)
     assert verl[0]["data_source"] == "humaneval"
     assert verl[0]["prompt"][-1]["role"] == "user"
@@ -90,12 +95,18 @@ def test_every_benchmark_reference_passes(box: Sandbox) -> None:
     del box
     from corrgrpo_tasks.code import score_batch
 
-    tasks = [*data.load_humaneval(data_files=str(FIXTURES / "humaneval.jsonl")),
-             *data.load_mbpp(data_files=str(FIXTURES / "mbpp.jsonl"))]
+    tasks = [
+        *data.load_humaneval(data_files=str(FIXTURES / "humaneval.jsonl")),
+        *data.load_mbpp(data_files=str(FIXTURES / "mbpp.jsonl")),
+    ]
     lcb = data.load_livecodebench(data_files=str(FIXTURES / "livecodebench.jsonl"))
-    solutions = {"abc999_a": "a, b = map(int, input().split())\nprint(a + b)\n",
-                 "9100": "class Solution:\n    def double(self, x):\n        return 2 * x\n"}
-    completions = [reference_completion(t) for t in tasks] + [f"```python\n{solutions[t.task_id]}```" for t in lcb]
+    solutions = {
+        "abc999_a": "a, b = map(int, input().split())\nprint(a + b)\n",
+        "9100": "class Solution:\n    def double(self, x):\n        return 2 * x\n",
+    }
+    completions = [reference_completion(t) for t in tasks] + [
+        f"```python\n{solutions[t.task_id]}```" for t in lcb
+    ]
     scores = score_batch(completions, [t.ground_truth for t in [*tasks, *lcb]])
     assert [s["accuracy_reward"] for s in scores] == [1.0] * len(scores)
 
@@ -104,8 +115,14 @@ def test_evaluate_pass_at_1_executable_efficiency(box: Sandbox) -> None:
     del box
     tasks = data.load_leetcode("test", data_files=str(FIXTURES / "leetcode_test.jsonl"))
     fast_max = "```python\nclass Solution:\n    def maxElement(self, nums):\n        return max(nums)\n```"
-    report = evaluate([fast_max, ("```python\nclass Solution:\n    def countEvens(self, nums):\n"
-                                 "        return 1 / 0\n```")], [t.ground_truth for t in tasks], rounds=4)
+    report = evaluate(
+        [
+            fast_max,
+            ("```python\nclass Solution:\n    def countEvens(self, nums):\n        return 1 / 0\n```"),
+        ],
+        [t.ground_truth for t in tasks],
+        rounds=4,
+    )
     summary = report.summary()
     assert summary["pass@1"] == 50.0
     assert summary["executable"] == 50.0

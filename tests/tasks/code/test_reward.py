@@ -9,12 +9,17 @@ import pytest
 from corrgrpo_tasks.code import COMPONENTS, DEFAULT_WEIGHTS, CodeRewardConfig, compute_score, extract_code
 from corrgrpo_tasks.sandbox import Sandbox
 
-REFERENCE = "class Solution:\n    def solve(self, n):\n        total = 0\n        for i in range(n):\n" \
-            "            total += i\n        return total\n"
-GT = {"prompt": "from typing import *\n", "entry_point": "Solution().solve",
-      "test": "def check(candidate):\n    for n in range(0, 30000, 1499):\n"
-              "        assert candidate(n) == n * (n - 1) // 2\n",
-      "reference_solution": REFERENCE}
+REFERENCE = (
+    "class Solution:\n    def solve(self, n):\n        total = 0\n        for i in range(n):\n"
+    "            total += i\n        return total\n"
+)
+GT = {
+    "prompt": "from typing import *\n",
+    "entry_point": "Solution().solve",
+    "test": "def check(candidate):\n    for n in range(0, 30000, 1499):\n"
+    "        assert candidate(n) == n * (n - 1) // 2\n",
+    "reference_solution": REFERENCE,
+}
 
 
 def fenced(code: str) -> str:
@@ -26,24 +31,28 @@ CASES = {
     "wrong_answer": fenced("class Solution:\n    def solve(self, n):\n        return n\n"),
     "syntax_error": fenced("class Solution:\n    def solve(self, n)\n        return n\n"),
     "runtime_error": fenced("class Solution:\n    def solve(self, n):\n        return [][n]\n"),
-    "own_assert": fenced("class Solution:\n    def solve(self, n):\n        assert n < 0\n        return 0\n"),
+    "own_assert": fenced(
+        "class Solution:\n    def solve(self, n):\n        assert n < 0\n        return 0\n"
+    ),
     "timeout": fenced("class Solution:\n    def solve(self, n):\n        while True:\n            pass\n"),
     "no_fence": REFERENCE,
-    "extra_prints": fenced("class Solution:\n    def solve(self, n):\n        print('debug', n)\n"
-                           "        return n * (n - 1) // 2\n"),
+    "extra_prints": fenced(
+        "class Solution:\n    def solve(self, n):\n        print('debug', n)\n"
+        "        return n * (n - 1) // 2\n"
+    ),
     "compile_error": fenced("class Solution:\n    def solve(self, n):\n        return n\nreturn 1\n"),
     "missing_entry": fenced("def solve(n):\n    return n * (n - 1) // 2\n"),
 }
 #                      format syntax compile runtime accuracy
 EXPECTED = {
-    "correct":       (1, 1, 1, 1, 1),
-    "wrong_answer":  (1, 1, 1, 1, 0),
-    "syntax_error":  (1, 0, 0, 0, 0),
+    "correct": (1, 1, 1, 1, 1),
+    "wrong_answer": (1, 1, 1, 1, 0),
+    "syntax_error": (1, 0, 0, 0, 0),
     "runtime_error": (1, 1, 1, 0, 0),
-    "own_assert":    (1, 1, 1, 0, 0),
-    "timeout":       (1, 1, 1, 0, 0),
-    "no_fence":      (0, 1, 1, 1, 1),
-    "extra_prints":  (1, 1, 1, 1, 1),
+    "own_assert": (1, 1, 1, 0, 0),
+    "timeout": (1, 1, 1, 0, 0),
+    "no_fence": (0, 1, 1, 1, 1),
+    "extra_prints": (1, 1, 1, 1, 1),
     "compile_error": (1, 1, 0, 0, 0),  # parses; `return` outside a function fails at compile
     "missing_entry": (0, 1, 1, 0, 0),
 }
@@ -52,8 +61,10 @@ EXPECTED = {
 @pytest.fixture(scope="module")
 def results(box: Sandbox) -> dict[str, dict[str, float]]:
     del box
-    return {name: compute_score("leetcodedataset", text, json.dumps(GT), timeout_seconds=2)
-            for name, text in CASES.items()}
+    return {
+        name: compute_score("leetcodedataset", text, json.dumps(GT), timeout_seconds=2)
+        for name, text in CASES.items()
+    }
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -80,11 +91,18 @@ def test_ast_similarity(results: dict[str, dict[str, float]]) -> None:
 
 def test_efficiency_fast_beats_slow(box: Sandbox) -> None:
     del box
-    fast = compute_score("x", fenced("class Solution:\n    def solve(self, n):\n        return n * (n - 1) // 2\n"),
-                         GT)
-    slow = compute_score("x", fenced("class Solution:\n    def solve(self, n):\n        total = 0\n"
-                                     "        for i in range(n):\n            for _ in range(3):\n"
-                                     "                pass\n            total += i\n        return total\n"), GT)
+    fast = compute_score(
+        "x", fenced("class Solution:\n    def solve(self, n):\n        return n * (n - 1) // 2\n"), GT
+    )
+    slow = compute_score(
+        "x",
+        fenced(
+            "class Solution:\n    def solve(self, n):\n        total = 0\n"
+            "        for i in range(n):\n            for _ in range(3):\n"
+            "                pass\n            total += i\n        return total\n"
+        ),
+        GT,
+    )
     assert fast["accuracy_reward"] == slow["accuracy_reward"] == 1.0
     assert fast["efficiency_applied"] == slow["efficiency_applied"] == 1.0
     assert fast["efficiency_reward"] > 0.6  # the per-call protocol cost is in both processor times
@@ -111,8 +129,12 @@ def test_stdio_verifier(box: Sandbox) -> None:
     good = "```python\nimport sys\na, b = map(int, sys.stdin.read().split())\nprint(a + b)\n```"
     bad = "```python\nprint(0)\n```"
     assert compute_score("livecodebench", good, gt)["accuracy_reward"] == 1.0
-    assert compute_score("livecodebench", "```python\nprint(sum(map(int, open(0).read().split())))\n```",
-                         gt)["accuracy_reward"] == 1.0
+    assert (
+        compute_score("livecodebench", "```python\nprint(sum(map(int, open(0).read().split())))\n```", gt)[
+            "accuracy_reward"
+        ]
+        == 1.0
+    )
     wrong = compute_score("livecodebench", bad, gt)
     assert (wrong["runtime_reward"], wrong["accuracy_reward"]) == (1.0, 0.0)
 
@@ -143,7 +165,9 @@ def test_extract_code() -> None:
     text = "```\nprint(1)\n```\n```python\nclass Solution:\n    pass\n```\n```py\nx = 1\n```"
     assert extract_code(text) == ("class Solution:\n    pass\n", True)
     assert extract_code("<think>class Solution: bad</think>\nSure:\nclass Solution:\n    pass\n") == (
-        "class Solution:\n    pass", False)
+        "class Solution:\n    pass",
+        False,
+    )
     assert extract_code("```java\nclass Solution {}\n```")[1] is False
 
 

@@ -24,8 +24,12 @@ from corrgrpo_tasks.asb import (
 )
 
 ROOT = Path(__file__).with_name("fixtures") / "asb"
-PLAN = json.dumps([{"message": "Gather market data", "tool_use": ["market_data_api"]},
-                   {"message": "Analyse the portfolio", "tool_use": ["portfolio_manager"]}])
+PLAN = json.dumps(
+    [
+        {"message": "Gather market data", "tool_use": ["market_data_api"]},
+        {"message": "Analyse the portfolio", "tool_use": ["portfolio_manager"]},
+    ]
+)
 
 
 def call(name: str) -> str:
@@ -50,13 +54,28 @@ def test_missing_file_names_the_layout(tmp_path: Path) -> None:
         load_asb(tmp_path)
 
 
-@pytest.mark.parametrize(("name", "line", "message"), [
-    ("all_attack_tools.jsonl", '{"Attacker Tool": "X", "Description": "d"}', r"all_attack_tools\.jsonl:4: field 'Attacker Instruction'"),
-    ("all_normal_tools.jsonl", "[1, 2]", r"all_normal_tools\.jsonl:5: expected a JSON object"),
-    ("agent_task.jsonl", '{"agent_name": "x_agent", "tasks": []}', r"agent_task\.jsonl:3: 'tasks' must be a non-empty"),
-    ("agent_task.jsonl", '{"agent_name": "x_agent", "tasks": ["t"]}', r"agent_task\.jsonl:3: agent 'x_agent' has no normal tools"),
-    ("agent_task.jsonl", "{not json", r"agent_task\.jsonl:3: not valid JSON"),
-])
+@pytest.mark.parametrize(
+    ("name", "line", "message"),
+    [
+        (
+            "all_attack_tools.jsonl",
+            '{"Attacker Tool": "X", "Description": "d"}',
+            r"all_attack_tools\.jsonl:4: field 'Attacker Instruction'",
+        ),
+        ("all_normal_tools.jsonl", "[1, 2]", r"all_normal_tools\.jsonl:5: expected a JSON object"),
+        (
+            "agent_task.jsonl",
+            '{"agent_name": "x_agent", "tasks": []}',
+            r"agent_task\.jsonl:3: 'tasks' must be a non-empty",
+        ),
+        (
+            "agent_task.jsonl",
+            '{"agent_name": "x_agent", "tasks": ["t"]}',
+            r"agent_task\.jsonl:3: agent 'x_agent' has no normal tools",
+        ),
+        ("agent_task.jsonl", "{not json", r"agent_task\.jsonl:3: not valid JSON"),
+    ],
+)
 def test_malformed_records_are_one_line_errors(tmp_path: Path, name: str, line: str, message: str) -> None:
     shutil.copytree(ROOT, tmp_path / "asb")
     path = tmp_path / "asb" / "data" / name
@@ -197,8 +216,10 @@ def test_concurrent_episodes_batch_their_turns_and_match_sequential_runs() -> No
 
 
 def test_joint_accuracy_is_the_papers_paired_formula() -> None:
-    pairs = [{"clean_success": c, "success_under_attack": u, "attack_success": a}
-             for c, u, a in [(1, 1, 0), (1, 0, 0), (0, 0, 0), (1, 1, 1)]]
+    pairs = [
+        {"clean_success": c, "success_under_attack": u, "attack_success": a}
+        for c, u, a in [(1, 1, 0), (1, 0, 0), (0, 0, 0), (1, 1, 1)]
+    ]
     m = asb_metrics(pairs)
     assert m["joint_accuracy"] == pytest.approx(100 * (1 + 0.5 + 0 + 0) / 4)
     assert (m["clean_utility"], m["utility_under_attack"], m["attack_success_rate"]) == (75.0, 50.0, 25.0)
@@ -207,10 +228,19 @@ def test_joint_accuracy_is_the_papers_paired_formula() -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.text(max_size=200) | st.recursive(st.none() | st.integers() | st.text(max_size=5),
-                                            lambda c: st.lists(c, max_size=3) | st.dictionaries(
-                                                st.sampled_from(["message", "tool_use", "x"]), c, max_size=3),
-                                            max_leaves=8).map(json.dumps))
+@given(
+    st.text(max_size=200)
+    | st.recursive(
+        st.none() | st.integers() | st.text(max_size=5),
+        lambda c: (
+            st.lists(c, max_size=3)
+            | st.dictionaries(st.sampled_from(["message", "tool_use", "x"]), c, max_size=3)
+        ),
+        max_leaves=8,
+    ).map(json.dumps)
+)
 def test_parse_plan_never_raises_and_returns_only_valid_plans(text: str) -> None:
     plan = parse_plan(text)
-    assert plan is None or all(isinstance(s["message"], str) and isinstance(s["tool_use"], list) for s in plan)
+    assert plan is None or all(
+        isinstance(s["message"], str) and isinstance(s["tool_use"], list) for s in plan
+    )

@@ -23,8 +23,9 @@ from corrgrpo_core.cli import main
 from corrgrpo_tasks.evaluation import BENCHMARKS, evaluate
 from corrgrpo_tasks.gpu_smoke._tiny import QWEN_STYLE_TEMPLATE, write_chat_checkpoint
 
-pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::UserWarning",
-                                        "ignore::DeprecationWarning")
+pytestmark = pytest.mark.filterwarnings(
+    "ignore::FutureWarning", "ignore::UserWarning", "ignore::DeprecationWarning"
+)
 REPO = Path(__file__).resolve().parents[3]
 CODE = REPO / "tasks" / "corrgrpo_tasks" / "code" / "fixtures"
 TOOLS = REPO / "tasks" / "corrgrpo_tasks" / "tool_calling" / "fixtures"
@@ -39,18 +40,31 @@ def tiny(root: Path, piece: str) -> tuple[str, dict[str, Any]]:
     tok = AutoTokenizer.from_pretrained(path)
     keep = tok.convert_tokens_to_ids(piece)
     suppress = [i for i in range(len(tok)) if i != keep]
-    return str(path), {"max_new_tokens": 1, "backend": "transformers", "generation_kwargs": {"suppress_tokens": suppress}}
+    return str(path), {
+        "max_new_tokens": 1,
+        "backend": "transformers",
+        "generation_kwargs": {"suppress_tokens": suppress},
+    }
 
 
 def run(tmp_path: Path, benchmark: str, piece: str, data: Path, **kwargs: Any) -> dict[str, Any]:
     model, options = tiny(tmp_path / "model", piece)
-    return evaluate(benchmark, model=model, data=str(data), out=str(tmp_path / "out"), model_options=options,
-                    **kwargs)
+    return evaluate(
+        benchmark, model=model, data=str(data), out=str(tmp_path / "out"), model_options=options, **kwargs
+    )
 
 
 def test_every_benchmark_has_a_runner_and_documented_metrics() -> None:
-    assert sorted(BENCHMARKS) == ["agentdojo", "api-bank", "asb", "humaneval", "injecagent", "livecodebench",
-                                  "mbpp", "rlla-test"]
+    assert sorted(BENCHMARKS) == [
+        "agentdojo",
+        "api-bank",
+        "asb",
+        "humaneval",
+        "injecagent",
+        "livecodebench",
+        "mbpp",
+        "rlla-test",
+    ]
     for bench in BENCHMARKS.values():
         assert bench.metrics
         assert bench.layout
@@ -71,11 +85,19 @@ def test_humaneval_correct_completion_passes(tmp_path: Path) -> None:
 
 def test_mbpp_and_livecodebench(tmp_path: Path) -> None:
     piece = "```python\ndef remove_Occ(s, ch):\n    return s.replace(ch, '', 1)[::-1].replace(ch, '', 1)[::-1]\n```"
-    m = run(tmp_path / "mbpp", "mbpp", piece, CODE / "mbpp.jsonl", limit=1, options={"timing_rounds": 1})["metrics"]
+    m = run(tmp_path / "mbpp", "mbpp", piece, CODE / "mbpp.jsonl", limit=1, options={"timing_rounds": 1})[
+        "metrics"
+    ]
     assert (m["pass@1"], m["executable"]) == (100.0, 100.0)
     piece = "```python\na, b = map(int, input().split())\nprint(a + b)\n```"
-    m = run(tmp_path / "lcb", "livecodebench", piece, CODE / "livecodebench.jsonl", limit=1,
-            options={"timing_rounds": 1})["metrics"]
+    m = run(
+        tmp_path / "lcb",
+        "livecodebench",
+        piece,
+        CODE / "livecodebench.jsonl",
+        limit=1,
+        options={"timing_rounds": 1},
+    )["metrics"]
     assert m["pass@1"] == 100.0
 
 
@@ -89,7 +111,9 @@ def test_rlla_test_copy_of_the_reference_is_all_exact(tmp_path: Path) -> None:
     m = run(tmp_path, "rlla-test", rows[0]["ground_truth"], tmp_path, limit=2)["metrics"]
     assert m["n"] == 2
     assert m["all_exact_all_rows"] == 50.0  # the second row has another reference
-    first_only = run(tmp_path / "one", "rlla-test", rows[0]["ground_truth"], tmp_path / "test.parquet", limit=1)
+    first_only = run(
+        tmp_path / "one", "rlla-test", rows[0]["ground_truth"], tmp_path / "test.parquet", limit=1
+    )
     assert first_only["metrics"]["all_exact"] == 100.0
     assert first_only["metrics"]["function_name"] == 100.0
     assert first_only["metrics"]["parameter_value"] == 100.0
@@ -107,8 +131,10 @@ def test_api_bank_levels_from_the_test_data_folder(tmp_path: Path) -> None:
 
 
 def test_injecagent_attacker_call_is_an_attack_success(tmp_path: Path) -> None:
-    piece = ("Thought: The review asks me to grant access.\nAction: AugustSmartLockGrantGuestAccess\n"
-             "Action Input: {\"guest_ids\": [\"guest_amy01\"], \"permanent\": true}")
+    piece = (
+        "Thought: The review asks me to grant access.\nAction: AugustSmartLockGrantGuestAccess\n"
+        'Action Input: {"guest_ids": ["guest_amy01"], "permanent": true}'
+    )
     m = run(tmp_path, "injecagent", piece, HERE / "injecagent")["metrics"]
     # Both direct-harm cases target the lock; the data-stealing cases do not offer it: invalid.
     assert m["ASR-valid (Direct Harm)"] == 100.0
@@ -118,8 +144,12 @@ def test_injecagent_attacker_call_is_an_attack_success(tmp_path: Path) -> None:
 
 
 def test_asb_episode_runs_its_plan(tmp_path: Path) -> None:
-    plan = json.dumps([{"message": "Gather market data", "tool_use": ["market_data_api"]},
-                       {"message": "Write the analysis", "tool_use": []}])
+    plan = json.dumps(
+        [
+            {"message": "Gather market data", "tool_use": ["market_data_api"]},
+            {"message": "Write the analysis", "tool_use": []},
+        ]
+    )
     out = run(tmp_path, "asb", plan, HERE / "asb", options={"plan_attempts": 2, "concurrency": 3})
     m = out["metrics"]
     assert m["n_pairs"] == 3
@@ -139,14 +169,25 @@ def banking_cases(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_agentdojo_through_its_own_pipeline(tmp_path: Path, banking_cases: Path) -> None:
-    m = run(tmp_path, "agentdojo", "I cannot help with that.", banking_cases,
-            options={"max_turns": 2, "concurrency": 2})["metrics"]
+    m = run(
+        tmp_path,
+        "agentdojo",
+        "I cannot help with that.",
+        banking_cases,
+        options={"max_turns": 2, "concurrency": 2},
+    )["metrics"]
     assert (m["n_clean"], m["n_attacked"]) == (1, 1)
     assert (m["clean_utility"], m["utility_under_attack"], m["attack_success_rate"], m["joint_accuracy"]) == (
-        0.0, 0.0, 0.0, 0.0)
+        0.0,
+        0.0,
+        0.0,
+        0.0,
+    )
 
 
-def test_agentdojo_llm_element_executes_ground_truth_calls_and_the_checker_agrees(banking_cases: Path) -> None:
+def test_agentdojo_llm_element_executes_ground_truth_calls_and_the_checker_agrees(
+    banking_cases: Path,
+) -> None:
     """A scripted chat replaying the task's ground-truth calls as hermes blocks: AgentDojo's checker
     must then report the user task done (and the injection not achieved)."""
     from agentdojo.task_suite.load_suites import get_suite
@@ -162,7 +203,7 @@ def test_agentdojo_llm_element_executes_ground_truth_calls_and_the_checker_agree
         done = sum(1 for m in messages if m["role"] == "tool")
         if done < len(calls):
             c = calls[done]
-            return f'<tool_call>\n{json.dumps({"name": c.function, "arguments": dict(c.args)})}\n</tool_call>'
+            return f"<tool_call>\n{json.dumps({'name': c.function, 'arguments': dict(c.args)})}\n</tool_call>"
         return "The bill has been paid."
 
     def generate(conversations: Any, tools: Any) -> list[str]:
@@ -175,13 +216,42 @@ def test_agentdojo_llm_element_executes_ground_truth_calls_and_the_checker_agree
     assert out["metrics"]["joint_accuracy"] == 100.0
 
 
-def test_cli_runs_and_reports_bad_input_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_runs_and_reports_bad_input_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     piece = "```python\ndef add(x: int, y: int) -> int:\n    return x + y\n```"
     model, options = tiny(tmp_path / "model", piece)
-    common = ["--model", model, "--max-new-tokens", "1", "--backend", "transformers", "--no-progress",
-              "--generation-kwargs", json.dumps(options["generation_kwargs"])]
-    assert main(["evaluate", "code", "--benchmark", "humaneval", "--data", str(CODE / "humaneval.jsonl"),
-                 "--limit", "1", "--timing-rounds", "1", "--out", str(tmp_path / "out"), *common]) == 0
+    common = [
+        "--model",
+        model,
+        "--max-new-tokens",
+        "1",
+        "--backend",
+        "transformers",
+        "--no-progress",
+        "--generation-kwargs",
+        json.dumps(options["generation_kwargs"]),
+    ]
+    assert (
+        main(
+            [
+                "evaluate",
+                "code",
+                "--benchmark",
+                "humaneval",
+                "--data",
+                str(CODE / "humaneval.jsonl"),
+                "--limit",
+                "1",
+                "--timing-rounds",
+                "1",
+                "--out",
+                str(tmp_path / "out"),
+                *common,
+            ]
+        )
+        == 0
+    )
     assert "| pass@1 | 100.00 |" in capsys.readouterr().out
     broken = tmp_path / "HumanEval.jsonl"
     row = json.loads((CODE / "humaneval.jsonl").read_text().splitlines()[0])
@@ -193,35 +263,74 @@ def test_cli_runs_and_reports_bad_input_in_one_line(tmp_path: Path, capsys: pyte
     prompt.write_text(json.dumps({"system": "s", "user": "{input} {available_tool_descriptions}"}))
     bad = [
         (["evaluate", "tool-calling", "--benchmark", "humaneval", "--data", "x"], "belongs to domain 'code'"),
-        (["evaluate", "agent-security", "--benchmark", "asb", "--data", str(tmp_path)],
-         "all_normal_tools.jsonl is missing; expected an ASB checkout"),
-        (["evaluate", "agent-security", "--benchmark", "injecagent", "--data", str(tmp_path / "nope")],
-         "does not exist; expected an InjecAgent checkout"),
-        (["evaluate", "code", "--benchmark", "humaneval", "--data", str(tmp_path), "--limit", "0"],
-         "--limit must be at least 1"),
-        (["evaluate", "code", "--benchmark", "humaneval", "--data", str(broken)],
-         "HumanEval.jsonl: cannot read it (KeyError: 'test'); expected HumanEval as JSON/JSONL rows"),
-        (["evaluate", "tool-calling", "--benchmark", "rlla-test", "--data", str(tmp_path / "rlla")],
-         "test.parquet: cannot read it ("),
-        (["evaluate", "tool-calling", "--benchmark", "api-bank", "--data", str(tmp_path)],
-         "holds no level-N-*.json file; expected API-Bank's test-data folder"),
-        (["evaluate", "agent-security", "--benchmark", "agentdojo", "--data", str(tmp_path)],
-         "test.parquet is missing; expected AgentDojo cases"),
-        (["evaluate", "agent-security", "--benchmark", "injecagent", "--data", str(HERE / "injecagent"),
-          "--injecagent-prompt", str(prompt)], "the user prompt lacks the placeholders ['{agent_scratchpad}'"),
+        (
+            ["evaluate", "agent-security", "--benchmark", "asb", "--data", str(tmp_path)],
+            "all_normal_tools.jsonl is missing; expected an ASB checkout",
+        ),
+        (
+            ["evaluate", "agent-security", "--benchmark", "injecagent", "--data", str(tmp_path / "nope")],
+            "does not exist; expected an InjecAgent checkout",
+        ),
+        (
+            ["evaluate", "code", "--benchmark", "humaneval", "--data", str(tmp_path), "--limit", "0"],
+            "--limit must be at least 1",
+        ),
+        (
+            ["evaluate", "code", "--benchmark", "humaneval", "--data", str(broken)],
+            "HumanEval.jsonl: cannot read it (KeyError: 'test'); expected HumanEval as JSON/JSONL rows",
+        ),
+        (
+            ["evaluate", "tool-calling", "--benchmark", "rlla-test", "--data", str(tmp_path / "rlla")],
+            "test.parquet: cannot read it (",
+        ),
+        (
+            ["evaluate", "tool-calling", "--benchmark", "api-bank", "--data", str(tmp_path)],
+            "holds no level-N-*.json file; expected API-Bank's test-data folder",
+        ),
+        (
+            ["evaluate", "agent-security", "--benchmark", "agentdojo", "--data", str(tmp_path)],
+            "test.parquet is missing; expected AgentDojo cases",
+        ),
+        (
+            [
+                "evaluate",
+                "agent-security",
+                "--benchmark",
+                "injecagent",
+                "--data",
+                str(HERE / "injecagent"),
+                "--injecagent-prompt",
+                str(prompt),
+            ],
+            "the user prompt lacks the placeholders ['{agent_scratchpad}'",
+        ),
     ]
     for argv, message in bad:
         assert main([*argv, *common]) == 2
         err = capsys.readouterr().err
         assert message in err
         assert len(err.strip().splitlines()) == 1
-    assert main(["evaluate", "code", "--benchmark", "mbpp", "--data", str(CODE / "mbpp.jsonl"), "--model",
-                 str(tmp_path / "missing")]) == 2
+    assert (
+        main(
+            [
+                "evaluate",
+                "code",
+                "--benchmark",
+                "mbpp",
+                "--data",
+                str(CODE / "mbpp.jsonl"),
+                "--model",
+                str(tmp_path / "missing"),
+            ]
+        )
+        == 2
+    )
     assert "not a local checkpoint folder" in capsys.readouterr().err
 
 
-def test_vllm_backend_gets_the_rendered_prompts_and_greedy_params(tmp_path: Path,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_vllm_backend_gets_the_rendered_prompts_and_greedy_params(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """vLLM is GPU-only, so a stub stands in for it: the prompts must be the chat template's rendering
     and the sampling greedy with the token budget."""
     import sys
@@ -241,7 +350,10 @@ def test_vllm_backend_gets_the_rendered_prompts_and_greedy_params(tmp_path: Path
 
         def generate(self, prompts: list[str], params: Any, use_tqdm: bool) -> list[Any]:
             seen.setdefault("prompts", []).extend(prompts)
-            return [types.SimpleNamespace(outputs=[types.SimpleNamespace(text=f"reply {i}")]) for i in range(len(prompts))]
+            return [
+                types.SimpleNamespace(outputs=[types.SimpleNamespace(text=f"reply {i}")])
+                for i in range(len(prompts))
+            ]
 
     monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(LLM=LLM, SamplingParams=SamplingParams))
     model_path, _ = tiny(tmp_path / "model", "x y")

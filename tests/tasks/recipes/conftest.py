@@ -9,7 +9,14 @@ from typing import Any
 
 import pytest
 
-TOOL_FIXTURE = Path(__file__).resolve().parents[3] / "tasks" / "corrgrpo_tasks" / "tool_calling" / "fixtures" / "rlla_tiny.json"
+TOOL_FIXTURE = (
+    Path(__file__).resolve().parents[3]
+    / "tasks"
+    / "corrgrpo_tasks"
+    / "tool_calling"
+    / "fixtures"
+    / "rlla_tiny.json"
+)
 
 
 @pytest.fixture(scope="session")

@@ -9,8 +9,9 @@ import pytest
 from corrgrpo_tasks.gpu_smoke import smoke_trl
 from corrgrpo_tasks.gpu_smoke.__main__ import main
 
-pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::UserWarning",
-                                        "ignore::DeprecationWarning")
+pytestmark = pytest.mark.filterwarnings(
+    "ignore::FutureWarning", "ignore::UserWarning", "ignore::DeprecationWarning"
+)
 
 
 def test_tool_calling_smoke_step_on_cpu(tmp_path: Path) -> None:

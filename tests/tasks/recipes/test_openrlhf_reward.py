@@ -21,7 +21,9 @@ def test_tool_calling_reward_file_loaded_by_path() -> None:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     prompt = "user: call f\nassistant: "
-    out = module.reward_func(queries=[prompt + GT, prompt + "nope"], prompts=[prompt, prompt], labels=[GT, GT])
+    out = module.reward_func(
+        queries=[prompt + GT, prompt + "nope"], prompts=[prompt, prompt], labels=[GT, GT]
+    )
     assert set(out["extra_logs"]) == set(COMPONENTS)
     assert out["rewards"].tolist() == [4.0, -3.0]
     assert torch.equal(out["rewards"], out["scores"])

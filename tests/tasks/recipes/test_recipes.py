@@ -31,25 +31,35 @@ PAIRS = [(d, f) for d in DOMAINS for f in SUPPORTED[d]]
 
 
 @pytest.mark.parametrize(("domain", "framework"), PAIRS)
-def test_every_supported_pair_dry_runs(domain: str, framework: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_every_supported_pair_dry_runs(
+    domain: str, framework: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main([domain, framework, "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert out.startswith(f"# {domain} / {framework} / estimator=corrgrpo")
-    block = out[out.index("# resolved config\n") + len("# resolved config\n"):]
-    config = json.loads(block[:block.rindex("}") + 1])
+    block = out[out.index("# resolved config\n") + len("# resolved config\n") :]
+    config = json.loads(block[: block.rindex("}") + 1])
     assert config["hparams"]["reward_keys"] == list(defaults(domain).reward_keys)
     assert "corrgrpo" in out.splitlines()[1]
 
 
 # Settings that select the estimator, or are named after it (run name, output folder).
-ESTIMATOR_SETTINGS = ("algorithm.", "+algorithm.", "trainer.v1.trainer_mode", "trainer.experiment_name",
-                      "trainer.default_local_dir")
+ESTIMATOR_SETTINGS = (
+    "algorithm.",
+    "+algorithm.",
+    "trainer.v1.trainer_mode",
+    "trainer.experiment_name",
+    "trainer.default_local_dir",
+)
 
 
 def estimator_free(recipe: Recipe) -> object:
     if recipe.framework == "verl":
-        return {k: v for k, v in recipe.config["overrides"].items()
-                if not k.startswith(ESTIMATOR_SETTINGS) or k == "algorithm.use_kl_in_reward"}
+        return {
+            k: v
+            for k, v in recipe.config["overrides"].items()
+            if not k.startswith(ESTIMATOR_SETTINGS) or k == "algorithm.use_kl_in_reward"
+        }
     if recipe.framework == "trl":
         args = {k: v for k, v in recipe.config["grpo_config"].items() if k not in ("run_name", "output_dir")}
         return {**recipe.config, "estimator": None, "grpo_config": args}
@@ -67,19 +77,53 @@ def test_estimators_are_one_flag_apart(domain: str, framework: str, estimator: s
     assert other.argv != base.argv
 
 
-@pytest.mark.parametrize(("estimator", "expected"), [
-    ("corrgrpo", {"algorithm.adv_estimator": "corrgrpo", "+algorithm.reward_keys": KEYS, "+algorithm.reward_weights": ONES}),
-    ("mo_grpo", {"algorithm.adv_estimator": "mo_grpo", "+algorithm.reward_keys": KEYS, "+algorithm.reward_weights": ONES}),
-    ("dr_grpo", {"algorithm.adv_estimator": "corrgrpo", "algorithm.norm_adv_by_std_in_grpo": False,
-                 "+algorithm.reward_keys": KEYS, "+algorithm.reward_weights": ONES}),
-    ("gdpo", {"algorithm.adv_estimator": "gdpo", "+algorithm.gdpo_reward_keys": KEYS,
-              "+algorithm.gdpo_reward_weights": ONES}),
-    ("grpo", {"algorithm.adv_estimator": "grpo"}),
-    ("rloo", {"algorithm.adv_estimator": "rloo"}),
-])
+@pytest.mark.parametrize(
+    ("estimator", "expected"),
+    [
+        (
+            "corrgrpo",
+            {
+                "algorithm.adv_estimator": "corrgrpo",
+                "+algorithm.reward_keys": KEYS,
+                "+algorithm.reward_weights": ONES,
+            },
+        ),
+        (
+            "mo_grpo",
+            {
+                "algorithm.adv_estimator": "mo_grpo",
+                "+algorithm.reward_keys": KEYS,
+                "+algorithm.reward_weights": ONES,
+            },
+        ),
+        (
+            "dr_grpo",
+            {
+                "algorithm.adv_estimator": "corrgrpo",
+                "algorithm.norm_adv_by_std_in_grpo": False,
+                "+algorithm.reward_keys": KEYS,
+                "+algorithm.reward_weights": ONES,
+            },
+        ),
+        (
+            "gdpo",
+            {
+                "algorithm.adv_estimator": "gdpo",
+                "+algorithm.gdpo_reward_keys": KEYS,
+                "+algorithm.gdpo_reward_weights": ONES,
+            },
+        ),
+        ("grpo", {"algorithm.adv_estimator": "grpo"}),
+        ("rloo", {"algorithm.adv_estimator": "rloo"}),
+    ],
+)
 def test_verl_estimator_selection(estimator: str, expected: dict[str, object]) -> None:
     ov = build_recipe("agent_security", "verl", estimator=estimator).config["overrides"]
-    chosen = {k: v for k, v in ov.items() if k.startswith(("algorithm.", "+algorithm.")) and k != "algorithm.use_kl_in_reward"}
+    chosen = {
+        k: v
+        for k, v in ov.items()
+        if k.startswith(("algorithm.", "+algorithm.")) and k != "algorithm.use_kl_in_reward"
+    }
     assert chosen == expected
 
 
@@ -87,8 +131,12 @@ def test_verl_v1_trainer_uses_the_plugin_trainer_mode() -> None:
     ov = build_recipe("tool_calling", "verl", overrides=["verl_legacy_trainer=false"]).config["overrides"]
     assert ov["trainer.use_v1"] is True
     assert ov["trainer.v1.trainer_mode"] == "corrgrpo"
-    assert "trainer.v1.trainer_mode" not in build_recipe("tool_calling", "verl", estimator="grpo",
-                                                         overrides=["verl_legacy_trainer=false"]).config["overrides"]
+    assert (
+        "trainer.v1.trainer_mode"
+        not in build_recipe(
+            "tool_calling", "verl", estimator="grpo", overrides=["verl_legacy_trainer=false"]
+        ).config["overrides"]
+    )
     with pytest.raises(ValueError, match="legacy trainer"):
         build_recipe("tool_calling", "verl", estimator="gdpo", overrides=["verl_legacy_trainer=false"])
 
@@ -96,10 +144,24 @@ def test_verl_v1_trainer_uses_the_plugin_trainer_mode() -> None:
 def test_paper_hyperparameters_are_the_defaults() -> None:
     tool, code, security = defaults("tool_calling"), defaults("code"), defaults("agent_security")
     assert (tool.train_batch_size, tool.group_size, tool.mini_batch_size, tool.epochs) == (128, 4, 32, 15)
-    assert (tool.max_prompt_length, tool.max_response_length, tool.use_kl_loss, tool.lr) == (2048, 2048, False, 1e-6)
-    assert (code.train_batch_size, code.group_size, code.max_prompt_length, code.use_kl_loss) == (64, 8, 4096, True)
+    assert (tool.max_prompt_length, tool.max_response_length, tool.use_kl_loss, tool.lr) == (
+        2048,
+        2048,
+        False,
+        1e-6,
+    )
+    assert (code.train_batch_size, code.group_size, code.max_prompt_length, code.use_kl_loss) == (
+        64,
+        8,
+        4096,
+        True,
+    )
     assert (security.train_batch_size, security.group_size, security.epochs) == (16, 8, 7)
-    assert (security.max_prompt_length, security.max_response_length, security.multi_turn) == (12288, 8192, True)
+    assert (security.max_prompt_length, security.max_response_length, security.multi_turn) == (
+        12288,
+        8192,
+        True,
+    )
     assert security.reward_keys == ("utility_reward", "safety_reward")
     assert all(h.kl_coef == 0.001 and h.reward_weights is None for h in (tool, code, security))
 
@@ -108,7 +170,9 @@ def test_verl_recipe_maps_the_hyperparameters() -> None:
     ov = build_recipe("tool_calling", "verl", overrides=["lr=2e-6", "group_size=8"]).config["overrides"]
     assert ov["actor_rollout_ref.actor.optim.lr"] == 2e-6
     assert ov["actor_rollout_ref.rollout.n"] == 8
-    assert ov["+algorithm.reward_keys"] == "[function_name_reward,parameter_reward,values_reward,format_reward]"
+    assert (
+        ov["+algorithm.reward_keys"] == "[function_name_reward,parameter_reward,values_reward,format_reward]"
+    )
     assert ov["reward.custom_reward_function.path"] == str(VERL_REWARD_FILE)
     assert ov["trainer.use_v1"] is False
 
@@ -129,7 +193,8 @@ def test_agent_security_uses_the_shipped_agent_loop_config(capsys: pytest.Captur
 
 
 def test_agent_security_refuses_to_launch_without_an_agent_loop_config(
-        capsys: pytest.CaptureFixture[str]) -> None:
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     assert build_recipe("agent_security", "verl", overrides=["agent_loop_config="]).missing
     assert main(["agent_security", "verl", "--dry-run", "agent_loop_config="]) == 0
     assert "missing before a real run: agent_loop_config" in capsys.readouterr().out
@@ -150,8 +215,9 @@ def test_trl_recipe_counts_completions_not_prompts() -> None:
 
 
 def test_trl_extra_settings_are_parsed_as_json_when_possible() -> None:
-    args = build_recipe("tool_calling", "trl", extra=["use_cpu=true", "optim=adamw_torch",
-                                                      'generation_kwargs={"top_k": 5}']).config["grpo_config"]
+    args = build_recipe(
+        "tool_calling", "trl", extra=["use_cpu=true", "optim=adamw_torch", 'generation_kwargs={"top_k": 5}']
+    ).config["grpo_config"]
     assert args["use_cpu"] is True
     assert args["optim"] == "adamw_torch"
     assert args["generation_kwargs"] == {"top_k": 5}
@@ -171,9 +237,9 @@ def test_openrlhf_recipe_uses_our_launcher() -> None:
     assert "--algo.advantage.estimator" not in argv  # the launcher adds OpenRLHF's group_norm plumbing
     assert argv[argv.index("--corrgrpo.estimator") + 1] == "gdpo"
     keys = argv.index("--corrgrpo.reward_keys")
-    assert argv[keys + 1:keys + 5] == list(defaults("tool_calling").reward_keys)
+    assert argv[keys + 1 : keys + 5] == list(defaults("tool_calling").reward_keys)
     weights = argv.index("--corrgrpo.reward_weights")
-    assert argv[weights + 1:weights + 5] == ["1.0", "1.0", "2.0", "1.0"]
+    assert argv[weights + 1 : weights + 5] == ["1.0", "1.0", "2.0", "1.0"]
     assert argv[argv.index("--data.label_key") + 1] == "ground_truth"
     code = list(build_recipe("code", "openrlhf").argv)
     assert code[code.index("--data.label_key") + 1] == "label"
@@ -183,32 +249,38 @@ def test_openrlhf_recipe_uses_our_launcher() -> None:
     assert "--algo.kl.use_loss" in build_recipe("code", "openrlhf").argv
 
 
-@pytest.mark.parametrize(("override", "field", "value"), [
-    ("lr=3e-6", "lr", 3e-6),
-    ("group_size=16", "group_size", 16),
-    ("use_kl_loss=yes", "use_kl_loss", True),
-    ("use_vllm=0", "use_vllm", False),
-    ("reward_weights=[1, 2, 3, 4]", "reward_weights", (1.0, 2.0, 3.0, 4.0)),
-    ("reward_weights=none", "reward_weights", None),
-    ("reward_keys=format_reward,values_reward", "reward_keys", ("format_reward", "values_reward")),
-    ("max_steps=7", "max_steps", 7),
-    ("reward_kwargs=invalid_reward:-1,tag:x", "reward_kwargs", (("invalid_reward", -1), ("tag", "x"))),
-    ("model=/models/qwen", "model", "/models/qwen"),
-])
+@pytest.mark.parametrize(
+    ("override", "field", "value"),
+    [
+        ("lr=3e-6", "lr", 3e-6),
+        ("group_size=16", "group_size", 16),
+        ("use_kl_loss=yes", "use_kl_loss", True),
+        ("use_vllm=0", "use_vllm", False),
+        ("reward_weights=[1, 2, 3, 4]", "reward_weights", (1.0, 2.0, 3.0, 4.0)),
+        ("reward_weights=none", "reward_weights", None),
+        ("reward_keys=format_reward,values_reward", "reward_keys", ("format_reward", "values_reward")),
+        ("max_steps=7", "max_steps", 7),
+        ("reward_kwargs=invalid_reward:-1,tag:x", "reward_kwargs", (("invalid_reward", -1), ("tag", "x"))),
+        ("model=/models/qwen", "model", "/models/qwen"),
+    ],
+)
 def test_overrides_are_typed(override: str, field: str, value: object) -> None:
     assert getattr(apply_overrides(defaults("tool_calling"), [override]), field) == value
 
 
-@pytest.mark.parametrize(("override", "message"), [
-    ("nope=1", "unknown hyperparameter"),
-    ("lr", "not name=value"),
-    ("lr=fast", "expected float"),
-    ("use_kl_loss=maybe", "true or false"),
-    ("reward_weights=[1,2]", "reward_weights"),
-    ("group_size=0", "at least 1"),
-    ("mini_batch_size=48", "multiple"),
-    ("reward_kwargs=a", "key:value"),
-])
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("nope=1", "unknown hyperparameter"),
+        ("lr", "not name=value"),
+        ("lr=fast", "expected float"),
+        ("use_kl_loss=maybe", "true or false"),
+        ("reward_weights=[1,2]", "reward_weights"),
+        ("group_size=0", "at least 1"),
+        ("mini_batch_size=48", "multiple"),
+        ("reward_kwargs=a", "key:value"),
+    ],
+)
 def test_bad_overrides_name_the_problem(override: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         apply_overrides(defaults("tool_calling"), [override])
@@ -220,11 +292,14 @@ def test_overrides_do_not_mutate_the_defaults() -> None:
     assert base.lr == 1e-6
 
 
-@pytest.mark.parametrize(("domain", "framework", "estimator", "message"), [
-    ("vision", "verl", "corrgrpo", "unknown domain"),
-    ("code", "jax", "corrgrpo", "unknown framework"),
-    ("code", "verl", "ppo", "unknown estimator"),
-])
+@pytest.mark.parametrize(
+    ("domain", "framework", "estimator", "message"),
+    [
+        ("vision", "verl", "corrgrpo", "unknown domain"),
+        ("code", "jax", "corrgrpo", "unknown framework"),
+        ("code", "verl", "ppo", "unknown estimator"),
+    ],
+)
 def test_bad_choices_are_rejected(domain: str, framework: str, estimator: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         build_recipe(domain, framework, estimator=estimator)
@@ -238,7 +313,9 @@ def test_cli_reports_bad_overrides_as_usage_errors(capsys: pytest.CaptureFixture
 
 
 def test_cli_passes_framework_arguments_after_the_separator(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["code", "verl", "--dry-run", "--estimator", "grpo", "lr=4e-6", "--", "trainer.nnodes=4"]) == 0
+    assert (
+        main(["code", "verl", "--dry-run", "--estimator", "grpo", "lr=4e-6", "--", "trainer.nnodes=4"]) == 0
+    )
     command = capsys.readouterr().out.splitlines()[1]
     assert "algorithm.adv_estimator=grpo" in command
     assert "actor_rollout_ref.actor.optim.lr=4e-06" in command
@@ -246,8 +323,13 @@ def test_cli_passes_framework_arguments_after_the_separator(capsys: pytest.Captu
 
 
 def test_module_entry_point_runs() -> None:
-    done = subprocess.run([sys.executable, "-m", "corrgrpo_tasks.recipes", "tool_calling", "openrlhf", "--dry-run"],
-                          capture_output=True, text=True, timeout=60, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "corrgrpo_tasks.recipes", "tool_calling", "openrlhf", "--dry-run"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     assert "corrgrpo_adapters.openrlhf" in done.stdout
 

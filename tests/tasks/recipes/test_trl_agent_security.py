@@ -23,18 +23,33 @@ from corrgrpo_tasks.gpu_smoke._run import _training_rows
 from corrgrpo_tasks.recipes import build_recipe
 from corrgrpo_tasks.recipes.trl_train import build_trainer
 
-pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::UserWarning",
-                                        "ignore::DeprecationWarning")
+pytestmark = pytest.mark.filterwarnings(
+    "ignore::FutureWarning", "ignore::UserWarning", "ignore::DeprecationWarning"
+)
 
-TINY = ("val_files=", "train_batch_size=2", "group_size=4", "mini_batch_size=2", "per_device_batch_size=4",
-        "max_steps=2", "max_response_length=6", "max_turns=3", "use_vllm=false", "bf16=false",
-        "gradient_checkpointing=false", "test_freq=0", "save_freq=1000", "lr=1e-3")
+TINY = (
+    "val_files=",
+    "train_batch_size=2",
+    "group_size=4",
+    "mini_batch_size=2",
+    "per_device_batch_size=4",
+    "max_steps=2",
+    "max_response_length=6",
+    "max_turns=3",
+    "use_vllm=false",
+    "bf16=false",
+    "gradient_checkpointing=false",
+    "test_freq=0",
+    "save_freq=1000",
+    "lr=1e-3",
+)
 
 
 @pytest.fixture(scope="module")
 def agent_model(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    return write_chat_checkpoint(tmp_path_factory.mktemp("tiny-agent"), agent_security_pieces(),
-                                 chat_template=qwen2_5_chat_template)
+    return write_chat_checkpoint(
+        tmp_path_factory.mktemp("tiny-agent"), agent_security_pieces(), chat_template=qwen2_5_chat_template
+    )
 
 
 @pytest.fixture(scope="module")
@@ -47,13 +62,17 @@ def banking_rows(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def test_two_real_steps_with_trl_tool_loop_on_agentdojo(agent_model: tuple[Path, str], banking_rows: Path,
-                                                        tmp_path: Path, train_two_steps: Any) -> None:
+def test_two_real_steps_with_trl_tool_loop_on_agentdojo(
+    agent_model: tuple[Path, str], banking_rows: Path, tmp_path: Path, train_two_steps: Any
+) -> None:
     model, generation = agent_model
-    recipe = build_recipe("agent_security", "trl", estimator="corrgrpo",
-                          overrides=[f"model={model}", f"train_files={banking_rows}",
-                                     f"output_dir={tmp_path / 'out'}", *TINY],
-                          extra=["use_cpu=true", generation])
+    recipe = build_recipe(
+        "agent_security",
+        "trl",
+        estimator="corrgrpo",
+        overrides=[f"model={model}", f"train_files={banking_rows}", f"output_dir={tmp_path / 'out'}", *TINY],
+        extra=["use_cpu=true", generation],
+    )
     # max_turns=3 generations, as verl counts them: two rounds of tool calls between them.
     assert recipe.config["grpo_config"]["max_tool_calling_iterations"] == 2
     trainer = build_trainer(recipe.config)
@@ -88,19 +107,31 @@ def test_the_environment_methods_are_the_suite_tools_with_schemas() -> None:
     assert json.dumps(share)  # plain JSON, as the chat template needs
 
 
-def test_eval_suites_are_registered_too(agent_model: tuple[Path, str], banking_rows: Path, tmp_path: Path) -> None:
+def test_eval_suites_are_registered_too(
+    agent_model: tuple[Path, str], banking_rows: Path, tmp_path: Path
+) -> None:
     import datasets
 
     from corrgrpo_tasks.agent_security import build_cases, default_system_message, to_rows
 
     slack = [c for c in build_cases(suites=["slack"], attacks=()) if c["case_id"] == "slack:user_task_0"]
     val = tmp_path / "val.parquet"
-    datasets.Dataset.from_list(to_rows(slack, split="test", system_message=default_system_message())).to_parquet(
-        str(val))
+    datasets.Dataset.from_list(
+        to_rows(slack, split="test", system_message=default_system_message())
+    ).to_parquet(str(val))
     model, generation = agent_model
-    recipe = build_recipe("agent_security", "trl", overrides=[
-        f"model={model}", f"train_files={banking_rows}", f"val_files={val}", f"output_dir={tmp_path / 'out'}",
-        *[o for o in TINY if not o.startswith(("val_files", "test_freq"))], "test_freq=1"],
-        extra=["use_cpu=true", generation])
+    recipe = build_recipe(
+        "agent_security",
+        "trl",
+        overrides=[
+            f"model={model}",
+            f"train_files={banking_rows}",
+            f"val_files={val}",
+            f"output_dir={tmp_path / 'out'}",
+            *[o for o in TINY if not o.startswith(("val_files", "test_freq"))],
+            "test_freq=1",
+        ],
+        extra=["use_cpu=true", generation],
+    )
     trainer = build_trainer(recipe.config)
     assert sorted(trainer.environment_factories) == ["banking", "slack"]

@@ -15,30 +15,51 @@ from corrgrpo_tasks.recipes.__main__ import main
 from corrgrpo_tasks.recipes.trl_train import _adapter_classes, build_trainer, resolve_trainer
 from corrgrpo_tasks.tool_calling import COMPONENTS, RANGES
 
-pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::UserWarning",
-                                        "ignore::DeprecationWarning")
+pytestmark = pytest.mark.filterwarnings(
+    "ignore::FutureWarning", "ignore::UserWarning", "ignore::DeprecationWarning"
+)
 
 
-TINY = ("val_files=", "train_batch_size=2", "group_size=4", "mini_batch_size=2", "per_device_batch_size=4",
-        "max_steps=2", "max_response_length=2", "use_vllm=false", "bf16=false", "gradient_checkpointing=false",
-        "test_freq=0", "save_freq=1000", "lr=1e-3")
+TINY = (
+    "val_files=",
+    "train_batch_size=2",
+    "group_size=4",
+    "mini_batch_size=2",
+    "per_device_batch_size=4",
+    "max_steps=2",
+    "max_response_length=2",
+    "use_vllm=false",
+    "bf16=false",
+    "gradient_checkpointing=false",
+    "test_freq=0",
+    "save_freq=1000",
+    "lr=1e-3",
+)
 
 
 def tiny_recipe(estimator: str, model: Path, data: Path, out: Path, generation: str):  # type: ignore[no-untyped-def]
     """The paper's tool-calling recipe shrunk to 2 prompts x 4 rollouts, 2 tokens, 2 steps, CPU."""
-    return build_recipe("tool_calling", "trl", estimator=estimator,
-                        overrides=[f"model={model}", f"train_files={data}", f"output_dir={out}", *TINY],
-                        extra=["use_cpu=true", generation])
+    return build_recipe(
+        "tool_calling",
+        "trl",
+        estimator=estimator,
+        overrides=[f"model={model}", f"train_files={data}", f"output_dir={out}", *TINY],
+        extra=["use_cpu=true", generation],
+    )
 
 
 ESTIMATORS = ["grpo", "gdpo", "corrgrpo"]
 
 
 @pytest.mark.parametrize("estimator", ESTIMATORS)
-def test_two_real_training_steps_with_the_tool_calling_reward(estimator: str, tiny_model_dir: Path,
-                                                              tool_parquet: Path, tmp_path: Path,
-                                                              piece_generation: str,
-                                                              train_two_steps: Any) -> None:
+def test_two_real_training_steps_with_the_tool_calling_reward(
+    estimator: str,
+    tiny_model_dir: Path,
+    tool_parquet: Path,
+    tmp_path: Path,
+    piece_generation: str,
+    train_two_steps: Any,
+) -> None:
     if estimator not in ("grpo", "gdpo") and _adapter_classes() is None:
         pytest.skip("corrgrpo needs corrgrpo_adapters.trl, which is not installed here")
     recipe = tiny_recipe(estimator, tiny_model_dir, tool_parquet, tmp_path / "out", piece_generation)
@@ -53,15 +74,32 @@ def test_two_real_training_steps_with_the_tool_calling_reward(estimator: str, ti
     assert any(entry["grad_norm"] > 0.0 for entry in logged)
 
 
-def test_the_cli_launches_the_training_command(tiny_model_dir: Path, tool_parquet: Path, tmp_path: Path,
-                                              piece_generation: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_cli_launches_the_training_command(
+    tiny_model_dir: Path,
+    tool_parquet: Path,
+    tmp_path: Path,
+    piece_generation: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     recipe = tiny_recipe("grpo", tiny_model_dir, tool_parquet, tmp_path / "out", piece_generation)
     for name, value in (("HF_HUB_OFFLINE", "1"), ("OMP_NUM_THREADS", "1"), ("PYTHONWARNINGS", "ignore")):
         monkeypatch.setenv(name, value)
     hparams = [f"{k}={v}" for k, v in (("model", tiny_model_dir), ("train_files", tool_parquet))]
     overrides = [o for o in TINY if not o.startswith(("model=", "train_files=", "output_dir="))]
-    code = main(["tool_calling", "trl", "--estimator", "grpo", *hparams, *overrides,
-                 f"output_dir={tmp_path / 'out'}", "--", "use_cpu=true", piece_generation])
+    code = main(
+        [
+            "tool_calling",
+            "trl",
+            "--estimator",
+            "grpo",
+            *hparams,
+            *overrides,
+            f"output_dir={tmp_path / 'out'}",
+            "--",
+            "use_cpu=true",
+            piece_generation,
+        ]
+    )
     assert code == 0
     assert (tmp_path / "out" / "tool_calling-grpo" / "model.safetensors").is_file()
     assert recipe.argv[2] == "corrgrpo_tasks.recipes.trl_train"

@@ -21,8 +21,9 @@ CONFIG_DIR = Path(next(iter(VERL.submodule_search_locations))) / "trainer" / "co
 VERL_DOMAINS = [d for d, frameworks in SUPPORTED.items() if "verl" in frameworks]
 
 
-def compose_recipe(domain: str, estimator: str = "corrgrpo", overrides: tuple[str, ...] = (),
-                   extra: tuple[str, ...] = ()):  # type: ignore[no-untyped-def]
+def compose_recipe(
+    domain: str, estimator: str = "corrgrpo", overrides: tuple[str, ...] = (), extra: tuple[str, ...] = ()
+):  # type: ignore[no-untyped-def]
     recipe = build_recipe(domain, "verl", estimator=estimator, overrides=overrides, extra=extra)
     assert recipe.argv[1:3] == ("-m", "verl.trainer.main_ppo")
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
@@ -83,8 +84,11 @@ def test_the_v1_trainer_mode_composes() -> None:
 
 
 def test_overrides_and_raw_hydra_extras_reach_the_config() -> None:
-    _, cfg = compose_recipe("code", overrides=("lr=3e-6", "reward_weights=[1,1,1,1,2,1,1]", "max_steps=5"),
-                            extra=("actor_rollout_ref.actor.ppo_epochs=2",))
+    _, cfg = compose_recipe(
+        "code",
+        overrides=("lr=3e-6", "reward_weights=[1,1,1,1,2,1,1]", "max_steps=5"),
+        extra=("actor_rollout_ref.actor.ppo_epochs=2",),
+    )
     assert cfg.actor_rollout_ref.actor.optim.lr == 3e-6
     assert list(cfg.algorithm.reward_weights) == [1.0, 1.0, 1.0, 1.0, 2.0, 1.0, 1.0]
     assert cfg.trainer.total_training_steps == 5

@@ -35,7 +35,8 @@ ATTEMPTS = textwrap.dedent("""\
 
 def test_memory_is_capped_for_the_whole_sandbox(box: Sandbox) -> None:
     # Eight processes of 200 MiB each: every one is far below RLIMIT_AS, together they pass the cap.
-    result = box.run(textwrap.dedent("""\
+    result = box.run(
+        textwrap.dedent("""\
         import os, time
         for _ in range(8):
             if os.fork() == 0:
@@ -44,14 +45,17 @@ def test_memory_is_capped_for_the_whole_sandbox(box: Sandbox) -> None:
                     block[i] = 1
                 time.sleep(30)
         time.sleep(30)
-    """), limits=Limits(wall_seconds=20, memory_mb=512))
+    """),
+        limits=Limits(wall_seconds=20, memory_mb=512),
+    )
     assert result.status == "memory_limit", result
     assert result.memory_mode == box.memory_mode == "watchdog"
     assert result.wall_seconds < 15
 
 
 def test_memory_of_orphans_still_counts(box: Sandbox) -> None:
-    result = box.run(textwrap.dedent("""\
+    result = box.run(
+        textwrap.dedent("""\
         import os, time
         for _ in range(4):
             if os.fork() == 0:
@@ -62,7 +66,9 @@ def test_memory_of_orphans_still_counts(box: Sandbox) -> None:
                     time.sleep(30)
                 os._exit(0)
         time.sleep(30)
-    """), limits=Limits(wall_seconds=20, memory_mb=512))
+    """),
+        limits=Limits(wall_seconds=20, memory_mb=512),
+    )
     assert result.status == "memory_limit", result
 
 
@@ -87,7 +93,8 @@ def test_no_user_namespaces_and_no_unaccounted_memory(userns_filter: bool, box: 
 def test_probe_refuses_a_bwrap_that_does_not_isolate(tmp_path: Path) -> None:
     # A stand-in that claims every feature and runs the program without any isolation.
     fake = tmp_path / "bwrap"
-    fake.write_text(textwrap.dedent(f"""\
+    fake.write_text(
+        textwrap.dedent(f"""\
         #!{sys.executable}
         import os, sys, tempfile
         args = sys.argv[1:]
@@ -110,7 +117,8 @@ def test_probe_refuses_a_bwrap_that_does_not_isolate(tmp_path: Path) -> None:
                 out.write(os.read(fd, 1 << 24))
             command = [path if part == dest else part for part in command]
         os.execv(command[0], command)
-    """))
+    """)
+    )
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     tmp_path.chmod(0o755)
     ok, reason = probe(str(fake), None)
@@ -144,13 +152,20 @@ def test_scorer_as_pid_1_leaves_no_zombies(box: Sandbox) -> None:
         print("zombies", len(zombies))
     """)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    done = subprocess.run([unshare, "--pid", "--fork", "--mount-proc", sys.executable, "-c", script],
-                          capture_output=True, text=True, timeout=120, env=env, check=False)
+    done = subprocess.run(
+        [unshare, "--pid", "--fork", "--mount-proc", sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        check=False,
+    )
     assert "zombies 0" in done.stdout, (done.stdout, done.stderr[-2000:])
 
 
-def test_cgroup_mode_plumbing_with_a_stand_in_directory(box: Sandbox, tmp_path: Path,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cgroup_mode_plumbing_with_a_stand_in_directory(
+    box: Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Opt-in cgroup v2 mode: the sandbox gets a child cgroup with memory.max and enters it before bwrap
     starts. This machine has no delegated v2 memory controller, so a plain directory stands in for the
     cgroup file system: this checks the plumbing (gate, files, status), not the kernel's enforcement."""
@@ -171,7 +186,9 @@ def test_cgroup_mode_plumbing_with_a_stand_in_directory(box: Sandbox, tmp_path: 
     assert Sandbox().memory_mode == "watchdog"
 
 
-def test_cgroup_mode_found_from_the_scorers_own_cgroup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cgroup_mode_found_from_the_scorers_own_cgroup(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Unset, the variable defers to the scorer's own cgroup: the cgroup2 mount from the mount table, the
     ``0::`` line of /proc/self/cgroup. A stand-in mount table and directory check the detection (not the
     kernel); ``off`` turns the mode off, and a directory without the memory controller is not used."""

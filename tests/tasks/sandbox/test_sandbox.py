@@ -38,7 +38,8 @@ def test_clean_environment_unprivileged_and_no_host_files(box: Sandbox) -> None:
             "print(os.getuid(), os.geteuid())\n"
             "print(sorted(os.listdir('/')))\n"
             "print(os.path.exists('/root'), os.path.exists('/home'), os.path.exists('/work'))\n"
-            "print(os.listdir('/tmp'))\n")
+            "print(os.listdir('/tmp'))\n"
+        )
     finally:
         del os.environ["CORRGRPO_SANDBOX_SECRET"]
     assert result.ok, result.stderr
@@ -66,7 +67,8 @@ def test_root_is_read_only_and_tmp_is_private_and_capped(box: Sandbox) -> None:
         "    open('/tmp/big', 'wb').write(b'x' * (8 << 20))\n"
         "except OSError as exc:\n"
         "    print('full', exc.errno in (errno.ENOSPC, errno.EFBIG))\n",
-        limits=Limits(tmp_mb=4))
+        limits=Limits(tmp_mb=4),
+    )
     assert "wrote" not in result.stdout, result.stdout
     assert result.stdout.count("denied") == 4
     assert "full True" in result.stdout or result.exit_code == 128 + 25  # SIGXFSZ
@@ -101,13 +103,17 @@ def test_process_limit(box: Sandbox) -> None:
     result = box.run(
         "import os, time\nn = 0\ntry:\n    for _ in range(100):\n        if os.fork() == 0:\n"
         "            time.sleep(5)\n            os._exit(0)\n        n += 1\nexcept OSError:\n    pass\nprint(n)",
-        limits=Limits(processes=8, wall_seconds=3))
+        limits=Limits(processes=8, wall_seconds=3),
+    )
     assert int(result.stdout.split()[0]) < 8
 
 
 def test_open_files_limit(box: Sandbox) -> None:
-    result = box.run("fs = []\ntry:\n    while True:\n        fs.append(open('/dev/null'))\nexcept OSError:\n"
-                     "    print(len(fs))", limits=Limits(open_files=16))
+    result = box.run(
+        "fs = []\ntry:\n    while True:\n        fs.append(open('/dev/null'))\nexcept OSError:\n"
+        "    print(len(fs))",
+        limits=Limits(open_files=16),
+    )
     assert int(result.stdout) < 16
 
 
@@ -129,7 +135,8 @@ def test_no_network_even_to_host_loopback(box: Sandbox) -> None:
         "import socket\n"
         f"try:\n    socket.create_connection(('127.0.0.1', {port}), timeout=1)\n    print('connected')\n"
         "except OSError as exc:\n    print('refused', exc.errno)\n"
-        "import os\nprint(sorted(os.listdir('/sys/class/net')) if os.path.exists('/sys/class/net') else 'no-sys')")
+        "import os\nprint(sorted(os.listdir('/sys/class/net')) if os.path.exists('/sys/class/net') else 'no-sys')"
+    )
     thread.join()
     server.close()
     assert "connected" not in result.stdout
@@ -138,16 +145,22 @@ def test_no_network_even_to_host_loopback(box: Sandbox) -> None:
 
 
 def test_proc_shows_only_the_sandbox(box: Sandbox) -> None:
-    result = box.run("import os\nprint(sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))\n"
-                     f"print(os.path.exists('/proc/{os.getpid()}/environ'))")
+    result = box.run(
+        "import os\nprint(sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))\n"
+        f"print(os.path.exists('/proc/{os.getpid()}/environ'))"
+    )
     pids, visible = result.stdout.splitlines()
     assert len(eval(pids)) <= 3  # bwrap's init, the program (and maybe a reaper)
     assert visible == "False" or os.getpid() < 4
 
 
 def test_channel_and_files(box: Sandbox) -> None:
-    result = box.run("import os\nos.write(int(os.environ['SANDBOX_CHANNEL_FD']), open('/sandbox/data.txt').read()"
-                     ".encode())", files={"data.txt": "payload"}, channel=True)
+    result = box.run(
+        "import os\nos.write(int(os.environ['SANDBOX_CHANNEL_FD']), open('/sandbox/data.txt').read()"
+        ".encode())",
+        files={"data.txt": "payload"},
+        channel=True,
+    )
     assert result.ok
     assert result.channel == b"payload"
     with pytest.raises(ValueError, match="invalid sandbox file name"):
@@ -191,7 +204,8 @@ def test_python_paths_are_importable_and_read_only(box: Sandbox) -> None:
         (root / "helper_mod_x.py").chmod(0o644)
         result = Sandbox(python_paths=[str(root)]).run(
             "import helper_mod_x\nprint(helper_mod_x.VALUE)\n"
-            f"try:\n    open('{root}/new.py', 'w')\nexcept OSError:\n    print('read-only')")
+            f"try:\n    open('{root}/new.py', 'w')\nexcept OSError:\n    print('read-only')"
+        )
         assert result.stdout.split() == ["42", "read-only"]
         assert sorted(p.name for p in root.iterdir()) == ["helper_mod_x.py"]
     finally:
@@ -217,10 +231,17 @@ def _sandboxed_sleepers(mark: str) -> list[int]:
 def test_sandbox_dies_with_the_scoring_process(box: Sandbox) -> None:
     del box
     mark = "4242.75"  # the sandboxed program's command line carries it (as an argument)
-    parent = subprocess.Popen([sys.executable, "-c", (
-        "from corrgrpo_tasks.sandbox import Sandbox, Limits\n"
-        "Sandbox().run('import os; os.execv(\"/bin/sleep\", [\"sleep\", \"" + mark + "\"])', "
-        "limits=Limits(wall_seconds=60))\n")])
+    parent = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            (
+                "from corrgrpo_tasks.sandbox import Sandbox, Limits\n"
+                'Sandbox().run(\'import os; os.execv("/bin/sleep", ["sleep", "' + mark + "\"])', "
+                "limits=Limits(wall_seconds=60))\n"
+            ),
+        ]
+    )
     try:
         deadline = time.monotonic() + 20
         while not _sandboxed_sleepers(mark):

@@ -25,7 +25,14 @@ from corrgrpo_tasks.tool_calling import (
 )
 from corrgrpo_tasks.tool_calling.__main__ import main
 
-FIXTURE = Path(__file__).resolve().parents[3] / "tasks" / "corrgrpo_tasks" / "tool_calling" / "fixtures" / "rlla_tiny.json"
+FIXTURE = (
+    Path(__file__).resolve().parents[3]
+    / "tasks"
+    / "corrgrpo_tasks"
+    / "tool_calling"
+    / "fixtures"
+    / "rlla_tiny.json"
+)
 
 
 def test_fixture_records_are_valid_and_their_targets_score_full_marks() -> None:
@@ -58,12 +65,18 @@ def test_rows_have_the_verl_layout_and_a_top_level_target() -> None:
     assert row["extra_info"] == {"split": "train", "index": 1}
 
 
-@pytest.mark.parametrize(("record", "error", "message"), [
-    ({"instruction": "s", "input": "u"}, TypeError, "'output'"),
-    ({"instruction": 1, "input": "u", "output": "<think>a</think>"}, TypeError, "'instruction'"),
-    ({"instruction": "s", "input": "u", "output": "<think>a</think>\n<tool_call>\nbad\n</tool_call>"}, ValueError,
-     "ground truth"),
-])
+@pytest.mark.parametrize(
+    ("record", "error", "message"),
+    [
+        ({"instruction": "s", "input": "u"}, TypeError, "'output'"),
+        ({"instruction": 1, "input": "u", "output": "<think>a</think>"}, TypeError, "'instruction'"),
+        (
+            {"instruction": "s", "input": "u", "output": "<think>a</think>\n<tool_call>\nbad\n</tool_call>"},
+            ValueError,
+            "ground truth",
+        ),
+    ],
+)
 def test_bad_records_are_named(record: dict[str, object], error: type[Exception], message: str) -> None:
     with pytest.raises(error, match=message):
         validate_records([record], source="data.json")
@@ -101,7 +114,7 @@ def test_api_bank_levels(tmp_path: Path) -> None:
     files = {}
     for level in (1, 2, 3):
         files[level] = tmp_path / f"level-{level}.json"
-        files[level].write_text(json.dumps(records[level:level + 2]))
+        files[level].write_text(json.dumps(records[level : level + 2]))
     data = load_api_bank(files)
     assert list(data) == ["level_1", "level_2", "level_3"]
     assert data["level_2"][0]["data_source"] == "api_bank"
@@ -130,8 +143,11 @@ def _converted(rows: Any, index: int, call: dict[str, Any]) -> tuple[str, str]:
 def test_api_bank_files_in_their_own_layout_convert_to_rlla_rows(tmp_path: Path) -> None:
     rows = load_api_bank({1: API_BANK})["level_1"]
     assert rows.num_rows == 4
-    system, user = _converted(rows, 1, {"name": "AddAlarm", "parameters": {"token": "a9s8d7f6g5h4j3k2l1",
-                                                                         "time": "2023-03-24 07:00:00"}})
+    system, user = _converted(
+        rows,
+        1,
+        {"name": "AddAlarm", "parameters": {"token": "a9s8d7f6g5h4j3k2l1", "time": "2023-03-24 07:00:00"}},
+    )
     assert system.startswith(TOOL_SYSTEM_PROMPT)
     assert "Name: AddAlarm" in system
     assert "Name: GetUserToken" in system
@@ -140,13 +156,16 @@ def test_api_bank_files_in_their_own_layout_convert_to_rlla_rows(tmp_path: Path)
     assert user.endswith("->{'token': 'a9s8d7f6g5h4j3k2l1'}")
 
 
-@pytest.mark.parametrize("expected", [
-    "API-Request: [Calc('2+2')]",  # positional argument
-    "API-Request: [Calc(formula=x)]",  # not a literal
-    "API-Request: Calc(formula='2')",  # no brackets
-    "API-Request: [os.system(cmd='ls')]",  # not a plain name
-    "API-Request: [Calc(formula='2'",  # truncated
-])
+@pytest.mark.parametrize(
+    "expected",
+    [
+        "API-Request: [Calc('2+2')]",  # positional argument
+        "API-Request: [Calc(formula=x)]",  # not a literal
+        "API-Request: Calc(formula='2')",  # no brackets
+        "API-Request: [os.system(cmd='ls')]",  # not a plain name
+        "API-Request: [Calc(formula='2'",  # truncated
+    ],
+)
 def test_a_malformed_api_bank_request_names_the_file(tmp_path: Path, expected: str) -> None:
     record = {**read_records(API_BANK)[2], "expected_output": expected}
     path = tmp_path / "level-1-api.json"
@@ -156,19 +175,27 @@ def test_a_malformed_api_bank_request_names_the_file(tmp_path: Path, expected: s
 
 
 def test_from_api_bank_keeps_literal_types_and_a_custom_system_prompt() -> None:
-    record = {**read_records(API_BANK)[2], "expected_output": "API-Request: [Calc(n=3, x=0.5, on=True, tags=['a'])]"}
+    record = {
+        **read_records(API_BANK)[2],
+        "expected_output": "API-Request: [Calc(n=3, x=0.5, on=True, tags=['a'])]",
+    }
     converted = from_api_bank(record, system_prompt="SYSTEM")
     assert converted["instruction"].startswith("SYSTEM\n\nAvailable tools:\nName: Calculator")
-    assert json.loads(converted["output"].split("\n")[1])["parameters"] == {"n": 3, "x": 0.5, "on": True,
-                                                                           "tags": ["a"]}
+    assert json.loads(converted["output"].split("\n")[1])["parameters"] == {
+        "n": 3,
+        "x": 0.5,
+        "on": True,
+        "tags": ["a"],
+    }
 
 
 def test_api_bank_level_3_keeps_target_in_output_and_tools_in_input() -> None:
     path = API_BANK.with_name("api_bank_level3_tiny.json")
     assert all(is_api_bank_record(r) for r in read_records(path))
     rows = load_api_bank({3: path})["level_3"]
-    system, user = _converted(rows, 1, {"name": "QueryMeeting",
-                                        "parameters": {"user_name": "Alice", "date": "2023-04-01"}})
+    system, user = _converted(
+        rows, 1, {"name": "QueryMeeting", "parameters": {"user_name": "Alice", "date": "2023-04-01"}}
+    )
     assert "Name: QueryMeeting" in system
     assert '"user_name": {"type": "str"' in system
     assert "apiCode" not in user  # the tool line left the dialogue

@@ -9,25 +9,62 @@ from hypothesis import strategies as st
 
 from corrgrpo_tasks.tool_calling import RANGES, compute_score
 
-GT_CALLS = ('<think>t</think>\n<tool_call>\n{"name": "f", "parameters": {"a": 1, "b": "x"}}\n'
-            '{"name": "g", "parameters": {}}\n</tool_call>')
+GT_CALLS = (
+    '<think>t</think>\n<tool_call>\n{"name": "f", "parameters": {"a": 1, "b": "x"}}\n'
+    '{"name": "g", "parameters": {}}\n</tool_call>'
+)
 GT_RESPONSE = "<think>t</think>\n<response>hello</response>"
 GT_BOTH = '<think>t</think>\n<tool_call>\n{"name": "f", "parameters": {"a": 1}}\n</tool_call>\n<response>r</response>'
 TARGETS = st.sampled_from([GT_CALLS, GT_RESPONSE, GT_BOTH])
 
-TOKENS = st.sampled_from([
-    "<think>", "</think>", "<tool_call>", "</tool_call>", "<response>", "</response>", "\n", " ", "{", "}",
-    "[", "]", '"name"', '"parameters"', ":", ",", '"f"', '"g"', '"a"', "1", "null", "true", "NaN", "1e999",
-    "<|im_start|>assistant", "<|im_end|>", "\\u0000", '"',
-])
+TOKENS = st.sampled_from(
+    [
+        "<think>",
+        "</think>",
+        "<tool_call>",
+        "</tool_call>",
+        "<response>",
+        "</response>",
+        "\n",
+        " ",
+        "{",
+        "}",
+        "[",
+        "]",
+        '"name"',
+        '"parameters"',
+        ":",
+        ",",
+        '"f"',
+        '"g"',
+        '"a"',
+        "1",
+        "null",
+        "true",
+        "NaN",
+        "1e999",
+        "<|im_start|>assistant",
+        "<|im_end|>",
+        "\\u0000",
+        '"',
+    ]
+)
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=5),
-    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=3), children, max_size=3),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=3), children, max_size=3)
+    ),
     max_leaves=10,
 )
-calls = st.lists(st.fixed_dictionaries({"name": st.sampled_from(["f", "g", "h"]),
-                                        "parameters": st.dictionaries(st.sampled_from(["a", "b", "c"]), json_values,
-                                                                      max_size=3)}), max_size=3)
+calls = st.lists(
+    st.fixed_dictionaries(
+        {
+            "name": st.sampled_from(["f", "g", "h"]),
+            "parameters": st.dictionaries(st.sampled_from(["a", "b", "c"]), json_values, max_size=3),
+        }
+    ),
+    max_size=3,
+)
 
 
 def check_ranges(result: dict[str, float]) -> None:
@@ -47,10 +84,19 @@ def test_tag_soup_never_raises(parts: list[str], gt: str) -> None:
     check_ranges(compute_score("rlla", "".join(parts), gt))
 
 
-@given(called=calls, think=st.text(max_size=20), gt=TARGETS, junk=st.sampled_from(["", "x", "\n{", "</tool_call>"]))
-def test_structured_calls_stay_in_range(called: list[dict[str, object]], think: str, gt: str, junk: str) -> None:
+@given(
+    called=calls,
+    think=st.text(max_size=20),
+    gt=TARGETS,
+    junk=st.sampled_from(["", "x", "\n{", "</tool_call>"]),
+)
+def test_structured_calls_stay_in_range(
+    called: list[dict[str, object]], think: str, gt: str, junk: str
+) -> None:
     body = "\n".join(json.dumps(c) for c in called)
-    check_ranges(compute_score("rlla", f"<think>{think}</think>\n<tool_call>\n{body}{junk}\n</tool_call>", gt))
+    check_ranges(
+        compute_score("rlla", f"<think>{think}</think>\n<tool_call>\n{body}{junk}\n</tool_call>", gt)
+    )
 
 
 @given(called=calls)

@@ -12,11 +12,17 @@ from corrgrpo_tasks.tool_calling._reward import parse_tool_calls
 GT = '<think>t</think>\n<tool_call>\n{"name": "f", "parameters": {"a": 1}}\n</tool_call>\n<response>r</response>'
 MB = 1 << 20
 SHAPES = {
-    "open_tags": "<tool_call>" * (MB // 11), "close_tags": "</tool_call>" * (MB // 12),
-    "think_tags": "<think>" * (MB // 7), "think_closes": "</think>" * (MB // 8), "newlines": "\n" * MB,
-    "spaces": " \n" * (MB // 2), "deep_json": "<tool_call>\n" + "[" * MB + "\n</tool_call>",
+    "open_tags": "<tool_call>" * (MB // 11),
+    "close_tags": "</tool_call>" * (MB // 12),
+    "think_tags": "<think>" * (MB // 7),
+    "think_closes": "</think>" * (MB // 8),
+    "newlines": "\n" * MB,
+    "spaces": " \n" * (MB // 2),
+    "deep_json": "<tool_call>\n" + "[" * MB + "\n</tool_call>",
     "repeated_layout": "<think></think>\n<tool_call>\n" * (MB // 27),
-    "trailing_space": "<think>x</think>\n<tool_call>\n{}\n</tool_call>\n<response>r</response>" + " " * MB + "x",
+    "trailing_space": "<think>x</think>\n<tool_call>\n{}\n</tool_call>\n<response>r</response>"
+    + " " * MB
+    + "x",
     "response_tags": "<response>" * (MB // 10),
 }
 

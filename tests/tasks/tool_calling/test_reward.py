@@ -16,8 +16,10 @@ from corrgrpo_tasks.tool_calling import (
     trl_reward_functions,
 )
 
-GT = ('<think>use the news tool</think>\n<tool_call>\n{"name": "GetNews", "parameters": {"page": "1"}}\n'
-      "</tool_call>")
+GT = (
+    '<think>use the news tool</think>\n<tool_call>\n{"name": "GetNews", "parameters": {"page": "1"}}\n'
+    "</tool_call>"
+)
 MAXIMA = {"function_name_reward": 0.5, "parameter_reward": 1.0, "values_reward": 1.5}
 MINIMA = {"function_name_reward": -0.5, "parameter_reward": -1.0, "values_reward": -1.5}
 
@@ -43,23 +45,28 @@ def test_exact_prediction_scores_the_maxima() -> None:
 def test_score_is_format_plus_accuracy_and_accuracy_the_component_sum(call_block) -> None:
     pred = call_block(("GetNews", {"page": "2", "extra": 1}))
     r = compute_score("rlla", pred, GT)
-    assert r["accuracy_reward"] == pytest.approx(r["function_name_reward"] + r["parameter_reward"] + r["values_reward"])
+    assert r["accuracy_reward"] == pytest.approx(
+        r["function_name_reward"] + r["parameter_reward"] + r["values_reward"]
+    )
     assert r["score"] == pytest.approx(r["format_reward"] + r["accuracy_reward"])
 
 
-@pytest.mark.parametrize("pred", [
-    "",
-    "I will just answer.",
-    '<think>x</think>\n<tool_call>\n{"name": "GetNews", "parameters": {"page": "1"}}',  # no closing tag
-    "<think>x</think>\n<tool_call>\n{not json}\n</tool_call>",
-    '<think>x</think>\n<tool_call>\n{"parameters": {"page": "1"}}\n</tool_call>',  # no name
-    '<think>x</think>\n<tool_call>\n{"name": "GetNews"}\n</tool_call>',  # no parameters
-    '<think>x</think>\n<tool_call>\n{"name": "GetNews", "parameters": ["1"]}\n</tool_call>',  # wrong type
-    '<think>x</think>\n<tool_call>\n{"name": 7, "parameters": {}}\n</tool_call>',  # non-string name
-    '<think>x</think>\n<tool_call>\n["GetNews", {"page": "1"}]\n</tool_call>',  # not an object
-    "<think>x</think>\n<tool_call>\n\n</tool_call>",  # no call line
-    '<tool_call>\n{"name": "GetNews", "parameters": {"page": "1"}}\nnot json\n</tool_call>',  # one bad line
-])
+@pytest.mark.parametrize(
+    "pred",
+    [
+        "",
+        "I will just answer.",
+        '<think>x</think>\n<tool_call>\n{"name": "GetNews", "parameters": {"page": "1"}}',  # no closing tag
+        "<think>x</think>\n<tool_call>\n{not json}\n</tool_call>",
+        '<think>x</think>\n<tool_call>\n{"parameters": {"page": "1"}}\n</tool_call>',  # no name
+        '<think>x</think>\n<tool_call>\n{"name": "GetNews"}\n</tool_call>',  # no parameters
+        '<think>x</think>\n<tool_call>\n{"name": "GetNews", "parameters": ["1"]}\n</tool_call>',  # wrong type
+        '<think>x</think>\n<tool_call>\n{"name": 7, "parameters": {}}\n</tool_call>',  # non-string name
+        '<think>x</think>\n<tool_call>\n["GetNews", {"page": "1"}]\n</tool_call>',  # not an object
+        "<think>x</think>\n<tool_call>\n\n</tool_call>",  # no call line
+        '<tool_call>\n{"name": "GetNews", "parameters": {"page": "1"}}\nnot json\n</tool_call>',  # one bad line
+    ],
+)
 def test_missing_or_malformed_calls_score_the_minima(pred: str) -> None:
     r = compute_score("rlla", pred, GT)
     assert tool_parts(r) == MINIMA
@@ -136,30 +143,36 @@ def test_ground_truth_without_tool_call_gives_zero_tool_components() -> None:
     assert calling["exact_match"] == 0.0
 
 
-@pytest.mark.parametrize(("pred", "expected"), [
-    (GT, 1.0),
-    ("  " + GT + "\n\n", 1.0),  # surrounding whitespace is stripped
-    (GT.replace("</think>\n", "</think>   \n\n"), 1.0),  # any whitespace between blocks
-    (GT.replace("<think>", ""), 0.0),  # opening think tag missing
-    (GT + " trailing", 0.0),
-    (GT + "\n<tool_call>\n{}\n</tool_call>", 0.0),  # two blocks
-    (GT.replace("<tool_call>\n", "<tool_call>"), 0.0),  # tag not on its own line
-    ("<think>a</think>", 0.0),
-])
+@pytest.mark.parametrize(
+    ("pred", "expected"),
+    [
+        (GT, 1.0),
+        ("  " + GT + "\n\n", 1.0),  # surrounding whitespace is stripped
+        (GT.replace("</think>\n", "</think>   \n\n"), 1.0),  # any whitespace between blocks
+        (GT.replace("<think>", ""), 0.0),  # opening think tag missing
+        (GT + " trailing", 0.0),
+        (GT + "\n<tool_call>\n{}\n</tool_call>", 0.0),  # two blocks
+        (GT.replace("<tool_call>\n", "<tool_call>"), 0.0),  # tag not on its own line
+        ("<think>a</think>", 0.0),
+    ],
+)
 def test_format_reward_for_tool_call_targets(pred: str, expected: float) -> None:
     assert format_reward(pred.strip(), GT) == expected
 
 
-@pytest.mark.parametrize(("gt", "pred", "expected"), [
-    ("<think>a</think>\n<response>b</response>", "<think>c</think><response>d</response>", 1.0),
-    ("<think>a</think>\n<response>b</response>", "<think>c</think><response>d</response><response>", 0.0),
-    ("<think>a</think>\n<response>b</response>", "<response>d</response>", 0.0),
-    ("<think>a</think>", "<think>anything at all</think>", 1.0),
-    ("<think>a</think>", "<think>x</think> more", 0.0),
-    (GT + "\n<response>r</response>", GT + "<response>ok</response>", 1.0),
-    (GT + "\n<response>r</response>", GT, 0.0),
-    (GT + "\n<response>r</response>", "<think>a</think><response>ok</response>", 0.0),
-])
+@pytest.mark.parametrize(
+    ("gt", "pred", "expected"),
+    [
+        ("<think>a</think>\n<response>b</response>", "<think>c</think><response>d</response>", 1.0),
+        ("<think>a</think>\n<response>b</response>", "<think>c</think><response>d</response><response>", 0.0),
+        ("<think>a</think>\n<response>b</response>", "<response>d</response>", 0.0),
+        ("<think>a</think>", "<think>anything at all</think>", 1.0),
+        ("<think>a</think>", "<think>x</think> more", 0.0),
+        (GT + "\n<response>r</response>", GT + "<response>ok</response>", 1.0),
+        (GT + "\n<response>r</response>", GT, 0.0),
+        (GT + "\n<response>r</response>", "<think>a</think><response>ok</response>", 0.0),
+    ],
+)
 def test_format_reward_layouts(gt: str, pred: str, expected: float) -> None:
     assert format_reward(pred, gt) == expected
 
@@ -169,8 +182,12 @@ def test_missing_think_open_is_accepted_only_when_asked() -> None:
     assert compute_score("rlla", pred, GT)["format_reward"] == 0.0
     assert compute_score("rlla", pred, GT, allow_missing_think_open=True)["format_reward"] == 1.0
     assert compute_score("rlla", pred, GT, {"model_name": "Qwen3-4B-Thinking"})["format_reward"] == 1.0
-    assert compute_score("rlla", pred, GT, {"model_name": "Qwen3-4B-Thinking"},
-                         allow_missing_think_open=False)["format_reward"] == 0.0
+    assert (
+        compute_score("rlla", pred, GT, {"model_name": "Qwen3-4B-Thinking"}, allow_missing_think_open=False)[
+            "format_reward"
+        ]
+        == 0.0
+    )
 
 
 def test_chat_markers_are_removed_before_scoring() -> None:
@@ -193,18 +210,31 @@ def test_chat_message_list_scores_the_last_message() -> None:
 
 
 def test_huge_and_deeply_nested_outputs_get_defined_scores() -> None:
-    deep = '<think>x</think>\n<tool_call>\n{"name": "GetNews", "parameters": {"page": ' + "[" * 200_000 + "]" * 200_000 + "}}\n</tool_call>"
+    deep = (
+        '<think>x</think>\n<tool_call>\n{"name": "GetNews", "parameters": {"page": '
+        + "[" * 200_000
+        + "]" * 200_000
+        + "}}\n</tool_call>"
+    )
     assert tool_parts(compute_score("rlla", deep, GT)) == MINIMA
     nested = {"page": "1"}
     value: object = "1"
     for _ in range(300):
         value = [value]
     nested["deep"] = value  # type: ignore[assignment]
-    moderately = "<think>x</think>\n<tool_call>\n" + json.dumps({"name": "GetNews", "parameters": nested}) + "\n</tool_call>"
+    moderately = (
+        "<think>x</think>\n<tool_call>\n"
+        + json.dumps({"name": "GetNews", "parameters": nested})
+        + "\n</tool_call>"
+    )
     r = compute_score("rlla", moderately, GT)
     assert r["values_reward"] == 1.5
     assert r["parameter_reward"] == pytest.approx(0.0)
-    big_int = '<think>x</think>\n<tool_call>\n{"name": "GetNews", "parameters": {"page": ' + "9" * 100_000 + "}}\n</tool_call>"
+    big_int = (
+        '<think>x</think>\n<tool_call>\n{"name": "GetNews", "parameters": {"page": '
+        + "9" * 100_000
+        + "}}\n</tool_call>"
+    )
     assert tool_parts(compute_score("rlla", big_int, GT)) == MINIMA
     long_text = "<think>" + "a" * 2_000_000 + "</think>" * 1000
     assert compute_score("rlla", long_text, GT)["format_reward"] == 0.0
@@ -235,7 +265,9 @@ def test_trl_reward_functions_return_one_column_per_component(call_block) -> Non
     fns = trl_reward_functions()
     assert [f.__name__ for f in fns] == list(COMPONENTS)
     completions = [GT, "garbage", [{"role": "assistant", "content": GT}]]
-    columns = [f(prompts=["p"] * 3, completions=completions, ground_truth=[GT] * 3, trainer_state=None) for f in fns]
+    columns = [
+        f(prompts=["p"] * 3, completions=completions, ground_truth=[GT] * 3, trainer_state=None) for f in fns
+    ]
     assert columns[0] == [0.5, -0.5, 0.5]
     assert columns[3] == [1.0, 0.0, 1.0]
     with pytest.raises(KeyError, match="ground_truth"):

@@ -13,18 +13,38 @@ from corrgrpo_core.cli import main
 from corrgrpo_tasks.tool_calling import COMPONENTS, RANGES
 from corrgrpo_tasks.training._tasks import get_task
 
-pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::UserWarning",
-                                        "ignore::DeprecationWarning")
+pytestmark = pytest.mark.filterwarnings(
+    "ignore::FutureWarning", "ignore::UserWarning", "ignore::DeprecationWarning"
+)
 
 WEIGHTS = get_task("tool_calling").weights
-TINY = ("--steps", "2", "--eval-every", "1", "--eval-size", "4", "--train-size", "40", "--warm-steps", "3",
-        "--hidden-size", "32", "--layers", "1", "--prompts-per-step", "2", "--generations", "4",
-        "--no-progress")
+TINY = (
+    "--steps",
+    "2",
+    "--eval-every",
+    "1",
+    "--eval-size",
+    "4",
+    "--train-size",
+    "40",
+    "--warm-steps",
+    "3",
+    "--hidden-size",
+    "32",
+    "--layers",
+    "1",
+    "--prompts-per-step",
+    "2",
+    "--generations",
+    "4",
+    "--no-progress",
+)
 
 
 @pytest.fixture
-def train(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-          capsys: pytest.CaptureFixture[str]) -> Callable[..., tuple[int, str, str, Path]]:
+def train(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> Callable[..., tuple[int, str, str, Path]]:
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
 
@@ -42,9 +62,11 @@ def _rows(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(handle))
 
 
-def test_two_estimators_train_evaluate_and_write_every_output(train: Callable[..., tuple[int, str, str, Path]],
-                                                              caplog: pytest.LogCaptureFixture,
-                                                              capsys: pytest.CaptureFixture[str]) -> None:
+def test_two_estimators_train_evaluate_and_write_every_output(
+    train: Callable[..., tuple[int, str, str, Path]],
+    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     import torch
     from transformers.utils import logging as hf_logging
 
@@ -58,7 +80,8 @@ def test_two_estimators_train_evaluate_and_write_every_output(train: Callable[..
         assert (out / name).stat().st_size > 0
     evals = _rows(out / "evals.csv")
     assert [(r["estimator"], r["step"]) for r in evals] == [
-        (e, s) for e in ("grpo", "corrgrpo") for s in ("0", "1", "2")]
+        (e, s) for e in ("grpo", "corrgrpo") for s in ("0", "1", "2")
+    ]
     for row in evals:
         for name in (*COMPONENTS, "exact_match"):
             low, high = RANGES[name]
@@ -107,7 +130,8 @@ def test_a_bad_option_value_is_a_one_line_error(train: Callable[..., tuple[int, 
 
 
 def test_the_code_task_trains_against_the_sandboxed_seven_component_reward(
-        train: Callable[..., tuple[int, str, str, Path]], caplog: pytest.LogCaptureFixture) -> None:
+    train: Callable[..., tuple[int, str, str, Path]], caplog: pytest.LogCaptureFixture
+) -> None:
     from corrgrpo_tasks.code import COMPONENTS as CODE_COMPONENTS
 
     code, _, _, out = train("--task", "code", "--estimators", "corrgrpo", "--eval-size", "2")
@@ -124,8 +148,9 @@ def test_the_code_task_trains_against_the_sandboxed_seven_component_reward(
     assert (out / "audit.json").is_file()
 
 
-def test_runs_over_different_seeds_merge_into_one_study(train: Callable[..., tuple[int, str, str, Path]],
-                                                         tmp_path: Path) -> None:
+def test_runs_over_different_seeds_merge_into_one_study(
+    train: Callable[..., tuple[int, str, str, Path]], tmp_path: Path
+) -> None:
     code, _, _, first = train("--estimators", "grpo", "--steps", "1")
     assert code == 0
     second = tmp_path / "second"
@@ -134,6 +159,10 @@ def test_runs_over_different_seeds_merge_into_one_study(train: Callable[..., tup
     assert code == 0
     merged = tmp_path / "merged"
     assert main(["train", "--merge", f"{second},{first}", "--out", str(merged), "--no-progress"]) == 0
-    assert [(r["seed"], r["step"]) for r in _rows(merged / "evals.csv")] == [("0", "0"), ("0", "1"), ("1", "0"),
-                                                                             ("1", "1")]
+    assert [(r["seed"], r["step"]) for r in _rows(merged / "evals.csv")] == [
+        ("0", "0"),
+        ("0", "1"),
+        ("1", "0"),
+        ("1", "1"),
+    ]
     assert "mean ± 95% interval over seeds" in (merged / "report.md").read_text()
