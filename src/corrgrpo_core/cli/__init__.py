@@ -212,10 +212,11 @@ def _progress(total: int, *, enabled: bool, label: str) -> Iterator[Callable[[],
 
 
 def _cmd_explain(args: argparse.Namespace, out: TextIO) -> int:
-    from .io import returning_pool
+    from .io import jemalloc_default, returning_pool
 
     if args.example or args.file is None:
         return _explain(args, out)
+    jemalloc_default()
     with returning_pool():  # before the first read: pyarrow's default pool keeps what it frees
         return _explain(args, out)
 
