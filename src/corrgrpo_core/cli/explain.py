@@ -918,7 +918,7 @@ def explain(
 #: CSV and Parquet passes are cheap (~0.3 s for 50 MB of CSV); JSONL takes half its size, since
 #: parsing JSON is most of the time (~2 s a pass over 100 MB) and its files are about twice the
 #: CSV of the same rows, so 3x its size leaves the room. 2 MB, not 4: the 22 MB Parquet file of
-#: the benchmark peaks ~6 MB lower (141 MB) in 17 passes of 2.75 MB instead of 11 of 4 MB, in
+#: the benchmark peaks ~5 MB lower in 17 passes of 2.75 MB instead of 11 of 4 MB, in
 #: about the same time (3.2 s).
 PASS_BYTES = 1 << 21
 PASS_SHARE = {"csv": 8, "jsonl": 2, "parquet": 8}
