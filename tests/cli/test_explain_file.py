@@ -4,6 +4,9 @@ gives; the readers, the group coding, GDPO's batch z-score and the magnitude spl
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -323,3 +326,28 @@ def test_random_files_stream_to_the_whole_batchs_report(tmp_path, monkeypatch, s
         path, estimators=estimators, weights=lambda names: w, nan_policy=nan_policy, max_groups=5
     )
     _same_report(streamed, whole)
+
+
+_POOL_PROBE = """
+import os, sys
+from corrgrpo_core.cli.io import jemalloc_default
+jemalloc_default()
+import pyarrow as pa
+print(pa.default_memory_pool().backend_name, os.environ.get("ARROW_DEFAULT_MEMORY_POOL"))
+"""
+
+
+@pytest.mark.parametrize("user", [None, "system"])
+def test_jemalloc_default_pool_chosen_before_import_and_user_choice_kept(user: str | None) -> None:
+    pa = pytest.importorskip("pyarrow")
+    if "jemalloc" not in pa.supported_memory_backends():
+        pytest.skip("this pyarrow build has no jemalloc")
+    env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+    if user is not None:
+        env["ARROW_DEFAULT_MEMORY_POOL"] = user
+    out = subprocess.run(
+        [sys.executable, "-c", _POOL_PROBE], env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stderr == ""  # no warning from pyarrow
+    # the variable only chose the pool at import and is gone afterwards (no child inherits it)
+    assert out.stdout.split() == (["jemalloc", "None"] if user is None else ["system", "system"])
