@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ._kernels import SMALL_GROUP, Kernel, RaggedIndex, Runs, _host, kernel_for
+from ._kernels import SMALL_GROUP, Kernel, RaggedIndex, Runs, _host, kernel_for, shift_divide
 from ._lib._compat import Array, Namespace
 
 __all__ = [
@@ -76,6 +76,16 @@ class Groups:
         x /= g
         return x
 
+    def shift_divide(
+        self, x: Array, sub: Array | None, div: Array | None, *, in_place: bool = False
+    ) -> Array:
+        """(x - sub) / div with ``sub``, ``div`` group level (None: left out): a new array, or with
+        ``in_place`` written into ``x`` (an array of the caller's own) where the backend can.
+        Ragged groups gather the group values a piece of rows at a time where the backend can."""
+        if self.ragged is not None:
+            return self.kernel.shift_divide_gathered(x, sub, div, self.ragged, in_place=in_place)
+        return shift_divide(x, sub, div, self.expand, in_place=in_place)
+
     def reduce(self, x: Array) -> Array:
         """Group-level sums of the row-level ``x``."""
         return self.kernel.dense_sum(x) if self.ragged is None else self.kernel.segment_sum(x, self.ragged)
@@ -133,7 +143,8 @@ def ragged_groups(
 
 
 def group_labels(ids: Any, /) -> Array:
-    """Integer group labels ``0..G-1`` (in order of first appearance) for ids of any hashable type.
+    """Integer group labels ``0..G-1`` (in order of first appearance; int32 up to 2**31 rows) for
+    ids of any hashable type.
 
     For ids that are not integers, such as verl's ``uid`` strings (a numpy object array of uuid4
     strings). Ids in runs, each group's rows adjacent as verl lays out a batch, are labelled in
@@ -146,9 +157,9 @@ def group_labels(ids: Any, /) -> Array:
     --------
     >>> import numpy as np, corrgrpo_core as cc
     >>> cc.group_labels(np.array(["b", "b", "a", "a", "c"], dtype=object))
-    array([0, 0, 1, 1, 2])
+    array([0, 0, 1, 1, 2], dtype=int32)
     >>> cc.group_labels(["x", "y", "x"])
-    array([0, 1, 0])
+    array([0, 1, 0], dtype=int32)
     """
     if not isinstance(ids, np.ndarray):
         ids = np.asarray(ids) if not isinstance(ids, (list, tuple)) else _object_array(ids)
@@ -157,7 +168,7 @@ def group_labels(ids: Any, /) -> Array:
     if ids.dtype.kind in "iu":
         return ids
     if ids.shape[0] == 0:
-        return np.zeros(0, dtype=np.intp)
+        return np.zeros(0, dtype=np.int32)
     return _host.factorize(ids)
 
 

@@ -585,23 +585,61 @@ class NumpyKernel(Kernel):
         if g.ndim == 2 and g.shape[1] > 1:
             # Column-major rows: each component's column is contiguous, which is what the
             # per-column bincount and the elementwise updates want.
-            return np.take(np.ascontiguousarray(g.T), r.labels, axis=1).T
-        return np.take(g, r.labels, axis=0)
+            out = np.empty((g.shape[1], r.labels.shape[0]), dtype=g.dtype)
+            for k in range(g.shape[1]):
+                _take_rows(g[:, k], r.labels, out[k])
+            return out.T
+        return _take_rows(g, r.labels, np.empty((r.labels.shape[0], *g.shape[1:]), dtype=g.dtype))
 
     def subtract_gathered(self, x: Array, g: Array, r: RaggedIndex) -> Array:
-        e = self.gather(g, r)
-        return np.subtract(x, e, out=e)  # into the gathered copy: one temporary, not two
+        return self.shift_divide_gathered(x, g, None, r, in_place=False)
 
     def divide_gathered(self, x: Array, g: Array, r: RaggedIndex) -> Array:
-        for a in range(0, x.shape[0], _PIECE):  # pieces of rows: no gathered copy of the whole batch
-            x[a : a + _PIECE] /= np.take(g, r.labels[a : a + _PIECE], axis=0)
-        return x
+        return self.shift_divide_gathered(x, None, g, r, in_place=True)
+
+    def shift_divide_gathered(
+        self, x: Array, sub: Array | None, div: Array | None, r: RaggedIndex, *, in_place: bool
+    ) -> Array:
+        # Pieces of rows: the gathered group values are a piece at a time, never a copy of the batch.
+        parts = [g for g in (sub, div) if g is not None]
+        # (a new array is column-major for several components, as the gathers: contiguous columns)
+        columns = x.ndim == 2 and x.shape[1] > 1
+        out = (
+            x
+            if in_place
+            else np.empty(x.shape, dtype=np.result_type(x, *parts), order="F" if columns else "C")
+        )
+        labels = r.labels
+        for a in range(0, x.shape[0], _PIECE):
+            b = a + _PIECE
+            piece = out[a:b]
+            if sub is not None:
+                np.subtract(x[a:b], _take_rows(sub, labels[a:b]), out=piece)
+            elif not in_place:
+                piece[...] = x[a:b]
+            if div is not None:
+                piece /= _take_rows(div, labels[a:b])
+        return out
 
     def row_dot_gathered(self, x: Array, g: Array, r: RaggedIndex) -> Array:
-        out = np.zeros((x.shape[0], 1), dtype=x.dtype)
-        for k in range(x.shape[1]):  # one column at a time: no N x K temporary
-            out[:, 0] += x[:, k] * np.take(g[:, k], r.labels)
+        out = np.zeros((x.shape[0], 1), dtype=np.result_type(x, g))
+        for a in range(0, x.shape[0], _PIECE):  # pieces of rows, a column at a time: no N x K temporary
+            labels, rows = r.labels[a : a + _PIECE], out[a : a + _PIECE, 0]
+            for k in range(x.shape[1]):
+                rows += x[a : a + _PIECE, k] * _take_rows(g[:, k], labels)
         return out
+
+
+def _take_rows(g: Array, labels: Array, out: Array | None = None) -> Array:
+    """g[labels] along axis 0 (into ``out``), in pieces of rows: labels of any integer dtype (int32
+    included) are converted to numpy's index type a piece at a time, never as a copy of the batch."""
+    if labels.dtype == np.intp or labels.shape[0] <= _PIECE:
+        return np.take(g, labels, axis=0, out=out, mode="clip")  # labels are in range: no bounds copy
+    if out is None:
+        out = np.empty((labels.shape[0], *g.shape[1:]), dtype=g.dtype)
+    for a in range(0, labels.shape[0], _PIECE):
+        np.take(g, labels[a : a + _PIECE], axis=0, out=out[a : a + _PIECE], mode="clip")
+    return out
 
 
 def _dense_sum(x: Array, y: Array | None) -> Array:
@@ -622,13 +660,14 @@ def _dense_sum(x: Array, y: Array | None) -> Array:
 def _bincount(x: Array, r: RaggedIndex, *, square: bool) -> Array:
     """(num, ...) float64 sums of x (or x * x) per label, one column at a time.
 
-    Scattered labels: squares in pieces of rows at least as long as the group level, so that the
-    temporary is a fraction of the column while the pieces' partial sums cost at most one more
-    pass over the group level per piece.
+    Scattered labels: squares (and int32 labels) in pieces of rows at least as long as the group
+    level, so that the temporary is a fraction of the column while the pieces' partial sums cost
+    at most one more pass over the group level per piece.
     """
     cols = np.reshape(x, (x.shape[0], -1))
     out = np.empty((r.num, cols.shape[1]), dtype=np.float64)
-    piece = max(_PIECE, r.num) if square else cols.shape[0]
+    # Pieces for sums too: bincount converts int32 labels to its index type, a piece at a time.
+    piece = max(_PIECE, r.num) if square or r.labels.dtype != np.intp else cols.shape[0]
     for k in range(cols.shape[1]):  # one column at a time: the same sums whatever K is
         col = cols[:, k]
         if r.starts is not None:  # runs: contiguous segments, no scattered adds
@@ -677,17 +716,29 @@ def _monotone(values: Array) -> bool:
 
 
 def _offset(values: Array, lo: int) -> Array:
-    """values - lo in a type of 8 bytes (no overflow over the span), no copy where lo is 0."""
-    wide = values if values.dtype.itemsize >= 8 else values.astype(np.int64)
-    return wide if lo == 0 else wide - wide.dtype.type(lo)
+    """values - lo, in [0, span): the values themselves where lo is 0 (no copy), else a new array
+    of 8-byte integers (no overflow over the span)."""
+    if lo == 0:
+        return values
+    wide = values.astype(np.int64 if values.dtype.kind == "i" else np.uint64)
+    wide -= wide.dtype.type(lo)
+    return wide
 
 
 def _repeats(values: Array) -> bool:
-    """Whether some value occurs twice: a count table for a compact range, else a sort."""
+    """Whether some value occurs twice: a table of the values seen for a compact range (a byte per
+    value of the span), else a sort."""
     lo, hi = int(values.min()), int(values.max())
     if hi - lo < _DIRECT_SPAN * values.shape[0]:
-        return bool(np.bincount(_offset(values, lo)).max() > 1)
+        seen = np.zeros(hi - lo + 1, dtype=bool)
+        seen[_offset(values, lo)] = True
+        return int(np.count_nonzero(seen)) < int(values.shape[0])
     return bool(np.unique(values).shape[0] != values.shape[0])
+
+
+def _label_type(n: int) -> Any:
+    """The labels' dtype for n rows: int32 where every label fits (half the memory of intp)."""
+    return np.dtype(np.int32) if n <= np.iinfo(np.int32).max else np.dtype(np.intp)
 
 
 def label(ids: Array, runs: Runs | None) -> RaggedIndex:
@@ -707,18 +758,22 @@ def label(ids: Array, runs: Runs | None) -> RaggedIndex:
         present[key] = True
         num = int(np.count_nonzero(present))
         if num == present.shape[0]:  # every value of the span is used: they are the labels
-            labels = key.astype(np.intp, copy=False)  # (the ids themselves when 0..G-1; never written)
+            # (the ids themselves when 0..G-1, int32 or int64; never written)
+            labels = key if key.dtype in (np.int32, np.intp) else key.astype(_label_type(n))
         else:
-            table = np.cumsum(present, dtype=np.intp)
+            table = np.cumsum(present, dtype=_label_type(n))
             table -= 1
             labels = table[key]
     else:
         uniq, labels = np.unique(ids, return_inverse=True)
-        labels = labels.astype(np.intp, copy=False)
+        labels = labels.astype(_label_type(n))
         num = int(uniq.shape[0])
-    size = np.bincount(labels, minlength=num)
+    size = np.zeros(num, dtype=np.intp)
     member = np.empty(num, dtype=np.intp)
-    member[labels] = np.arange(n, dtype=np.intp)  # any row of the group serves as its shift
+    for a in range(0, n, _PIECE):  # pieces: no row-level copy of int32 labels, no row numbers
+        part = labels[a : a + _PIECE]
+        size += np.bincount(part, minlength=num)
+        member[part] = np.arange(a, a + part.shape[0], dtype=np.intp)  # any row of the group: its shift
     return RaggedIndex(labels=labels, num=num, member=member, size=size)
 
 
@@ -737,37 +792,40 @@ def factorize(ids: Array) -> Array:
 
     Runs of one id are hashed once (one comparison of neighbours finds them); the run heads are
     factorised with ``dict.setdefault`` mapped in C (no Python frame per row), never sorted.
-    Scattered ids (no two neighbours equal) are hashed in place: no array of heads, no run index.
+    Scattered ids (runs of one row, mostly) are hashed in place, every row: no array of heads, no
+    run index. Labels are int32 up to 2**31 rows.
     """
     n = ids.shape[0]
     change = _neighbours_differ(ids)
-    if change is None:  # every row is a head
-        change = np.ones(n - 1, dtype=bool)
-    runs = int(np.count_nonzero(change)) + 1
-    heads = ids if runs == n else ids[np.concatenate(([True], change))]
+    runs = n if change is None else int(np.count_nonzero(change)) + 1
+    if runs > n // 2 or change is None:  # hashing every row costs less than heads and a run index
+        runs = n
+    heads = ids if runs == n or change is None else ids[np.concatenate(([True], change))]
     if heads.dtype != object:
         heads = heads.tolist()  # numpy scalars -> Python values: hashed as the Python values are
     # Each run -> the first run of its id; those lie in [0, runs) and map to 0..G-1 directly.
     seen: dict[Any, int] = {}
+    kind = _label_type(n)
     try:
-        labels = np.fromiter(map(seen.setdefault, heads, range(runs)), dtype=np.intp, count=runs)
+        labels = np.fromiter(map(seen.setdefault, heads, range(runs)), dtype=kind, count=runs)
     except TypeError as exc:
         raise TypeError(f"group ids must be hashable: {exc}") from None
     del heads
     if len(seen) < runs:  # some id has several runs (scattered ids): first runs -> 0..G-1
         present = np.zeros(runs, dtype=bool)
         present[labels] = True
-        table = np.cumsum(present, dtype=np.intp)
+        table = np.cumsum(present, dtype=kind)
         del present
         table -= 1
-        np.take(table, labels, out=labels)
+        _take_rows(table, labels, labels)
         del table
     if runs == n:
         return labels
-    run_of_row = np.empty(n, dtype=np.intp)  # each row's run
+    assert change is not None  # (runs < n)
+    run_of_row = np.empty(n, dtype=kind)  # each row's run
     run_of_row[0] = 0
     np.cumsum(change, out=run_of_row[1:])
-    return np.take(labels, run_of_row, out=run_of_row)
+    return _take_rows(labels, run_of_row, run_of_row)
 
 
 def run_length(ids: Array) -> int:
