@@ -131,7 +131,8 @@ class Batch:
                     f"the advantages overflow {self.out_dtype}: the largest is {top:.4g}, beyond its largest "
                     f"finite value {largest:.4g}; pass the scores in a wider dtype or rescale them"
                 )
-        return xp.astype(adv, self.out_dtype)
+        # No copy where the dtype is already the output's: an estimator returns a new array of its own.
+        return xp.astype(adv, self.out_dtype, copy=False)
 
 
 def resolve_rtol(zero_variance_rtol: float | None, xp: Namespace, dtype: Any) -> float:

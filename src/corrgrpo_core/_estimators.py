@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any
 
 from ._batch import Batch, max_abs
@@ -71,9 +72,12 @@ def _zscore_den(m: Moments, eps: float, placement: str, xp: Namespace, unit: flo
     return divisor(den, m.varies_g & (den > 0), xp)
 
 
-def _zscores(m: Moments, eps: float, placement: str, xp: Namespace, unit: float = 1.0) -> Array:
-    """GDPO-style z-scores (x - mean) / (std + eps), zero for components that do not vary."""
-    return m.divided(_zscore_den(m, eps, placement, xp, unit))
+def _zscores(
+    m: Moments, eps: float, placement: str, xp: Namespace, unit: float = 1.0, *, consume: bool = False
+) -> Array:
+    """GDPO-style z-scores (x - mean) / (std + eps), zero for components that do not vary
+    (``consume``: written over ``m``'s own values, for a caller that uses ``m`` no further)."""
+    return m.divided(_zscore_den(m, eps, placement, xp, unit), consume=consume)
 
 
 def _rows_only(batch: Batch, adv: Array) -> Array:
@@ -97,7 +101,7 @@ def total_moments(batch: Batch, *, ddof: int, rtol: float) -> Moments:
 def grpo(batch: Batch, *, eps: float, eps_placement: str, ddof: int, rtol: float) -> Array:
     """(R - mean_g R) / (std_g R + eps); zero for groups whose total does not vary."""
     m = total_moments(batch, ddof=ddof, rtol=rtol)
-    return _zscores(m, eps, eps_placement, batch.xp, batch.unit)
+    return _zscores(m, eps, eps_placement, batch.xp, batch.unit, consume=True)
 
 
 def grpo_batch_std(batch: Batch, *, eps: float, eps_placement: str, ddof: int, rtol: float) -> Array:
@@ -131,9 +135,13 @@ class CorrParts:
     """Pieces of the CorrGRPO advantage, shared with the diagnostics."""
 
     components: Moments  # group moments of the weighted components
-    numerator: Array  # centred total, sum_k c_ik
     correlation_sum_g: Array  # sum_{l,m} rho_lm of each group, group level (before the floor)
     spread_g: Array  # group level: the group has degrees of freedom left (rows > ddof)
+
+    @cached_property
+    def numerator(self) -> Array:
+        """The centred total, sum_k c_ik (row level; computed on first use)."""
+        return self.components.row_sum()
 
     @property
     def correlation_sum(self) -> Array:
@@ -155,11 +163,10 @@ def corr_parts(batch: Batch, *, ddof: int, rtol: float) -> CorrParts:
     dof = rows - ddof
     spread = dof > 0
     if batch.valid is None:
-        zsum = m.z_row_sum()
-        corr = g.reduce_sq(zsum) / divisor(dof, spread, xp)
+        corr = g.reduce_sq(m.z_row_sum()) / divisor(dof, spread, xp)  # the row sums are freed here
     else:
         corr = xp.where(spread, pairwise_correlation_sum(m, batch.valid, g, rtol=rtol), xp.zeros_like(dof))
-    return CorrParts(components=m, numerator=m.row_sum(), correlation_sum_g=corr, spread_g=spread)
+    return CorrParts(components=m, correlation_sum_g=corr, spread_g=spread)
 
 
 def pairwise_correlation_sum(m: Moments, valid: Array, scope: Any, *, rtol: float) -> Array:
@@ -217,19 +224,24 @@ def corr_denominator(
 
 def corr_advantage(
     parts: CorrParts,
-    numerator: Array,
+    numerator: Array | None,
     *,
     eps: float,
     eps_placement: str,
     min_correlation_sum: float,
     xp: Namespace,
 ) -> Array:
-    """numerator / denominator per row, 0 where the denominator is 0 (only possible with eps = 0)."""
+    """numerator / denominator per row (a new array), 0 where the denominator is 0 (only possible
+    with eps = 0). ``numerator`` None: the centred total, divided as it is summed (no row-level
+    numerator beside the advantages)."""
     den = _corr_denominator_g(
         parts, eps=eps, eps_placement=eps_placement, min_correlation_sum=min_correlation_sum, xp=xp
     )
     # no spread (rows <= ddof): 0, as GRPO gives, not the numerator over sqrt(eps)
-    return numerator / parts.components.scope.expand(divisor(den, (den > 0) & parts.spread_g, xp))
+    div = divisor(den, (den > 0) & parts.spread_g, xp)
+    if numerator is None:  # (the caller's parts are used no further)
+        return parts.components.row_sum(div=div, consume=True)
+    return parts.components.scope.shift_divide(numerator, None, div)
 
 
 def corrgrpo(
@@ -247,7 +259,7 @@ def corrgrpo(
     parts = corr_parts(batch, ddof=ddof, rtol=rtol)
     adv = corr_advantage(
         parts,
-        parts.numerator,
+        None,
         eps=eps,
         eps_placement=eps_placement,
         min_correlation_sum=min_correlation_sum,
@@ -273,7 +285,7 @@ def batch_zscore(batch: Batch, h: Array, *, eps: float, eps_placement: str, ddof
     """(h - mean_B h) / (std_B h + eps) over the rows that have a valid component."""
     xp = batch.xp
     m = batch_moments(h, batch.row_valid, batch.groups, ddof=ddof, rtol=rtol)
-    return _rows_only(batch, _zscores(m, eps, eps_placement, xp))
+    return _rows_only(batch, _zscores(m, eps, eps_placement, xp, consume=True))
 
 
 def mo_grpo(batch: Batch, *, eps: float, eps_placement: str, ddof: int, rtol: float) -> Array:

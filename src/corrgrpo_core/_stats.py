@@ -14,7 +14,7 @@ from functools import cached_property
 from typing import Any, Protocol
 
 from ._groups import Groups
-from ._kernels import Kernel, kernel_for
+from ._kernels import Kernel, kernel_for, shift_divide
 from ._lib._compat import Array, Namespace, device
 
 
@@ -27,6 +27,9 @@ class Scope(Protocol):
     def shift(self, x: Array, g: Array) -> Array: ...
     def divide(self, x: Array, g: Array) -> Array: ...
     def reduce_sq(self, x: Array) -> Array: ...
+    def shift_divide(
+        self, x: Array, sub: Array | None, div: Array | None, *, in_place: bool = False
+    ) -> Array: ...
     def expand(self, g: Array) -> Array: ...
     def row_dot(self, x: Array, g: Array) -> Array: ...
     def sum_k(self, x: Array) -> Array: ...
@@ -59,6 +62,11 @@ class BatchScope:
     def divide(self, x: Array, g: Array) -> Array:
         x /= g
         return x
+
+    def shift_divide(
+        self, x: Array, sub: Array | None, div: Array | None, *, in_place: bool = False
+    ) -> Array:
+        return shift_divide(x, sub, div, self.expand, in_place=in_place)
 
     def row_dot(self, x: Array, g: Array) -> Array:
         return self.kernel.batch_row_dot(x, g)
@@ -132,14 +140,20 @@ class Moments:
         out *= self.scope.expand(g)
         return out
 
-    def divided(self, g: Array) -> Array:
-        """c_ik / g_k (g: scope level), a new array; without the centred values at hand, divided in place."""
+    def divided(self, g: Array, *, consume: bool = False) -> Array:
+        """c_ik / g_k (g: scope level), a new array; ``consume``: written over this Moments' own
+        row-level values instead, for a caller that uses the Moments no further."""
         if "centred" in self.__dict__:
-            return self.centred / self.scope.expand(g)
-        return self.scope.divide(self._centred(), g)
+            return self.scope.shift_divide(self.centred, None, g, in_place=consume)
+        if self.valid is not None:
+            return self.scope.divide(self._centred(), g)
+        return self.scope.shift_divide(self.shifted, self.shift_mean_g, g, in_place=consume)
 
-    def row_sum(self, g: Array | None = None) -> Array:
-        """sum_k c_ik g_k (g: scope level; None: all ones) without materialising the centred values.
+    def row_sum(self, g: Array | None = None, *, div: Array | None = None, consume: bool = False) -> Array:
+        """sum_k c_ik g_k (g: scope level; None: all ones), over the scope-level ``div`` where given,
+        without materialising the centred values; ``consume``: this Moments' own row-level values
+        may be written (one component: the sum is written over them), for a caller that uses the
+        Moments no further.
 
         sum_k (s_ik - m_k) g_k = sum_k s_ik g_k - sum_k m_k g_k: one pass over the shifted values
         and a scope-level correction; constant components add exact zeros to both.
@@ -147,10 +161,19 @@ class Moments:
         scope = self.scope
         if self.valid is not None or "centred" in self.__dict__:  # use the centred values at hand
             c = self.centred
-            return scope.sum_k(c) if g is None else scope.row_dot(c, g)
-        if g is None:
-            return scope.shift(scope.sum_k(self.shifted), scope.sum_k(self.shift_mean_g))
-        return scope.shift(scope.row_dot(self.shifted, g), scope.sum_k(self.shift_mean_g * g))
+            total = scope.sum_k(c) if g is None else scope.row_dot(c, g)
+            # (the sum of one component is the component itself: divided into a new array)
+            fresh = consume or g is not None
+            return total if div is None else scope.shift_divide(total, None, div, in_place=fresh)
+        if g is None:  # the sum over several components is a new array; over one, the values themselves
+            fresh = consume or self.shifted.shape[-1] > 1
+            return scope.shift_divide(
+                scope.sum_k(self.shifted), scope.sum_k(self.shift_mean_g), div, in_place=fresh
+            )
+        # the row dot is a new array of ours: corrected (and divided) in place
+        return scope.shift_divide(
+            scope.row_dot(self.shifted, g), scope.sum_k(self.shift_mean_g * g), div, in_place=True
+        )
 
     def z_row_sum(self) -> Array:
         """sum_k z_ik without materialising z."""

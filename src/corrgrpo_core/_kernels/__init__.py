@@ -24,7 +24,7 @@ import numpy as np
 
 from .._lib._compat import Namespace, is_jax_namespace, is_numpy_namespace, is_torch_namespace
 from . import _host
-from ._generic import SMALL_GROUP, Kernel, RaggedIndex, Runs
+from ._generic import SMALL_GROUP, Kernel, RaggedIndex, Runs, shift_divide
 from ._host import NumpyKernel
 
 __all__ = [
@@ -35,6 +35,7 @@ __all__ = [
     "dense_estimator",
     "in_host_memory",
     "kernel_for",
+    "shift_divide",
     "sum_of_squares",
 ]
 

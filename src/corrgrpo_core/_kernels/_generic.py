@@ -10,12 +10,13 @@ in ``[0, N)``, so no shape depends on the values), and summed by a segmented dou
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from .._lib._compat import Array, Namespace, device
 
-__all__ = ["SMALL_GROUP", "Kernel", "RaggedIndex", "Runs"]
+__all__ = ["SMALL_GROUP", "Kernel", "RaggedIndex", "Runs", "shift_divide"]
 
 # Groups up to this size take the one-pass sum of squares (relative error about size * eps).
 SMALL_GROUP = 1024
@@ -175,6 +176,13 @@ class Kernel:
         x /= self.gather(g, r)
         return x
 
+    def shift_divide_gathered(
+        self, x: Array, sub: Array | None, div: Array | None, r: RaggedIndex, *, in_place: bool
+    ) -> Array:
+        """``(x - sub[labels]) / div[labels]`` (a None term left out): a new array, or with
+        ``in_place`` written into ``x`` (an array of the caller's own) where the backend can."""
+        return shift_divide(x, sub, div, lambda g: self.gather(g, r), in_place=in_place)
+
     def row_dot_gathered(self, x: Array, g: Array, r: RaggedIndex) -> Array:
         """(N, 1): sum_k x_ik g_(label i) k."""
         return self.xp.sum(x * self.gather(g, r), axis=-1, keepdims=True)
@@ -187,3 +195,23 @@ class Kernel:
         mask = response_mask if response_mask.dtype == xp.bool else response_mask != 0
         values = xp.broadcast_to(advantages[..., None], tuple(response_mask.shape))
         return xp.where(mask, values, xp.zeros_like(values))
+
+
+def shift_divide(
+    x: Array, sub: Array | None, div: Array | None, expand: Callable[[Array], Array], *, in_place: bool
+) -> Array:
+    """``(x - expand(sub)) / expand(div)`` (a None term left out): a new array, or with ``in_place``
+    written into ``x`` (an array of the caller's own) where the backend can (jax: a new array)."""
+    own = in_place  # whether y may be written
+    y = x
+    if sub is not None:
+        if own:
+            y -= expand(sub)
+        else:
+            y, own = x - expand(sub), True
+    if div is not None:
+        if own:
+            y /= expand(div)
+        else:
+            y = y / expand(div)
+    return y
