@@ -245,27 +245,30 @@ def advantages_for_verl(
     weights = None if spec.weights is None else np.asarray(spec.weights)
     run = run_length(np.asarray(index, dtype=object).reshape(-1)) if final_row is None else 0
     ids: np.ndarray | None = None
+    host: np.ndarray | None = None
     if run:  # verl's layout, groups of one size in runs: dense groups, no labels, no host copy of scores
         dense = scores.reshape(-1, run, scores.shape[-1])
         adv = compute_advantages(dense, estimator=spec.core_estimator, weights=weights, **spec.core_kwargs)
         adv = adv.reshape(-1)
+        if source is not None:
+            host = _host(scores)
     else:
         ids, host = group_ids(index), _host(scores)
         if final_row is not None:
             finals, to_final = np.unique(final_row, return_inverse=True)
             ids, host = group_ids(np.asarray(index, dtype=object).reshape(-1)[finals]), host[finals]
+        # Memory: from here the host copy is the scores (the torch sum it came from is freed).
+        del scores
         adv = compute_advantages(
             host, ids, estimator=spec.core_estimator, weights=weights, **spec.core_kwargs
         )
         if final_row is not None:
             adv = np.asarray(adv)[to_final.reshape(-1)]
     adv_t = torch.as_tensor(adv, dtype=token_level_rewards.dtype, device=token_level_rewards.device)
-    tokens = broadcast_to_tokens(adv_t, response_mask)
+    del adv  # the (float64) host advantages, before the token tensor is made
     if source is not None:
-        if ids is None:
-            ids = group_ids(index)
-        host = _host(scores)
-        if final_row is not None:
-            host = host[np.unique(final_row)]
-        source.metrics.update(reward_metrics(host, ids, spec))
+        assert host is not None
+        source.metrics.update(reward_metrics(host, group_ids(index) if ids is None else ids, spec))
+    del ids, host  # before the token tensor is made
+    tokens = broadcast_to_tokens(adv_t, response_mask)
     return tokens, tokens
