@@ -76,35 +76,71 @@ class Groups:
         x /= g
         return x
 
+    @property
+    def lazy_shift(self) -> bool:
+        """Whether the ``ref`` of the methods below is taken a piece of rows at a time, with no
+        shifted copy of the batch (ragged groups on the host); elsewhere x - ref is made first."""
+        return self.ragged is not None and isinstance(self.kernel, _host.NumpyKernel)
+
+    def _shifted(self, x: Array, ref: Array | None) -> Array:
+        return x if ref is None else self.shift(x, ref)
+
     def shift_divide(
-        self, x: Array, sub: Array | None, div: Array | None, *, in_place: bool = False
+        self,
+        x: Array,
+        sub: Array | None,
+        div: Array | None,
+        *,
+        in_place: bool = False,
+        ref: Array | None = None,
     ) -> Array:
         """(x - sub) / div with ``sub``, ``div`` group level (None: left out): a new array, or with
         ``in_place`` written into ``x`` (an array of the caller's own) where the backend can.
-        Ragged groups gather the group values a piece of rows at a time where the backend can."""
+        Ragged groups gather the group values a piece of rows at a time where the backend can.
+        ``ref`` (here and below): x - ref in place of x (``in_place`` then writes a new array)."""
+        if ref is not None and self.lazy_shift:
+            assert self.ragged is not None
+            return _host.shift_divide_rows(x, sub, div, self.ragged, in_place=False, ref=ref)
+        if ref is not None:
+            x, in_place = self.shift(x, ref), True
         if self.ragged is not None:
             return self.kernel.shift_divide_gathered(x, sub, div, self.ragged, in_place=in_place)
         return shift_divide(x, sub, div, self.expand, in_place=in_place)
 
-    def reduce(self, x: Array) -> Array:
+    def reduce(self, x: Array, *, ref: Array | None = None) -> Array:
         """Group-level sums of the row-level ``x``."""
+        if ref is not None and self.lazy_shift:
+            assert self.ragged is not None
+            return _host.segment_sums(x, self.ragged, square=False, ref=ref)
+        x = self._shifted(x, ref)
         return self.kernel.dense_sum(x) if self.ragged is None else self.kernel.segment_sum(x, self.ragged)
 
-    def reduce_sq(self, x: Array) -> Array:
+    def reduce_sq(self, x: Array, *, ref: Array | None = None) -> Array:
         """Group-level sums of ``x * x``."""
+        if ref is not None and self.lazy_shift:
+            assert self.ragged is not None
+            return _host.segment_sums(x, self.ragged, square=True, ref=ref)
+        x = self._shifted(x, ref)
         if self.ragged is None:
             return self.kernel.dense_sum_sq(x)
         return self.kernel.segment_sum_sq(x, self.ragged)
 
-    def row_dot(self, x: Array, g: Array) -> Array:
+    def row_dot(self, x: Array, g: Array, *, ref: Array | None = None) -> Array:
         """sum_k x_ik g_k over the components, with ``g`` the group-level value of the row's group."""
+        if ref is not None and self.lazy_shift:
+            assert self.ragged is not None
+            return _host.row_dot_rows(x, g, self.ragged, ref)
+        x = self._shifted(x, ref)
         if self.ragged is None:
             return self.kernel.dense_row_dot(x, g)
         return self.kernel.row_dot_gathered(x, g, self.ragged)
 
-    def sum_k(self, x: Array) -> Array:
-        """Sum over the trailing component axis, kept."""
-        return self.kernel.sum_k(x)
+    def sum_k(self, x: Array, *, ref: Array | None = None) -> Array:
+        """Sum over the trailing component axis, kept (with ``ref``: a new array)."""
+        if ref is not None and self.lazy_shift:
+            assert self.ragged is not None
+            return _host.sum_k_rows(x, ref, self.ragged)
+        return self.kernel.sum_k(self._shifted(x, ref))
 
     def reference(self, x: Array) -> Array:
         """Group level: the value of one row of each group."""

@@ -23,16 +23,24 @@ class Scope(Protocol):
 
     @property
     def xp(self) -> Namespace: ...
-    def reduce(self, x: Array) -> Array: ...
+    @property
+    def lazy_shift(self) -> bool: ...
+    def reduce(self, x: Array, *, ref: Array | None = None) -> Array: ...
     def shift(self, x: Array, g: Array) -> Array: ...
     def divide(self, x: Array, g: Array) -> Array: ...
-    def reduce_sq(self, x: Array) -> Array: ...
+    def reduce_sq(self, x: Array, *, ref: Array | None = None) -> Array: ...
     def shift_divide(
-        self, x: Array, sub: Array | None, div: Array | None, *, in_place: bool = False
+        self,
+        x: Array,
+        sub: Array | None,
+        div: Array | None,
+        *,
+        in_place: bool = False,
+        ref: Array | None = None,
     ) -> Array: ...
     def expand(self, g: Array) -> Array: ...
-    def row_dot(self, x: Array, g: Array) -> Array: ...
-    def sum_k(self, x: Array) -> Array: ...
+    def row_dot(self, x: Array, g: Array, *, ref: Array | None = None) -> Array: ...
+    def sum_k(self, x: Array, *, ref: Array | None = None) -> Array: ...
     def reference(self, x: Array) -> Array: ...
 
 
@@ -47,11 +55,13 @@ class BatchScope:
     def xp(self) -> Namespace:
         return self.kernel.xp
 
-    def reduce(self, x: Array) -> Array:
-        return self.xp.sum(x, axis=self.axes, keepdims=True)
+    lazy_shift = False  # a ``ref`` is subtracted first (x - ref, a new array)
 
-    def reduce_sq(self, x: Array) -> Array:
-        return self.kernel.batch_sum_sq(x, self.axes)
+    def reduce(self, x: Array, *, ref: Array | None = None) -> Array:
+        return self.xp.sum(x if ref is None else x - ref, axis=self.axes, keepdims=True)
+
+    def reduce_sq(self, x: Array, *, ref: Array | None = None) -> Array:
+        return self.kernel.batch_sum_sq(x if ref is None else x - ref, self.axes)
 
     def expand(self, g: Array) -> Array:
         return g
@@ -64,15 +74,23 @@ class BatchScope:
         return x
 
     def shift_divide(
-        self, x: Array, sub: Array | None, div: Array | None, *, in_place: bool = False
+        self,
+        x: Array,
+        sub: Array | None,
+        div: Array | None,
+        *,
+        in_place: bool = False,
+        ref: Array | None = None,
     ) -> Array:
+        if ref is not None:
+            x, in_place = x - ref, True
         return shift_divide(x, sub, div, self.expand, in_place=in_place)
 
-    def row_dot(self, x: Array, g: Array) -> Array:
-        return self.kernel.batch_row_dot(x, g)
+    def row_dot(self, x: Array, g: Array, *, ref: Array | None = None) -> Array:
+        return self.kernel.batch_row_dot(x if ref is None else x - ref, g)
 
-    def sum_k(self, x: Array) -> Array:
-        return self.kernel.sum_k(x)
+    def sum_k(self, x: Array, *, ref: Array | None = None) -> Array:
+        return self.kernel.sum_k(x if ref is None else x - ref)
 
     def reference(self, x: Array) -> Array:
         first = (slice(0, 1),) * (x.ndim - 1) + (slice(None),)
@@ -84,7 +102,9 @@ class Moments:
     """Spread of each component within its scope (group or batch), and the values it came from.
 
     ``shifted`` is row level: each value minus one value of its scope (zero where missing), so a
-    constant component is exactly zero. The ``*_g`` fields are scope level; ``count``, ``var``,
+    constant component is exactly zero; or, where ``reference_g`` is set (ragged groups on the
+    host, see ``Scope.lazy_shift``), the values themselves, shifted by ``reference_g`` a piece of
+    rows at a time whenever they are read (no shifted copy of the batch; never written then). The ``*_g`` fields are scope level; ``count``, ``var``,
     ``std``, ``varies``, ``centred`` and ``z`` are their row-level broadcasts. ``varies`` is False
     for components whose spread is zero (or below the scale-relative tolerance); ``z`` is the
     z-score with the (ddof-corrected) standard deviation, zero for components that do not vary.
@@ -99,6 +119,7 @@ class Moments:
     varies_g: Array
     inv_std_g: Array  # 1 / std where the component varies, else 0
     valid: Array | None = None
+    reference_g: Array | None = None  # set: ``shifted`` holds the unshifted values (see above)
 
     @property
     def count(self) -> Array:
@@ -123,6 +144,8 @@ class Moments:
 
     def _centred(self) -> Array:
         xp = self.scope.xp
+        if self.reference_g is not None:
+            return self.scope.shift_divide(self.shifted, self.shift_mean_g, None, ref=self.reference_g)
         centred = self.scope.shift(self.shifted, self.shift_mean_g)
         if self.valid is not None:
             centred = xp.where(self.valid, centred, xp.zeros_like(centred))
@@ -147,7 +170,10 @@ class Moments:
             return self.scope.shift_divide(self.centred, None, g, in_place=consume)
         if self.valid is not None:
             return self.scope.divide(self._centred(), g)
-        return self.scope.shift_divide(self.shifted, self.shift_mean_g, g, in_place=consume)
+        ref = self.reference_g  # (with a reference, the values are the caller's: a new array)
+        return self.scope.shift_divide(
+            self.shifted, self.shift_mean_g, g, in_place=consume and ref is None, ref=ref
+        )
 
     def row_sum(self, g: Array | None = None, *, div: Array | None = None, consume: bool = False) -> Array:
         """sum_k c_ik g_k (g: scope level; None: all ones), over the scope-level ``div`` where given,
@@ -165,14 +191,15 @@ class Moments:
             # (the sum of one component is the component itself: divided into a new array)
             fresh = consume or g is not None
             return total if div is None else scope.shift_divide(total, None, div, in_place=fresh)
-        if g is None:  # the sum over several components is a new array; over one, the values themselves
-            fresh = consume or self.shifted.shape[-1] > 1
+        ref = self.reference_g
+        if g is None:  # a new array, except the sum of one component (the values themselves) without ref
+            fresh = consume or self.shifted.shape[-1] > 1 or ref is not None
             return scope.shift_divide(
-                scope.sum_k(self.shifted), scope.sum_k(self.shift_mean_g), div, in_place=fresh
+                scope.sum_k(self.shifted, ref=ref), scope.sum_k(self.shift_mean_g), div, in_place=fresh
             )
         # the row dot is a new array of ours: corrected (and divided) in place
         return scope.shift_divide(
-            scope.row_dot(self.shifted, g), scope.sum_k(self.shift_mean_g * g), div, in_place=True
+            scope.row_dot(self.shifted, g, ref=ref), scope.sum_k(self.shift_mean_g * g), div, in_place=True
         )
 
     def z_row_sum(self) -> Array:
@@ -216,7 +243,10 @@ def moments(
     reference = scope.reference(x)
     if valid is not None:
         reference = xp.where(scope.reference(valid), reference, xp.zeros_like(reference))
-    shifted = scope.shift(x, reference)
+    # Without missing entries, a scope that can subtract the reference as it reads the values
+    # (ragged groups on the host) keeps the values as they are: no shifted copy of the batch.
+    ref = reference if valid is None and scope.lazy_shift else None
+    shifted = x if ref is not None else scope.shift(x, reference)
     if valid is not None:
         shifted = xp.where(valid, shifted, xp.zeros_like(shifted))
         count, size = scope.reduce(xp.astype(valid, x.dtype)), None
@@ -228,17 +258,17 @@ def moments(
         safe_count = xp.where(count > 0, count, xp.ones_like(count))
         dof = count - ddof
         positive = dof > 0
-    shift_sum = scope.reduce(shifted)
+    shift_sum = scope.reduce(shifted, ref=ref)
     shifted_mean = shift_sum / safe_count
     centred = None
     if one_pass and valid is None:
         # sum (s - m)^2 = sum s^2 - (sum s) m; clipped at 0 against rounding (a sum of squares)
         shift_sum *= shifted_mean
-        sum_sq = scope.reduce_sq(shifted)
+        sum_sq = scope.reduce_sq(shifted, ref=ref)
         sum_sq -= shift_sum
         sum_sq = xp.maximum(sum_sq, xp.zeros_like(sum_sq))
     else:  # large scopes: centre first (the error of one pass grows with the scope's size)
-        centred = scope.shift(shifted, shifted_mean)
+        centred = scope.shift_divide(shifted, shifted_mean, None, ref=ref)
         if valid is not None:
             centred = xp.where(valid, centred, xp.zeros_like(centred))
         sum_sq = scope.reduce_sq(centred)
@@ -271,6 +301,7 @@ def moments(
         varies_g=varies,
         inv_std_g=inv_std,
         valid=valid,
+        reference_g=ref if centred is None else None,
     )
     if centred is not None:
         m.__dict__["centred"] = centred  # the cached_property's slot: computed already

@@ -576,10 +576,10 @@ class NumpyKernel(Kernel):
         return index, index.size[:, None].astype(dtype), small(index.size)
 
     def segment_sum(self, x: Array, r: RaggedIndex) -> Array:
-        return _bincount(x, r, square=False)
+        return segment_sums(x, r, square=False)
 
     def segment_sum_sq(self, x: Array, r: RaggedIndex) -> Array:
-        return _bincount(x, r, square=True)
+        return segment_sums(x, r, square=True)
 
     def gather(self, g: Array, r: RaggedIndex) -> Array:
         if g.ndim == 2 and g.shape[1] > 1:
@@ -600,34 +600,77 @@ class NumpyKernel(Kernel):
     def shift_divide_gathered(
         self, x: Array, sub: Array | None, div: Array | None, r: RaggedIndex, *, in_place: bool
     ) -> Array:
-        # Pieces of rows: the gathered group values are a piece at a time, never a copy of the batch.
-        parts = [g for g in (sub, div) if g is not None]
-        # (a new array is column-major for several components, as the gathers: contiguous columns)
-        columns = x.ndim == 2 and x.shape[1] > 1
-        out = (
-            x
-            if in_place
-            else np.empty(x.shape, dtype=np.result_type(x, *parts), order="F" if columns else "C")
-        )
-        labels = r.labels
-        for a in range(0, x.shape[0], _PIECE):
-            b = a + _PIECE
-            piece = out[a:b]
-            if sub is not None:
-                np.subtract(x[a:b], _take_rows(sub, labels[a:b]), out=piece)
-            elif not in_place:
-                piece[...] = x[a:b]
-            if div is not None:
-                piece /= _take_rows(div, labels[a:b])
-        return out
+        return shift_divide_rows(x, sub, div, r, in_place=in_place)
 
     def row_dot_gathered(self, x: Array, g: Array, r: RaggedIndex) -> Array:
-        out = np.zeros((x.shape[0], 1), dtype=np.result_type(x, g))
-        for a in range(0, x.shape[0], _PIECE):  # pieces of rows, a column at a time: no N x K temporary
-            labels, rows = r.labels[a : a + _PIECE], out[a : a + _PIECE, 0]
-            for k in range(x.shape[1]):
-                rows += x[a : a + _PIECE, k] * _take_rows(g[:, k], labels)
-        return out
+        return row_dot_rows(x, g, r)
+
+
+# Ragged groups on the host, a piece of rows at a time: group values are gathered a piece at a
+# time, never as a copy of the batch. ``ref`` (group level): the functions take x - ref[labels]
+# in place of x, computed a piece at a time (the values shifted by a row of their group, as
+# :func:`corrgrpo_core._stats.moments` takes them, without a shifted copy of the batch).
+
+
+def _column(x: Array, k: int, ref: Array | None, labels: Array, a: int, b: int) -> Array:
+    """Rows a..b of column k of x (minus ref's column k of each row's group: a new array)."""
+    part = x[a:b, k]
+    return part if ref is None else part - _take_rows(ref[:, k], labels[a:b])
+
+
+def shift_divide_rows(
+    x: Array,
+    sub: Array | None,
+    div: Array | None,
+    r: RaggedIndex,
+    *,
+    in_place: bool,
+    ref: Array | None = None,
+) -> Array:
+    """((x - ref) - sub) / div over the rows (None: a term left out): a new array, or with
+    ``in_place`` (only without ``ref``) written into x."""
+    if in_place and ref is not None:
+        raise ValueError("shift_divide_rows: in_place would write the unshifted values")
+    parts = [g for g in (sub, div, ref) if g is not None]
+    # (a new array is column-major for several components, as the gathers: contiguous columns)
+    columns = x.ndim == 2 and x.shape[1] > 1
+    out = x if in_place else np.empty(x.shape, dtype=np.result_type(x, *parts), order="F" if columns else "C")
+    labels = r.labels
+    for a in range(0, x.shape[0], _PIECE):
+        b = a + _PIECE
+        piece = out[a:b]
+        if ref is not None:
+            np.subtract(x[a:b], _take_rows(ref, labels[a:b]), out=piece)
+        elif not in_place:
+            piece[...] = x[a:b]
+        if sub is not None:
+            piece -= _take_rows(sub, labels[a:b])
+        if div is not None:
+            piece /= _take_rows(div, labels[a:b])
+    return out
+
+
+def row_dot_rows(x: Array, g: Array, r: RaggedIndex, ref: Array | None = None) -> Array:
+    """(N, 1): sum_k (x - ref)_ik g_(label i) k, a piece of rows and a column at a time."""
+    out = np.zeros((x.shape[0], 1), dtype=np.result_type(x, g))
+    for a in range(0, x.shape[0], _PIECE):
+        b = a + _PIECE
+        rows = out[a:b, 0]
+        for k in range(x.shape[1]):
+            rows += _column(x, k, ref, r.labels, a, b) * _take_rows(g[:, k], r.labels[a:b])
+    return out
+
+
+def sum_k_rows(x: Array, ref: Array, r: RaggedIndex) -> Array:
+    """(N, 1): sum_k (x - ref)_ik, a new array, the components added in order."""
+    out = np.empty((x.shape[0], 1), dtype=np.result_type(x, ref))
+    for a in range(0, x.shape[0], _PIECE):
+        b = a + _PIECE
+        rows = out[a:b, 0]
+        rows[...] = _column(x, 0, ref, r.labels, a, b)
+        for k in range(1, x.shape[1]):
+            rows += _column(x, k, ref, r.labels, a, b)
+    return out
 
 
 def _take_rows(g: Array, labels: Array, out: Array | None = None) -> Array:
@@ -657,28 +700,30 @@ def _dense_sum(x: Array, y: Array | None) -> Array:
     return np.einsum("bnk,bnk->bk", x, y)[:, None, :]
 
 
-def _bincount(x: Array, r: RaggedIndex, *, square: bool) -> Array:
-    """(num, ...) float64 sums of x (or x * x) per label, one column at a time.
+def segment_sums(x: Array, r: RaggedIndex, *, square: bool, ref: Array | None = None) -> Array:
+    """(num, ...) float64 sums of x (or x * x) per label, one column at a time (x - ref[labels]
+    in place of x where ``ref`` is given).
 
-    Scattered labels: squares (and int32 labels) in pieces of rows at least as long as the group
-    level, so that the temporary is a fraction of the column while the pieces' partial sums cost
-    at most one more pass over the group level per piece.
+    Scattered labels: squares (int32 labels, shifted values) in pieces of rows at least as long
+    as the group level, so that the temporary is a fraction of the column while the pieces'
+    partial sums cost at most one more pass over the group level per piece.
     """
     cols = np.reshape(x, (x.shape[0], -1))
     out = np.empty((r.num, cols.shape[1]), dtype=np.float64)
     # Pieces for sums too: bincount converts int32 labels to its index type, a piece at a time.
-    piece = max(_PIECE, r.num) if square or r.labels.dtype != np.intp else cols.shape[0]
+    whole = not square and ref is None and r.labels.dtype == np.intp
+    piece = max(cols.shape[0], 1) if whole else max(_PIECE, r.num)
     for k in range(cols.shape[1]):  # one column at a time: the same sums whatever K is
-        col = cols[:, k]
-        if r.starts is not None:  # runs: contiguous segments, no scattered adds
+        if r.starts is not None and ref is None:  # runs: contiguous segments, no scattered adds
+            col = cols[:, k]
             out[:, k] = np.add.reduceat(col * col if square else col, r.starts)
             continue
         out[:, k] = 0.0
-        for a in range(0, max(col.shape[0], 1), piece):
-            part = col[a : a + piece]
-            out[:, k] += np.bincount(
-                r.labels[a : a + piece], weights=part * part if square else part, minlength=r.num
-            )
+        for a in range(0, max(cols.shape[0], 1), piece):
+            part = _column(cols, k, ref, r.labels, a, a + piece)
+            if square:
+                part = part * part
+            out[:, k] += np.bincount(r.labels[a : a + piece], weights=part, minlength=r.num)
     return np.reshape(out, (r.num, *x.shape[1:]))
 
 
