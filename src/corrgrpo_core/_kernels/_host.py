@@ -26,6 +26,8 @@ shifted values and one product, each the size of the input.
 
 from __future__ import annotations
 
+import collections
+import itertools
 import math
 from typing import Any
 
@@ -615,7 +617,10 @@ class NumpyKernel(Kernel):
 def _column(x: Array, k: int, ref: Array | None, labels: Array, a: int, b: int) -> Array:
     """Rows a..b of column k of x (minus ref's column k of each row's group: a new array)."""
     part = x[a:b, k]
-    return part if ref is None else part - _take_rows(ref[:, k], labels[a:b])
+    if ref is None:
+        return part
+    shifted = _take_rows(ref[:, k], labels[a:b])
+    return np.subtract(part, shifted, out=shifted)  # into the gathered piece: one temporary
 
 
 def shift_divide_rows(
@@ -657,7 +662,8 @@ def row_dot_rows(x: Array, g: Array, r: RaggedIndex, ref: Array | None = None) -
         b = a + _PIECE
         rows = out[a:b, 0]
         for k in range(x.shape[1]):
-            rows += _column(x, k, ref, r.labels, a, b) * _take_rows(g[:, k], r.labels[a:b])
+            scale = _take_rows(g[:, k], r.labels[a:b])
+            rows += np.multiply(_column(x, k, ref, r.labels, a, b), scale, out=scale)
     return out
 
 
@@ -721,8 +727,8 @@ def segment_sums(x: Array, r: RaggedIndex, *, square: bool, ref: Array | None = 
         out[:, k] = 0.0
         for a in range(0, max(cols.shape[0], 1), piece):
             part = _column(cols, k, ref, r.labels, a, a + piece)
-            if square:
-                part = part * part
+            if square:  # (into the shifted piece, a temporary of ours)
+                part = part * part if ref is None else np.multiply(part, part, out=part)
             out[:, k] += np.bincount(r.labels[a : a + piece], weights=part, minlength=r.num)
     return np.reshape(out, (r.num, *x.shape[1:]))
 
@@ -836,9 +842,10 @@ def factorize(ids: Array) -> Array:
     """Labels 0..G-1 in order of first appearance of a 1-d numpy array of hashable ids (N >= 1).
 
     Runs of one id are hashed once (one comparison of neighbours finds them); the run heads are
-    factorised with ``dict.setdefault`` mapped in C (no Python frame per row), never sorted.
+    factorised with a dict lookup mapped in C (no Python frame per row), never sorted.
     Scattered ids (runs of one row, mostly) are hashed in place, every row: no array of heads, no
-    run index. Labels are int32 up to 2**31 rows.
+    run index. Labels are int32 up to 2**31 rows, numbered as the ids are first seen (a
+    ``defaultdict`` whose factory is a counter: no table over the runs).
     """
     n = ids.shape[0]
     change = _neighbours_differ(ids)
@@ -848,22 +855,14 @@ def factorize(ids: Array) -> Array:
     heads = ids if runs == n or change is None else ids[np.concatenate(([True], change))]
     if heads.dtype != object:
         heads = heads.tolist()  # numpy scalars -> Python values: hashed as the Python values are
-    # Each run -> the first run of its id; those lie in [0, runs) and map to 0..G-1 directly.
-    seen: dict[Any, int] = {}
+    # Each new id takes the next label as it is first seen: labels 0..G-1 in order of first appearance.
+    seen: dict[Any, int] = collections.defaultdict(itertools.count().__next__)
     kind = _label_type(n)
     try:
-        labels = np.fromiter(map(seen.setdefault, heads, range(runs)), dtype=kind, count=runs)
+        labels = np.fromiter(map(seen.__getitem__, heads), dtype=kind, count=runs)
     except TypeError as exc:
         raise TypeError(f"group ids must be hashable: {exc}") from None
-    del heads
-    if len(seen) < runs:  # some id has several runs (scattered ids): first runs -> 0..G-1
-        present = np.zeros(runs, dtype=bool)
-        present[labels] = True
-        table = np.cumsum(present, dtype=kind)
-        del present
-        table -= 1
-        _take_rows(table, labels, labels)
-        del table
+    del heads, seen
     if runs == n:
         return labels
     assert change is not None  # (runs < n)
