@@ -125,6 +125,14 @@ class Groups:
             return self.kernel.dense_sum_sq(x)
         return self.kernel.segment_sum_sq(x, self.ragged)
 
+    def reduce_both(self, x: Array, *, ref: Array | None = None) -> tuple[Array, Array]:
+        """:meth:`reduce` and :meth:`reduce_sq` of ``x``, in one pass where the backend can."""
+        if ref is not None and self.lazy_shift:
+            assert self.ragged is not None
+            return _host.segment_sums_both(x, self.ragged, ref)
+        x = self._shifted(x, ref)
+        return self.reduce(x), self.reduce_sq(x)
+
     def row_dot(self, x: Array, g: Array, *, ref: Array | None = None) -> Array:
         """sum_k x_ik g_k over the components, with ``g`` the group-level value of the row's group."""
         if ref is not None and self.lazy_shift:

@@ -29,6 +29,7 @@ class Scope(Protocol):
     def shift(self, x: Array, g: Array) -> Array: ...
     def divide(self, x: Array, g: Array) -> Array: ...
     def reduce_sq(self, x: Array, *, ref: Array | None = None) -> Array: ...
+    def reduce_both(self, x: Array, *, ref: Array | None = None) -> tuple[Array, Array]: ...
     def shift_divide(
         self,
         x: Array,
@@ -62,6 +63,10 @@ class BatchScope:
 
     def reduce_sq(self, x: Array, *, ref: Array | None = None) -> Array:
         return self.kernel.batch_sum_sq(x if ref is None else x - ref, self.axes)
+
+    def reduce_both(self, x: Array, *, ref: Array | None = None) -> tuple[Array, Array]:
+        x = x if ref is None else x - ref
+        return self.reduce(x), self.reduce_sq(x)
 
     def expand(self, g: Array) -> Array:
         return g
@@ -258,13 +263,16 @@ def moments(
         safe_count = xp.where(count > 0, count, xp.ones_like(count))
         dof = count - ddof
         positive = dof > 0
-    shift_sum = scope.reduce(shifted, ref=ref)
+    one_pass = one_pass and valid is None
+    if one_pass:  # the sums and the sums of squares in one pass over the values
+        shift_sum, sum_sq = scope.reduce_both(shifted, ref=ref)
+    else:
+        shift_sum = scope.reduce(shifted, ref=ref)
     shifted_mean = shift_sum / safe_count
     centred = None
-    if one_pass and valid is None:
+    if one_pass:
         # sum (s - m)^2 = sum s^2 - (sum s) m; clipped at 0 against rounding (a sum of squares)
         shift_sum *= shifted_mean
-        sum_sq = scope.reduce_sq(shifted, ref=ref)
         sum_sq -= shift_sum
         sum_sq = xp.maximum(sum_sq, xp.zeros_like(sum_sq))
     else:  # large scopes: centre first (the error of one pass grows with the scope's size)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import collections
 import itertools
 import math
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -614,12 +615,19 @@ class NumpyKernel(Kernel):
 # :func:`corrgrpo_core._stats.moments` takes them, without a shifted copy of the batch).
 
 
+def _pieces(r: RaggedIndex, rows: int) -> Iterator[tuple[int, int, Array]]:
+    """(a, b, labels of rows a..b in numpy's index type): each piece's labels converted once."""
+    for a in range(0, rows, _PIECE):
+        yield a, a + _PIECE, r.labels[a : a + _PIECE].astype(np.intp, copy=False)
+
+
 def _column(x: Array, k: int, ref: Array | None, labels: Array, a: int, b: int) -> Array:
-    """Rows a..b of column k of x (minus ref's column k of each row's group: a new array)."""
+    """Rows a..b of column k of x (minus ref's column k of each row's group, ``labels`` theirs:
+    a new array)."""
     part = x[a:b, k]
     if ref is None:
         return part
-    shifted = _take_rows(ref[:, k], labels[a:b])
+    shifted = np.take(ref[:, k], labels, mode="clip")
     return np.subtract(part, shifted, out=shifted)  # into the gathered piece: one temporary
 
 
@@ -640,42 +648,38 @@ def shift_divide_rows(
     # (a new array is column-major for several components, as the gathers: contiguous columns)
     columns = x.ndim == 2 and x.shape[1] > 1
     out = x if in_place else np.empty(x.shape, dtype=np.result_type(x, *parts), order="F" if columns else "C")
-    labels = r.labels
-    for a in range(0, x.shape[0], _PIECE):
-        b = a + _PIECE
+    for a, b, labels in _pieces(r, x.shape[0]):
         piece = out[a:b]
         if ref is not None:
-            np.subtract(x[a:b], _take_rows(ref, labels[a:b]), out=piece)
+            np.subtract(x[a:b], np.take(ref, labels, axis=0, mode="clip"), out=piece)
         elif not in_place:
             piece[...] = x[a:b]
         if sub is not None:
-            piece -= _take_rows(sub, labels[a:b])
+            piece -= np.take(sub, labels, axis=0, mode="clip")
         if div is not None:
-            piece /= _take_rows(div, labels[a:b])
+            piece /= np.take(div, labels, axis=0, mode="clip")
     return out
 
 
 def row_dot_rows(x: Array, g: Array, r: RaggedIndex, ref: Array | None = None) -> Array:
     """(N, 1): sum_k (x - ref)_ik g_(label i) k, a piece of rows and a column at a time."""
     out = np.zeros((x.shape[0], 1), dtype=np.result_type(x, g))
-    for a in range(0, x.shape[0], _PIECE):
-        b = a + _PIECE
+    for a, b, labels in _pieces(r, x.shape[0]):
         rows = out[a:b, 0]
         for k in range(x.shape[1]):
-            scale = _take_rows(g[:, k], r.labels[a:b])
-            rows += np.multiply(_column(x, k, ref, r.labels, a, b), scale, out=scale)
+            scale = np.take(g[:, k], labels, mode="clip")
+            rows += np.multiply(_column(x, k, ref, labels, a, b), scale, out=scale)
     return out
 
 
 def sum_k_rows(x: Array, ref: Array, r: RaggedIndex) -> Array:
     """(N, 1): sum_k (x - ref)_ik, a new array, the components added in order."""
     out = np.empty((x.shape[0], 1), dtype=np.result_type(x, ref))
-    for a in range(0, x.shape[0], _PIECE):
-        b = a + _PIECE
+    for a, b, labels in _pieces(r, x.shape[0]):
         rows = out[a:b, 0]
-        rows[...] = _column(x, 0, ref, r.labels, a, b)
+        rows[...] = _column(x, 0, ref, labels, a, b)
         for k in range(1, x.shape[1]):
-            rows += _column(x, k, ref, r.labels, a, b)
+            rows += _column(x, k, ref, labels, a, b)
     return out
 
 
@@ -708,29 +712,42 @@ def _dense_sum(x: Array, y: Array | None) -> Array:
 
 def segment_sums(x: Array, r: RaggedIndex, *, square: bool, ref: Array | None = None) -> Array:
     """(num, ...) float64 sums of x (or x * x) per label, one column at a time (x - ref[labels]
-    in place of x where ``ref`` is given).
+    in place of x where ``ref`` is given)."""
+    return _segment_sums(x, r, ref, (square,))[0]
 
-    Scattered labels: squares (int32 labels, shifted values) in pieces of rows at least as long
-    as the group level, so that the temporary is a fraction of the column while the pieces'
-    partial sums cost at most one more pass over the group level per piece.
+
+def segment_sums_both(x: Array, r: RaggedIndex, ref: Array | None = None) -> tuple[Array, Array]:
+    """The sums and the sums of squares of :func:`segment_sums`, in one pass over x."""
+    sums, squares = _segment_sums(x, r, ref, (False, True))
+    return sums, squares
+
+
+def _segment_sums(x: Array, r: RaggedIndex, ref: Array | None, squares: tuple[bool, ...]) -> list[Array]:
+    """Per label, for each entry of ``squares``: the float64 sums of x (True: of x * x).
+
+    Scattered labels: in pieces of rows at least as long as the group level (unless a lone sum
+    of intp labels needs none), so that a piece's temporaries are a fraction of the column while
+    its partial sums cost at most one more pass over the group level; a piece's labels are
+    converted to numpy's index type once, for its gathers and its sums alike.
     """
     cols = np.reshape(x, (x.shape[0], -1))
-    out = np.empty((r.num, cols.shape[1]), dtype=np.float64)
-    # Pieces for sums too: bincount converts int32 labels to its index type, a piece at a time.
-    whole = not square and ref is None and r.labels.dtype == np.intp
-    piece = max(cols.shape[0], 1) if whole else max(_PIECE, r.num)
+    rows, num = cols.shape[0], r.num
+    outs = [np.zeros((num, cols.shape[1]), dtype=np.float64) for _ in squares]
+    whole = squares == (False,) and ref is None and r.labels.dtype == np.intp
+    piece = max(rows, 1) if whole else max(_PIECE, num)
     for k in range(cols.shape[1]):  # one column at a time: the same sums whatever K is
         if r.starts is not None and ref is None:  # runs: contiguous segments, no scattered adds
             col = cols[:, k]
-            out[:, k] = np.add.reduceat(col * col if square else col, r.starts)
+            for out, square in zip(outs, squares, strict=True):
+                out[:, k] = np.add.reduceat(col * col if square else col, r.starts)
             continue
-        out[:, k] = 0.0
-        for a in range(0, max(cols.shape[0], 1), piece):
-            part = _column(cols, k, ref, r.labels, a, a + piece)
-            if square:  # (into the shifted piece, a temporary of ours)
-                part = part * part if ref is None else np.multiply(part, part, out=part)
-            out[:, k] += np.bincount(r.labels[a : a + piece], weights=part, minlength=r.num)
-    return np.reshape(out, (r.num, *x.shape[1:]))
+        for a in range(0, max(rows, 1), piece):
+            labels = r.labels[a : a + piece].astype(np.intp, copy=False)
+            part = _column(cols, k, ref, labels, a, a + piece)
+            for out, square in zip(outs, squares, strict=True):
+                weights = part * part if square else part
+                out[:, k] += np.bincount(labels, weights=weights, minlength=num)
+    return [np.reshape(out, (num, *x.shape[1:])) for out in outs]
 
 
 def small(size: Array) -> bool:
@@ -781,8 +798,9 @@ def _repeats(values: Array) -> bool:
     value of the span), else a sort."""
     lo, hi = int(values.min()), int(values.max())
     if hi - lo < _DIRECT_SPAN * values.shape[0]:
-        seen = np.zeros(hi - lo + 1, dtype=bool)
-        seen[_offset(values, lo)] = True
+        seen, key = np.zeros(hi - lo + 1, dtype=bool), _offset(values, lo)
+        for a in range(0, key.shape[0], _PIECE):  # index-type pieces: an int32 index is slow here
+            seen[key[a : a + _PIECE].astype(np.intp, copy=False)] = True
         return int(np.count_nonzero(seen)) < int(values.shape[0])
     return bool(np.unique(values).shape[0] != values.shape[0])
 
