@@ -157,6 +157,23 @@ def test_gradients_flow_through_the_generic_path():
     assert x.grad is not None
 
 
+@pytest.mark.parametrize("estimator", ["grpo", "corrgrpo", "gdpo", "dara", "dr_grpo"])
+@pytest.mark.parametrize("ragged", [False, True])
+def test_gradients_flow_where_advantages_are_written_over_the_moments(estimator, ragged):
+    # GRPO and CorrGRPO write their advantages over arrays of their own; autograd's graph may
+    # hold those for the backward pass (a sum of squares does), so recorded tensors get new ones.
+    rng = np.random.default_rng(0)
+    x = torch.tensor(rng.normal(size=(8, 3) if ragged else (2, 4, 3)), requires_grad=True)
+    ids = torch.tensor([0, 1, 0, 1, 2, 2, 0, 1]) if ragged else None
+    adv = cc.compute_advantages(x, ids, estimator=estimator)
+    adv.pow(2).sum().backward()
+    assert x.grad is not None and bool(torch.isfinite(x.grad).all())
+    want = cc.compute_advantages(
+        x.detach().numpy(), None if ids is None else ids.numpy(), estimator=estimator
+    )
+    _close(adv.detach().numpy(), want)
+
+
 # --- token broadcast -------------------------------------------------------------------------
 
 

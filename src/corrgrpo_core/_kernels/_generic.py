@@ -201,8 +201,9 @@ def shift_divide(
     x: Array, sub: Array | None, div: Array | None, expand: Callable[[Array], Array], *, in_place: bool
 ) -> Array:
     """``(x - expand(sub)) / expand(div)`` (a None term left out): a new array, or with ``in_place``
-    written into ``x`` (an array of the caller's own) where the backend can (jax: a new array)."""
-    own = in_place  # whether y may be written
+    written into ``x`` (an array of the caller's own) where the backend can (jax: a new array;
+    a tensor that autograd records: a new one, as its graph may hold x for a backward pass)."""
+    own = in_place and not getattr(x, "requires_grad", False)  # whether y may be written
     y = x
     if sub is not None:
         if own:
