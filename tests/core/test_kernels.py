@@ -167,7 +167,8 @@ def test_gradients_flow_where_advantages_are_written_over_the_moments(estimator,
     ids = torch.tensor([0, 1, 0, 1, 2, 2, 0, 1]) if ragged else None
     adv = cc.compute_advantages(x, ids, estimator=estimator)
     adv.pow(2).sum().backward()
-    assert x.grad is not None and bool(torch.isfinite(x.grad).all())
+    assert x.grad is not None
+    assert bool(torch.isfinite(x.grad).all())
     want = cc.compute_advantages(
         x.detach().numpy(), None if ids is None else ids.numpy(), estimator=estimator
     )
