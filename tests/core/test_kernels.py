@@ -18,6 +18,7 @@ import corrgrpo_core as cc
 torch = pytest.importorskip("torch")
 torch.set_num_threads(1)
 
+from corrgrpo_core._kernels import KernelOptions
 from corrgrpo_core._kernels import _torch as kernel
 
 
@@ -127,15 +128,23 @@ def test_inputs_are_not_mutated_and_the_kernel_declines_what_it_does_not_cover()
         "zero_variance_rtol": None,
         "singleton": "zero",
     }
-    assert kernel.dense("corrgrpo", x.half(), None, **opts) is None  # no half-precision statistics
-    assert kernel.dense("corrgrpo", x.bfloat16(), None, **opts) is None  # (nor a numpy view of it)
-    assert kernel.dense("grpo", x.long(), None, **opts) is None
-    assert kernel.dense("corrgrpo", x, [1.0, 2.0], **opts) is None  # wrong weights: the generic error
-    assert kernel.dense("corrgrpo", x[:, :1], None, **{**opts, "ddof": 1}) is None  # n <= ddof
-    assert kernel.dense("corrgrpo", x.requires_grad_(), None, **opts) is None  # gradients: generic path
+    assert (
+        kernel.dense("corrgrpo", x.half(), None, KernelOptions(**opts)) is None
+    )  # no half-precision statistics
+    assert (
+        kernel.dense("corrgrpo", x.bfloat16(), None, KernelOptions(**opts)) is None
+    )  # (nor a numpy view of it)
+    assert kernel.dense("grpo", x.long(), None, KernelOptions(**opts)) is None
+    assert (
+        kernel.dense("corrgrpo", x, [1.0, 2.0], KernelOptions(**opts)) is None
+    )  # wrong weights: the generic error
+    assert kernel.dense("corrgrpo", x[:, :1], None, KernelOptions(**{**opts, "ddof": 1})) is None  # n <= ddof
+    assert (
+        kernel.dense("corrgrpo", x.requires_grad_(), None, KernelOptions(**opts)) is None
+    )  # gradients: generic path
     nan = torch.rand(2, 4, 3)
     nan[1, 2, 0] = float("nan")
-    assert kernel.dense("corrgrpo", nan, None, **opts) is None
+    assert kernel.dense("corrgrpo", nan, None, KernelOptions(**opts)) is None
 
 
 def test_nan_and_inf_reach_the_generic_path():
@@ -222,8 +231,8 @@ def test_numpy_float32_takes_the_host_kernel_and_float64_the_generic_path(monkey
     from corrgrpo_core._kernels import _host
 
     calls = []
-    real = _host.dense_call
-    monkeypatch.setattr(_host, "dense_call", lambda *a, **k: calls.append(a[1].dtype) or real(*a, **k))
+    real = _host.dense
+    monkeypatch.setattr(_host, "dense", lambda *a, **k: calls.append(a[1].dtype) or real(*a, **k))
     x = np.random.default_rng(0).normal(size=(3, 5, 2))
     cc.corr_normalized_advantage(x)
     assert calls == []
@@ -261,8 +270,10 @@ def test_z_family_stays_off_the_accelerator_path():
         "zero_variance_rtol": None,
         "singleton": "zero",
     }
-    assert kernel.dense("gdpo", torch.rand(2, 4, 3), None, **opts) is not None  # CPU: the host kernel
-    assert kernel.dense("gdpo", torch.empty((2, 4, 3), device="meta"), None, **opts) is None
+    assert (
+        kernel.dense("gdpo", torch.rand(2, 4, 3), None, KernelOptions(**opts)) is not None
+    )  # CPU: the host kernel
+    assert kernel.dense("gdpo", torch.empty((2, 4, 3), device="meta"), None, KernelOptions(**opts)) is None
 
 
 def test_cancellation_takes_the_float64_path():
@@ -305,7 +316,7 @@ def test_group_totals_that_nearly_cancel_take_the_float64_path(name, x, placemen
         "zero_variance_rtol": None,
         "singleton": "zero",
     }
-    assert kernel.dense(name, torch.from_numpy(x), None, **opts) is None
+    assert kernel.dense(name, torch.from_numpy(x), None, KernelOptions(**opts)) is None
     ops = {"eps": 1e-6, "outside": placement == "outside", "ddof": 1, "rtol": 64 * 2.2e-16, "floor": 0.0}
     assert kernel.dense_ops(name, torch.from_numpy(x), None, shape=x.shape[:-1], **ops) is None
     want = ESTIMATORS[name](x.astype(np.float64), eps_placement=placement)
@@ -358,7 +369,7 @@ def test_realistic_batches_keep_the_float32_kernel(name, seed):
     opts = {"eps_placement": "outside", "ddof": 1, "zero_variance_rtol": None, "singleton": "zero"}
     for weights in (None, np.asarray([1.0, 2.0, 0.5])):
         for eps in (1e-6, 1e-4):
-            got = kernel.dense(name, torch.from_numpy(x), weights, eps=eps, **opts)
+            got = kernel.dense(name, torch.from_numpy(x), weights, KernelOptions(eps=eps, **opts))
             assert got is not None
             t = torch.from_numpy(x)
             ops = {"eps": eps, "outside": True, "ddof": 1, "rtol": 64 * 2.2e-16, "floor": 0.0}
