@@ -307,21 +307,43 @@ def test_cancellation_takes_the_float64_path():
     ],
 )
 def test_group_totals_that_nearly_cancel_take_the_float64_path(name, x, placement):
-    """Totals of large terms that nearly cancel lose their digits in float32: the kernels decline."""
+    """Totals of large terms that nearly cancel lose their digits in float32: the host kernel
+    recomputes those groups from float64 copies (to float32 rounding of the float64 result), the
+    torch-ops kernel (accelerators) declines to the generic path."""
     x = np.asarray(x, dtype=np.float32)
-    opts = {
-        "eps": 1e-6,
-        "eps_placement": placement,
-        "ddof": 1,
-        "zero_variance_rtol": None,
-        "singleton": "zero",
-    }
-    assert kernel.dense(name, torch.from_numpy(x), None, KernelOptions(**opts)) is None
+    opts = KernelOptions(1e-6, placement, 1, None, "zero")
+    want = ESTIMATORS[name](x.astype(np.float64), eps_placement=placement)
+    got = kernel.dense(name, torch.from_numpy(x), None, opts)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-6, atol=1e-6 * np.abs(want).max())
     ops = {"eps": 1e-6, "outside": placement == "outside", "ddof": 1, "rtol": 64 * 2.2e-16, "floor": 0.0}
     assert kernel.dense_ops(name, torch.from_numpy(x), None, shape=x.shape[:-1], **ops) is None
-    want = ESTIMATORS[name](x.astype(np.float64), eps_placement=placement)
     _close(ESTIMATORS[name](x, eps_placement=placement), want)
     _close(ESTIMATORS[name](torch.from_numpy(x), eps_placement=placement).numpy(), want)
+
+
+@pytest.mark.parametrize("name", sorted(ESTIMATORS))
+def test_only_the_cancelling_groups_are_recomputed_in_float64(name, monkeypatch):
+    """A batch of ordinary groups with one whose total nearly cancels: the float32 kernel keeps
+    the batch and recomputes that one group (and only it) from float64 copies."""
+    from corrgrpo_core._kernels import _host
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(6, 2, 4)).astype(np.float32)
+    x[3] = [[9.998697, 100.0, 0.0, 100.002716], [10.000918, 0.0, 100.0, 100.00218]]
+    if name == "grpo":
+        x[3] = [[0.34558418, 1.0000821, 0.0, 10.0], [0.34558418, 1.000033, 10.0, 0.0]]
+    redone = []
+    real = _host._redo_in_float64
+    monkeypatch.setattr(
+        _host,
+        "_redo_in_float64",
+        lambda out, x, w, groups, *a, **k: redone.append(groups) or real(out, x, w, groups, *a, **k),
+    )
+    got = kernel.dense(name, torch.from_numpy(x), None, KernelOptions(1e-6, "outside", 1, None, "zero"))
+    assert got is not None
+    assert [g.nonzero()[0].tolist() for g in redone] == [[3]]
+    want = ESTIMATORS[name](x.astype(np.float64), eps_placement="outside")
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-5)
 
 
 @st.composite

@@ -27,6 +27,7 @@ shifted values and one product, each the size of the input.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -138,22 +139,42 @@ def _grpo(x: Array, w: Array | None, *, eps: float, outside: bool, ddof: int, rt
     ss /= n - ddof
     den = _den(ss, eps, outside)
     den[~varies] = np.inf  # z = 0 for a group whose total does not vary
-    if largest is not None:
-        np.divide(largest, den, out=largest)  # 0 where the total does not vary (den inf)
-        if _cancels(float(largest.max()), k, x.dtype, amplify=1 + math.sqrt(n / (n - ddof))):
-            return None
-    return _rows_out(c, den)
+    out = _rows_out(c, den)
+    if largest is None:
+        return out
+    np.divide(largest, den, out=largest)  # 0 where the total does not vary (den inf)
+    limit = _cancel_limit(k, x.dtype, amplify=1 + math.sqrt(n / (n - ddof)))
+    if float(largest.max()) <= limit:
+        return out
+    return _redo_in_float64(out, x, w, largest > limit, _grpo, eps=eps, outside=outside, ddof=ddof, rtol=rtol)
 
 
-def _cancels(ratio: float, k: int, dtype: Any, *, amplify: float = 1.0) -> bool:
-    """Whether a group's numerator is mostly cancellation, which float32 cannot keep to 1e-4 of
-    the advantages' scale. ``ratio``: the largest over groups of (a bound on sum_k |term| of a row)
-    over the advantages' denominator (or the group's largest |numerator| where that is larger).
+def _cancel_limit(k: int, dtype: Any, *, amplify: float = 1.0) -> float:
+    """The largest ratio for which a group's numerator is not mostly cancellation, which float32
+    cannot keep to 1e-4 of the advantages' scale. The ratio: a bound on sum_k |term| of a row over
+    the advantages' denominator (or the group's largest |numerator| where that is larger).
     Shifted (and weighted) terms round to at most (K + 1) eps times their |sum| (eps / 2 per
     product and per partial sum), an error the advantages see over the denominator, ``amplify``
     times where the denominator is the numerator's own spread (1 + sqrt(n / (n - ddof))).
-    Declined above 5e-5: a margin of 2 for the terms left out (the centring, the division)."""
-    return (k + 1) * _EPS[np.dtype(dtype)] * amplify * ratio > 5e-5
+    The limit is (K + 1) eps amplify ratio = 5e-5: a margin of 2 for the terms left out (the
+    centring, the division)."""
+    return 5e-5 / ((k + 1) * _EPS[np.dtype(dtype)] * amplify)
+
+
+def _redo_in_float64(
+    out: Array, x: Array, w: Array | None, groups: Array, kernel: Callable[..., Array | None], **options: Any
+) -> Array | None:
+    """``out`` (B, n) with the rows of ``groups`` (a (B,) mask) recomputed by ``kernel`` (with
+    ``options``) from float64 copies of their scores: those groups' totals are mostly
+    cancellation, which their dtype cannot keep. None (the generic path runs) where ``x`` is
+    float64 already, or the float64 kernel declines too."""
+    if x.dtype == np.float64:
+        return None
+    redone = kernel(x[groups].astype(np.float64), None if w is None else w.astype(np.float64), **options)
+    if redone is None:
+        return None
+    out[groups] = redone
+    return out
 
 
 def _component_variances(
@@ -192,26 +213,31 @@ def _corrgrpo(
     den = _den(np.maximum(corr, floor, out=corr), eps, outside)
     if eps <= 0:
         den[den <= 0] = np.inf  # advantage 0 where the denominator is 0, as the generic path
-    if x.shape[2] > 1 and _corr_cancels(largest, num, den, n, ddof, x.shape[2], x.dtype):
-        return None
-    return _rows_out(num, den)
+    out = _rows_out(num, den)
+    groups = None if x.shape[2] == 1 else _corr_cancelling(largest, num, den, n, ddof, x.shape[2], x.dtype)
+    if groups is None:
+        return out
+    options = {"eps": eps, "outside": outside, "ddof": ddof, "rtol": rtol, "floor": floor}
+    return _redo_in_float64(out, x, w, groups, _corrgrpo, **options)
 
 
-def _corr_cancels(std_sum: Array, num: Array, den: Array, n: int, ddof: int, k: int, dtype: Any) -> bool:
-    """:func:`_cancels` for CorrGRPO: the ratio is the largest over groups of sum_k |c_ik| (at most
+def _corr_cancelling(
+    std_sum: Array, num: Array, den: Array, n: int, ddof: int, k: int, dtype: Any
+) -> Array | None:
+    """The (B,) mask of the groups whose CorrGRPO numerator is mostly cancellation (see
+    :func:`_cancel_limit`), or None where there is none. The ratio is sum_k |c_ik| (at most
     sum_k std_k sqrt((n - ddof)(n - 1) / n), as |centred c_ik| <= sqrt((n - 1) / n sum_i c_ik^2))
     over the larger of the denominator and the group's largest |numerator|. Over the denominator
     alone it is a bound that clears almost every batch in two numpy calls; only a batch it does not
     clear pays for the numerators. A group whose centred total is exactly 0 in every row
     (components that cancel exactly, as pass/fail against its complement) keeps advantage 0 and
     is left out."""
-    scale = math.sqrt((n - ddof) * (n - 1) / n)
-    if not _cancels(scale * float(np.maximum.reduce(std_sum / den, axis=None)), k, dtype):
-        return False
+    limit = _cancel_limit(k, dtype) / math.sqrt((n - ddof) * (n - 1) / n)  # on std_sum / ...
+    if float(np.maximum.reduce(std_sum / den, axis=None)) <= limit:
+        return None
     top = np.maximum.reduce(np.abs(num), axis=0)
-    q = np.divide(np.maximum(den, top), std_sum)  # the inverse ratio: inf where no component varies
-    least = float(np.minimum.reduce(q, where=top > 0, initial=np.inf))
-    return _cancels(scale / least, k, dtype)
+    groups = (top > 0) & (std_sum > limit * np.maximum(den, top))
+    return groups if bool(groups.any()) else None
 
 
 def _abs_sum_k(c: Array, out: Array | None = None) -> Array:

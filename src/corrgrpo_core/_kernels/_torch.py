@@ -154,7 +154,7 @@ def dense_ops(
         else:  # sum the shifted components: a large offset of one component costs no precision
             parts, ref_k = _shifted(x.permute(1, 2, 0), w)
             c, ref = parts.sum(1), ref_k.sum(0)
-            if k > 1:  # a bound on sum_k |term| of a row: the cancellation guard of _host._cancels
+            if k > 1:  # a bound on sum_k |term| of a row: the cancellation guard of _host._cancel_limit
                 largest = parts.abs_().amax(0).sum(0)
         stats = _moments(c, ref, n, rtol)
         if stats is None:
