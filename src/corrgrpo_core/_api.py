@@ -352,7 +352,7 @@ def grpo_advantage(
     """
     eps, ddof, rtol = _z_options(eps, eps_placement, ddof, zero_variance_rtol, nan_policy, singleton)
     check_choice("std_scope", std_scope, STD_SCOPES)
-    kernel = est.grpo if std_scope == "group" else est.grpo_batch_std
+    pure = est.grpo if std_scope == "group" else est.grpo_batch_std
     return _run(
         "grpo",
         scores,
@@ -362,7 +362,7 @@ def grpo_advantage(
         singleton,
         xp,
         rtol,
-        lambda b, rtol: kernel(b, eps=eps, eps_placement=eps_placement, ddof=ddof, rtol=rtol),
+        lambda b, rtol: pure(b, eps=eps, eps_placement=eps_placement, ddof=ddof, rtol=rtol),
         KernelOptions(eps, eps_placement, ddof, rtol, singleton) if std_scope == "group" else None,
         {"std_scope": std_scope},
     )
