@@ -373,6 +373,48 @@ def test_cancellation_is_declined_or_within_tolerance(name, x, weighted, placeme
     _close(ESTIMATORS[name](torch.from_numpy(x), **kw).numpy(), want)
 
 
+@st.composite
+def anticorrelated_large_spreads(draw):
+    """(B, n, K) float32: pairs of components of large spread that nearly cancel each other row
+    by row (a score and its penalty), with pass/fail columns: per-component statistics are well
+    conditioned, the summed numerator is mostly cancellation."""
+    b, n = draw(st.integers(1, 8)), draw(st.integers(2, 9))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    spread = 10.0 ** draw(st.integers(1, 4))
+    base = rng.normal(size=(b, n)) * spread
+    residue = rng.normal(size=(b, n)) * 10.0 ** draw(st.integers(-4, 0))
+    cols = [base, -base + residue] + [
+        (rng.random((b, n)) < 0.5) * 1.0 for _ in range(draw(st.integers(0, 2)))
+    ]
+    return np.stack(cols, axis=-1).astype(np.float32)
+
+
+@pytest.mark.parametrize("name", sorted(HOST_ESTIMATORS))
+@settings(max_examples=60, deadline=None)
+@given(x=anticorrelated_large_spreads(), variant=st.sampled_from(["sym", "asym"]))
+def test_anticorrelated_components_are_declined_or_within_tolerance(name, x, variant):
+    """Every host kernel keeps 1e-4 of the largest advantage (or runs float64) when components
+    cancel each other in the numerator; DARA on the CorrGRPO base once lost percents here."""
+    fn = HOST_ESTIMATORS[name]
+    kw = {"variant": variant} if name.startswith("dara") else {}
+    want = fn(x.astype(np.float64), **kw)
+    _close(fn(x, **kw), want)
+    _close(fn(torch.from_numpy(x), **kw).numpy(), want)
+
+
+def test_dara_on_the_corrgrpo_base_declines_a_numerator_that_cancels():
+    x = [[1297.083, -1297.0881, 1], [139.39751, -139.38184, 1], [-261.25531, 261.24731, 1]]
+    x += [[596.45801, -596.45044, 1], [795.22003, -795.22272, 1], [-338.45279, 338.44641, 1]]
+    x += [[-165.42709, 165.42671, 1], [-900.77838, 900.77264, 1]]
+    x = np.asarray(x, dtype=np.float32)
+    for variant in ("sym", "asym"):
+        opts = KernelOptions(1e-6, "inside", 1, None, "zero", variant=variant, base="corrgrpo")
+        assert kernel.dense("dara", torch.from_numpy(x), None, opts) is None
+        want = cc.dara_advantage(x.astype(np.float64), variant=variant, base="corrgrpo")
+        got = cc.dara_advantage(x, variant=variant, base="corrgrpo")
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6 * np.abs(want).max())
+
+
 @pytest.mark.parametrize("name", sorted(ESTIMATORS))
 @pytest.mark.parametrize("seed", range(4))
 def test_realistic_batches_keep_the_float32_kernel(name, seed):

@@ -383,7 +383,21 @@ def _dara(
     den = _den(np.maximum(corr, floor, out=corr), eps, outside)
     den[den <= 0] = np.inf
     _calibrate(c, _density(varies, max_weight), variant)
-    return _rows_out(np.add.reduce(c, axis=1), den)
+    num = np.add.reduce(c, axis=1)
+    if k > 1 and _terms_cancel(c, num, den, x.dtype):
+        return None  # the densities are the batch's: no group can be redone alone
+    return _rows_out(num, den)
+
+
+def _terms_cancel(c: Array, num: Array, den: Array, dtype: Any) -> bool:
+    """Whether some group's numerator ``num`` = sum_k c_ik, of (n, K, B) terms ``c``, is mostly
+    cancellation: its rounding, about (K + 3) eps sum_k |c_ik|, above 5e-5 of the larger of the
+    group's denominator and its largest |numerator| (1e-4 of its advantages, with a margin of 2).
+    A group whose numerator is exactly 0 in every row keeps advantage 0 and is left out."""
+    mag = np.maximum.reduce(_abs_sum_k(c), axis=0)  # (B,)
+    top = np.maximum.reduce(np.abs(num), axis=0)
+    unit = (c.shape[1] + 3) * _EPS[np.dtype(dtype)]
+    return bool(np.any((top > 0) & (unit * mag > 5e-5 * np.maximum(den, top))))
 
 
 def _gdpo_corr(
