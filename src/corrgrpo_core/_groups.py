@@ -79,8 +79,10 @@ class Groups:
     @property
     def lazy_shift(self) -> bool:
         """Whether the ``ref`` of the methods below is taken a piece of rows at a time, with no
-        shifted copy of the batch (ragged groups on the host); elsewhere x - ref is made first."""
-        return self.ragged is not None and isinstance(self.kernel, _host.NumpyKernel)
+        shifted copy of the batch (scattered ragged groups on the host); elsewhere x - ref is made
+        first (ids in runs: contiguous segment sums of the shifted copy are faster)."""
+        r = self.ragged
+        return r is not None and r.starts is None and isinstance(self.kernel, _host.NumpyKernel)
 
     def _shifted(self, x: Array, ref: Array | None) -> Array:
         return x if ref is None else self.shift(x, ref)

@@ -640,17 +640,26 @@ def shift_divide_rows(
     # (a new array is column-major for several components, as the gathers: contiguous columns)
     columns = x.ndim == 2 and x.shape[1] > 1
     out = x if in_place else np.empty(x.shape, dtype=np.result_type(x, *parts), order="F" if columns else "C")
+    # (rows, columns) views: row-level arrays are (N, K); anything else is taken as C-ordered rows
+    cols, dest = (x, out) if x.ndim == 2 else (x.reshape(x.shape[0], -1), out.reshape(out.shape[0], -1))
     for a, b, labels in _pieces(r, x.shape[0]):
-        piece = out[a:b]
-        if ref is not None:
-            np.subtract(x[a:b], np.take(ref, labels, axis=0, mode="clip"), out=piece)
-        elif not in_place:
-            piece[...] = x[a:b]
-        if sub is not None:
-            piece -= np.take(sub, labels, axis=0, mode="clip")
-        if div is not None:
-            piece /= np.take(div, labels, axis=0, mode="clip")
+        for k in range(cols.shape[1]):  # a column at a time: contiguous pieces, one-dimensional loops
+            piece = dest[a:b, k]
+            if ref is not None:
+                np.subtract(cols[a:b, k], np.take(_col(ref, k), labels, mode="clip"), out=piece)
+            elif not in_place:
+                piece[...] = cols[a:b, k]
+            if sub is not None:
+                piece -= np.take(_col(sub, k), labels, mode="clip")
+            if div is not None:
+                piece /= np.take(_col(div, k), labels, mode="clip")
     return out
+
+
+def _col(g: Array, k: int) -> Array:
+    """Column k of group-level ``g`` (its only column where it broadcasts over the components)."""
+    g = g.reshape(g.shape[0], -1)
+    return g[:, k if g.shape[1] > 1 else 0]
 
 
 def row_dot_rows(x: Array, g: Array, r: RaggedIndex, ref: Array | None = None) -> Array:
