@@ -13,7 +13,8 @@ the outcome on the last response token, a right-padded int64 response mask of ra
 ``compute_grpo_vectorized_outcome_advantage`` (the baseline), its per-row loop
 ``compute_grpo_outcome_advantage``, its GDPO, the reference CorrGRPO as written
 (:mod:`benchmarks._reference`), our estimators called through verl's registry end to end
-(labels, statistics and the token broadcast), and the copy floor (one clone of the token rewards).
+(labels, statistics and the token broadcast), the copy floor (one clone of the token rewards) and the
+traffic floor (:func:`traffic_floor`: the least any call in verl's format does).
 
 TRL cases: TRL's gathered ``(N, K)`` float32 reward matrix, groups of 8. Rows: TRL's own lines of
 ``_generate_and_score_completions`` (``sum_then_normalize``, ``scale_rewards="group"``: nansum of
@@ -158,6 +159,33 @@ def verl_batch(n: int, length: int, *, shuffled: bool, seed: int = 0, device: st
     return {"index": index, "mask": mask, "rewards": rewards, "non_tensor_batch": comps}
 
 
+TOKEN_PIECE = 1 << 18  # output elements per piece of rows in :func:`traffic_floor`
+
+
+def traffic_floor(rewards: Any, mask: Any) -> Any:
+    """The least any advantage call in verl's format must do, with no grouping and no statistics.
+
+    It reads the token rewards once (their sum over L, the sequence reward) and the mask once, and
+    writes one fresh ``(N, L)`` output: a per-row value times the mask. Done the fastest way we know
+    in torch: in cache-sized pieces of rows, the mask converted into the output piece and scaled
+    there (a mixed-dtype product over the whole batch is slower), the output on numpy's memory,
+    which asks for transparent huge pages (torch's allocator only does under
+    ``THP_MEM_ALLOC_ENABLE=1``). A ratio to verl under this row's is out of reach for any
+    implementation that returns verl's tensors.
+    """
+    import torch
+
+    row = rewards.sum(-1)
+    if mask.device.type != "cpu":
+        return row.unsqueeze(-1) * mask
+    n, length = mask.shape
+    out = torch.from_numpy(np.empty((n, length), dtype=np.float32))
+    rows = max(1, TOKEN_PIECE // max(length, 1))
+    for a in range(0, n, rows):
+        out[a : a + rows].copy_(mask[a : a + rows]).mul_(row[a : a + rows, None])
+    return out
+
+
 def verl_calls(batch: dict[str, Any]) -> tuple[dict[str, Callable[[], Any]], str, dict[str, str]]:
     """{name: call}, the baseline's name, and {name: the row its advantages must equal}."""
     import torch
@@ -213,6 +241,7 @@ def verl_calls(batch: dict[str, Any]) -> tuple[dict[str, Callable[[], Any]], str
             batch=gdpo_batch,
         ),
         "copy floor (clone of the token rewards)": lambda: rewards.clone(),
+        "traffic floor (reward sum, row x mask, fresh output)": lambda: traffic_floor(rewards, mask),
     }
     equal = {"ours core_grpo": "verl grpo_vectorized", "ours corrgrpo (K=3)": "reference CorrGRPO loop (K=3)"}
     return calls, "verl grpo_vectorized", equal
