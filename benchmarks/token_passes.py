@@ -5,7 +5,8 @@ and once without ``THP_MEM_ALLOC_ENABLE=1``) times, on the inputs of ``python -m
 verl`` (ids in runs), every pass that a call in verl's format makes over ``(N, L)`` data: the sum of the
 float32 token rewards, one read of the int64 mask, a write into a reused output, faulting in a fresh
 huge-page output (the kernel zeroes every page it hands out), a write into a fresh output, our token
-broadcast (read the mask, write a fresh output), verl's broadcast line ``scalars.unsqueeze(-1) *
+broadcast (read the mask, write a fresh output) and the same product as one mixed-dtype ``torch.mul``
+per piece, verl's broadcast line ``scalars.unsqueeze(-1) *
 response_mask``, and the two calls end to end. Each row gives the bytes it must move (read + written,
 the kernel's zeroing not counted) and the rate that makes; the minimum of ``--repeats`` interleaved
 rounds, load average before and after.
@@ -56,6 +57,12 @@ def passes(batch: dict[str, Any]) -> dict[str, tuple[Callable[[], Any], int, int
             out[s].fill_(1.0)
         return out
 
+    def mixed_product_in_pieces() -> Any:  # the token broadcast before it converted the mask itself
+        out = torch.from_numpy(np.empty((n, length), dtype=np.float32))
+        for s in cuts:
+            torch.mul(row[s, None], mask[s], out=out[s])
+        return out
+
     calls, _, _ = verl_calls(batch)
     return {
         "sum of the token rewards over L": (lambda: rewards.sum(-1), out4, 0),
@@ -74,6 +81,7 @@ def passes(batch: dict[str, Any]) -> dict[str, tuple[Callable[[], Any], int, int
         ),
         "read the mask, write a fresh output, in pieces (no arithmetic)": (read_and_write_fresh, mask8, out4),
         "ours: broadcast_to_tokens (fresh output)": (lambda: cc.broadcast_to_tokens(row, mask), mask8, out4),
+        "one mixed-dtype torch.mul per piece (fresh output)": (mixed_product_in_pieces, mask8, out4),
         "verl: scalars.unsqueeze(-1) * response_mask": (lambda: row.unsqueeze(-1) * mask, mask8, out4),
         "ours core_grpo end to end": (calls["ours core_grpo"], out4 + mask8, out4),
         "verl grpo_vectorized end to end": (calls["verl grpo_vectorized"], out4 + mask8, out4),
