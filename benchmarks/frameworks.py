@@ -46,6 +46,8 @@ from typing import Any
 
 import numpy as np
 
+from ._provenance import loadavg as _loadavg
+
 GROUP = 8
 
 
@@ -104,13 +106,6 @@ def interleaved_min(
             fn()
             best[name] = min(best[name], time.perf_counter() - t0)
     return best
-
-
-def _loadavg() -> str:
-    try:
-        return " ".join(f"{v:.2f}" for v in os.getloadavg())
-    except OSError:
-        return "n/a"
 
 
 def _first(out: Any) -> Any:
