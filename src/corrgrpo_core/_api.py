@@ -1,9 +1,11 @@
 """Public estimators: docstring, validation and dispatch, one route per estimator.
 
-Each function checks its options (:mod:`._validation`), then either returns a backend kernel's
-result (:func:`._kernels.dense_estimator`: GRPO and CorrGRPO on a dense torch batch, which declines
-what it does not cover) or runs the generic array-API path, :func:`_run` over the estimator's pure
-function in :mod:`._estimators`. What each estimator *is* (group or batch scope, total or
+Each function checks its options (:mod:`._validation`), then hands :func:`_run` the estimator's
+pure function in :mod:`._estimators` and, where a backend has a whole-call kernel for it, the
+options that kernel takes (:class:`._kernels.KernelOptions`). :func:`_run` returns the kernel's
+result for a dense batch (:func:`._kernels.dense_estimator`: torch tensors and numpy float32,
+computed in their own dtype; it declines what it does not cover), else runs the generic
+array-API path. What each estimator *is* (group or batch scope, total or
 per-component numerator, its oracle, ...) is declared once, where it is registered at the end of
 this module (see :class:`EstimatorSpec`).
 """
@@ -18,6 +20,7 @@ from . import _estimators as est
 from . import _kernels, _oracles, _registry
 from ._batch import Batch, prepare, resolve_rtol
 from ._diagnostics import AdvantageStats, check_stats_finite, empty_stats, stats_from_parts
+from ._kernels import KernelOptions
 from ._lib._compat import Array, Namespace
 from ._validation import (
     DARA_BASES,
@@ -51,10 +54,17 @@ def _run(
     xp: Namespace | None,
     zero_variance_rtol: float | None,
     compute: Callable[[Batch, float], Array],
+    kernel: KernelOptions | None,
     options: Mapping[str, Any] | None = None,
 ) -> Array:
-    """Prepare the batch, then ``compute``: over a large dense batch in cache-sized pieces of whole
-    groups when the registry says that estimator ``name`` (with ``options``) is group-local."""
+    """The backend kernel's result for a dense batch where it has one (``kernel``: the checked
+    options it takes; None: it has none for these options), else prepare the batch and
+    ``compute``: over a large dense batch in cache-sized pieces of whole groups when the registry
+    says that estimator ``name`` (with ``options``) is group-local."""
+    if kernel is not None and group_ids is None:
+        fast = _kernels.dense_estimator(name, scores, weights, xp, kernel)
+        if fast is not None:
+            return fast
     batch = prepare(scores, group_ids, weights=weights, nan_policy=nan_policy, singleton=singleton, xp=xp)
     if 0 in batch.raw.shape[:-1]:
         return batch.xp.zeros(batch.lead_shape, dtype=batch.out_dtype, device=batch.device)
@@ -233,21 +243,6 @@ def corrgrpo_advantage(
             xp=xp,
         )
         return adv, stats
-    fast = _kernels.dense_estimator(
-        "corrgrpo",
-        scores,
-        group_ids,
-        xp,
-        weights=weights,
-        eps=eps,
-        eps_placement=eps_placement,
-        ddof=ddof,
-        zero_variance_rtol=rtol,
-        singleton=singleton,
-        min_correlation_sum=floor,
-    )
-    if fast is not None:
-        return fast
     return _run(
         "corrgrpo",
         scores,
@@ -260,6 +255,7 @@ def corrgrpo_advantage(
         lambda b, r: est.corrgrpo(
             b, eps=eps, eps_placement=eps_placement, ddof=ddof, rtol=r, min_correlation_sum=floor
         ),
+        KernelOptions(eps, eps_placement, ddof, rtol, singleton, floor),
     )
 
 
@@ -356,22 +352,7 @@ def grpo_advantage(
     """
     eps, ddof, rtol = _z_options(eps, eps_placement, ddof, zero_variance_rtol, nan_policy, singleton)
     check_choice("std_scope", std_scope, STD_SCOPES)
-    if std_scope == "group":
-        fast = _kernels.dense_estimator(
-            "grpo",
-            scores,
-            group_ids,
-            xp,
-            weights=weights,
-            eps=eps,
-            eps_placement=eps_placement,
-            ddof=ddof,
-            zero_variance_rtol=rtol,
-            singleton=singleton,
-        )
-        if fast is not None:
-            return fast
-    kernel = est.grpo if std_scope == "group" else est.grpo_batch_std
+    pure = est.grpo if std_scope == "group" else est.grpo_batch_std
     return _run(
         "grpo",
         scores,
@@ -380,8 +361,9 @@ def grpo_advantage(
         nan_policy,
         singleton,
         xp,
-        zero_variance_rtol,
-        lambda b, rtol: kernel(b, eps=eps, eps_placement=eps_placement, ddof=ddof, rtol=rtol),
+        rtol,
+        lambda b, rtol: pure(b, eps=eps, eps_placement=eps_placement, ddof=ddof, rtol=rtol),
+        KernelOptions(eps, eps_placement, ddof, rtol, singleton) if std_scope == "group" else None,
         {"std_scope": std_scope},
     )
 
@@ -415,6 +397,7 @@ def dr_grpo_advantage(
         xp,
         zero_variance_rtol,
         lambda b, rtol: est.dr_grpo(b, rtol=rtol),
+        None,
     )
 
 
@@ -449,6 +432,7 @@ def rloo_advantage(
         xp,
         zero_variance_rtol,
         lambda b, rtol: est.rloo(b, rtol=rtol),
+        None,
     )
 
 
@@ -478,20 +462,6 @@ def mo_grpo_advantage(
     array([-1.4142,  1.4142])
     """
     eps, ddof, rtol = _z_options(eps, eps_placement, ddof, zero_variance_rtol, nan_policy, singleton)
-    fast = _kernels.dense_estimator(
-        "mo_grpo",
-        scores,
-        group_ids,
-        xp,
-        weights=weights,
-        eps=eps,
-        eps_placement=eps_placement,
-        ddof=ddof,
-        zero_variance_rtol=rtol,
-        singleton=singleton,
-    )
-    if fast is not None:
-        return fast
     return _run(
         "mo_grpo",
         scores,
@@ -502,6 +472,7 @@ def mo_grpo_advantage(
         xp,
         rtol,
         lambda b, rtol: est.mo_grpo(b, eps=eps, eps_placement=eps_placement, ddof=ddof, rtol=rtol),
+        KernelOptions(eps, eps_placement, ddof, rtol, singleton),
     )
 
 
@@ -532,20 +503,6 @@ def gdpo_advantage(
     array([-1.1534, -0.4119,  1.1534,  0.4119])
     """
     eps, ddof, rtol = _z_options(eps, eps_placement, ddof, zero_variance_rtol, nan_policy, singleton)
-    fast = _kernels.dense_estimator(
-        "gdpo",
-        scores,
-        group_ids,
-        xp,
-        weights=weights,
-        eps=eps,
-        eps_placement=eps_placement,
-        ddof=ddof,
-        zero_variance_rtol=rtol,
-        singleton=singleton,
-    )
-    if fast is not None:
-        return fast
     return _run(
         "gdpo",
         scores,
@@ -556,6 +513,7 @@ def gdpo_advantage(
         xp,
         rtol,
         lambda b, rtol: est.gdpo(b, eps=eps, eps_placement=eps_placement, ddof=ddof, rtol=rtol),
+        KernelOptions(eps, eps_placement, ddof, rtol, singleton),
     )
 
 
@@ -590,25 +548,9 @@ def gdpo_corr_advantage(
     """
     eps = _eps(eps, eps_placement)
     check_choice("group_eps_placement", group_eps_placement, EPS_PLACEMENTS)
-    ddof = check_int("ddof", ddof)
+    ddof, rtol = check_int("ddof", ddof), _rtol_option(zero_variance_rtol)
     floor = check_number("min_correlation_sum", min_correlation_sum)
     _policies(nan_policy, singleton)
-    fast = _kernels.dense_estimator(
-        "gdpo_corr",
-        scores,
-        group_ids,
-        xp,
-        weights=weights,
-        eps=eps,
-        eps_placement=eps_placement,
-        ddof=ddof,
-        zero_variance_rtol=_rtol_option(zero_variance_rtol),
-        singleton=singleton,
-        min_correlation_sum=floor,
-        group_eps_placement=group_eps_placement,
-    )
-    if fast is not None:
-        return fast
     return _run(
         "gdpo_corr",
         scores,
@@ -617,7 +559,7 @@ def gdpo_corr_advantage(
         nan_policy,
         singleton,
         xp,
-        zero_variance_rtol,
+        rtol,
         lambda b, rtol: est.gdpo_corr(
             b,
             eps=eps,
@@ -626,6 +568,9 @@ def gdpo_corr_advantage(
             ddof=ddof,
             rtol=rtol,
             min_correlation_sum=floor,
+        ),
+        KernelOptions(
+            eps, eps_placement, ddof, rtol, singleton, floor, group_eps_placement=group_eps_placement
         ),
     )
 
@@ -667,28 +612,10 @@ def dara_advantage(
     check_choice("base", base, DARA_BASES)
     placement = eps_placement or ("outside" if base == "gdpo" else "inside")
     eps = _eps(eps, placement)
-    ddof = check_int("ddof", ddof)
+    ddof, rtol = check_int("ddof", ddof), _rtol_option(zero_variance_rtol)
     floor = check_number("min_correlation_sum", min_correlation_sum)
     top = check_number("max_weight", max_weight, minimum=1.0)
     _policies(nan_policy, singleton)
-    fast = _kernels.dense_estimator(
-        "dara",
-        scores,
-        group_ids,
-        xp,
-        weights=weights,
-        eps=eps,
-        eps_placement=placement,
-        ddof=ddof,
-        zero_variance_rtol=_rtol_option(zero_variance_rtol),
-        singleton=singleton,
-        min_correlation_sum=floor,
-        variant=variant,
-        base=base,
-        max_weight=top,
-    )
-    if fast is not None:
-        return fast
     return _run(
         "dara",
         scores,
@@ -697,7 +624,7 @@ def dara_advantage(
         nan_policy,
         singleton,
         xp,
-        zero_variance_rtol,
+        rtol,
         lambda b, rtol: est.dara(
             b,
             variant=variant,
@@ -708,6 +635,9 @@ def dara_advantage(
             ddof=ddof,
             rtol=rtol,
             min_correlation_sum=floor,
+        ),
+        KernelOptions(
+            eps, placement, ddof, rtol, singleton, floor, variant=variant, base=base, max_weight=top
         ),
     )
 

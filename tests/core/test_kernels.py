@@ -18,6 +18,7 @@ import corrgrpo_core as cc
 torch = pytest.importorskip("torch")
 torch.set_num_threads(1)
 
+from corrgrpo_core._kernels import KernelOptions
 from corrgrpo_core._kernels import _torch as kernel
 
 
@@ -127,15 +128,23 @@ def test_inputs_are_not_mutated_and_the_kernel_declines_what_it_does_not_cover()
         "zero_variance_rtol": None,
         "singleton": "zero",
     }
-    assert kernel.dense("corrgrpo", x.half(), None, **opts) is None  # no half-precision statistics
-    assert kernel.dense("corrgrpo", x.bfloat16(), None, **opts) is None  # (nor a numpy view of it)
-    assert kernel.dense("grpo", x.long(), None, **opts) is None
-    assert kernel.dense("corrgrpo", x, [1.0, 2.0], **opts) is None  # wrong weights: the generic error
-    assert kernel.dense("corrgrpo", x[:, :1], None, **{**opts, "ddof": 1}) is None  # n <= ddof
-    assert kernel.dense("corrgrpo", x.requires_grad_(), None, **opts) is None  # gradients: generic path
+    assert (
+        kernel.dense("corrgrpo", x.half(), None, KernelOptions(**opts)) is None
+    )  # no half-precision statistics
+    assert (
+        kernel.dense("corrgrpo", x.bfloat16(), None, KernelOptions(**opts)) is None
+    )  # (nor a numpy view of it)
+    assert kernel.dense("grpo", x.long(), None, KernelOptions(**opts)) is None
+    assert (
+        kernel.dense("corrgrpo", x, [1.0, 2.0], KernelOptions(**opts)) is None
+    )  # wrong weights: the generic error
+    assert kernel.dense("corrgrpo", x[:, :1], None, KernelOptions(**{**opts, "ddof": 1})) is None  # n <= ddof
+    assert (
+        kernel.dense("corrgrpo", x.requires_grad_(), None, KernelOptions(**opts)) is None
+    )  # gradients: generic path
     nan = torch.rand(2, 4, 3)
     nan[1, 2, 0] = float("nan")
-    assert kernel.dense("corrgrpo", nan, None, **opts) is None
+    assert kernel.dense("corrgrpo", nan, None, KernelOptions(**opts)) is None
 
 
 def test_nan_and_inf_reach_the_generic_path():
@@ -222,8 +231,8 @@ def test_numpy_float32_takes_the_host_kernel_and_float64_the_generic_path(monkey
     from corrgrpo_core._kernels import _host
 
     calls = []
-    real = _host.dense_call
-    monkeypatch.setattr(_host, "dense_call", lambda *a, **k: calls.append(a[1].dtype) or real(*a, **k))
+    real = _host.dense
+    monkeypatch.setattr(_host, "dense", lambda *a, **k: calls.append(a[1].dtype) or real(*a, **k))
     x = np.random.default_rng(0).normal(size=(3, 5, 2))
     cc.corr_normalized_advantage(x)
     assert calls == []
@@ -261,8 +270,10 @@ def test_z_family_stays_off_the_accelerator_path():
         "zero_variance_rtol": None,
         "singleton": "zero",
     }
-    assert kernel.dense("gdpo", torch.rand(2, 4, 3), None, **opts) is not None  # CPU: the host kernel
-    assert kernel.dense("gdpo", torch.empty((2, 4, 3), device="meta"), None, **opts) is None
+    assert (
+        kernel.dense("gdpo", torch.rand(2, 4, 3), None, KernelOptions(**opts)) is not None
+    )  # CPU: the host kernel
+    assert kernel.dense("gdpo", torch.empty((2, 4, 3), device="meta"), None, KernelOptions(**opts)) is None
 
 
 def test_cancellation_takes_the_float64_path():
@@ -296,21 +307,43 @@ def test_cancellation_takes_the_float64_path():
     ],
 )
 def test_group_totals_that_nearly_cancel_take_the_float64_path(name, x, placement):
-    """Totals of large terms that nearly cancel lose their digits in float32: the kernels decline."""
+    """Totals of large terms that nearly cancel lose their digits in float32: the host kernel
+    recomputes those groups from float64 copies (to float32 rounding of the float64 result), the
+    torch-ops kernel (accelerators) declines to the generic path."""
     x = np.asarray(x, dtype=np.float32)
-    opts = {
-        "eps": 1e-6,
-        "eps_placement": placement,
-        "ddof": 1,
-        "zero_variance_rtol": None,
-        "singleton": "zero",
-    }
-    assert kernel.dense(name, torch.from_numpy(x), None, **opts) is None
+    opts = KernelOptions(1e-6, placement, 1, None, "zero")
+    want = ESTIMATORS[name](x.astype(np.float64), eps_placement=placement)
+    got = kernel.dense(name, torch.from_numpy(x), None, opts)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-6, atol=1e-6 * np.abs(want).max())
     ops = {"eps": 1e-6, "outside": placement == "outside", "ddof": 1, "rtol": 64 * 2.2e-16, "floor": 0.0}
     assert kernel.dense_ops(name, torch.from_numpy(x), None, shape=x.shape[:-1], **ops) is None
-    want = ESTIMATORS[name](x.astype(np.float64), eps_placement=placement)
     _close(ESTIMATORS[name](x, eps_placement=placement), want)
     _close(ESTIMATORS[name](torch.from_numpy(x), eps_placement=placement).numpy(), want)
+
+
+@pytest.mark.parametrize("name", sorted(ESTIMATORS))
+def test_only_the_cancelling_groups_are_recomputed_in_float64(name, monkeypatch):
+    """A batch of ordinary groups with one whose total nearly cancels: the float32 kernel keeps
+    the batch and recomputes that one group (and only it) from float64 copies."""
+    from corrgrpo_core._kernels import _host
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(6, 2, 4)).astype(np.float32)
+    x[3] = [[9.998697, 100.0, 0.0, 100.002716], [10.000918, 0.0, 100.0, 100.00218]]
+    if name == "grpo":
+        x[3] = [[0.34558418, 1.0000821, 0.0, 10.0], [0.34558418, 1.000033, 10.0, 0.0]]
+    redone = []
+    real = _host._redo_in_float64
+    monkeypatch.setattr(
+        _host,
+        "_redo_in_float64",
+        lambda out, x, w, groups, *a, **k: redone.append(groups) or real(out, x, w, groups, *a, **k),
+    )
+    got = kernel.dense(name, torch.from_numpy(x), None, KernelOptions(1e-6, "outside", 1, None, "zero"))
+    assert got is not None
+    assert [g.nonzero()[0].tolist() for g in redone] == [[3]]
+    want = ESTIMATORS[name](x.astype(np.float64), eps_placement="outside")
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-5)
 
 
 @st.composite
@@ -340,6 +373,48 @@ def test_cancellation_is_declined_or_within_tolerance(name, x, weighted, placeme
     _close(ESTIMATORS[name](torch.from_numpy(x), **kw).numpy(), want)
 
 
+@st.composite
+def anticorrelated_large_spreads(draw):
+    """(B, n, K) float32: pairs of components of large spread that nearly cancel each other row
+    by row (a score and its penalty), with pass/fail columns: per-component statistics are well
+    conditioned, the summed numerator is mostly cancellation."""
+    b, n = draw(st.integers(1, 8)), draw(st.integers(2, 9))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    spread = 10.0 ** draw(st.integers(1, 4))
+    base = rng.normal(size=(b, n)) * spread
+    residue = rng.normal(size=(b, n)) * 10.0 ** draw(st.integers(-4, 0))
+    cols = [base, -base + residue] + [
+        (rng.random((b, n)) < 0.5) * 1.0 for _ in range(draw(st.integers(0, 2)))
+    ]
+    return np.stack(cols, axis=-1).astype(np.float32)
+
+
+@pytest.mark.parametrize("name", sorted(HOST_ESTIMATORS))
+@settings(max_examples=60, deadline=None)
+@given(x=anticorrelated_large_spreads(), variant=st.sampled_from(["sym", "asym"]))
+def test_anticorrelated_components_are_declined_or_within_tolerance(name, x, variant):
+    """Every host kernel keeps 1e-4 of the largest advantage (or runs float64) when components
+    cancel each other in the numerator; DARA on the CorrGRPO base once lost percents here."""
+    fn = HOST_ESTIMATORS[name]
+    kw = {"variant": variant} if name.startswith("dara") else {}
+    want = fn(x.astype(np.float64), **kw)
+    _close(fn(x, **kw), want)
+    _close(fn(torch.from_numpy(x), **kw).numpy(), want)
+
+
+def test_dara_on_the_corrgrpo_base_declines_a_numerator_that_cancels():
+    x = [[1297.083, -1297.0881, 1], [139.39751, -139.38184, 1], [-261.25531, 261.24731, 1]]
+    x += [[596.45801, -596.45044, 1], [795.22003, -795.22272, 1], [-338.45279, 338.44641, 1]]
+    x += [[-165.42709, 165.42671, 1], [-900.77838, 900.77264, 1]]
+    x = np.asarray(x, dtype=np.float32)
+    for variant in ("sym", "asym"):
+        opts = KernelOptions(1e-6, "inside", 1, None, "zero", variant=variant, base="corrgrpo")
+        assert kernel.dense("dara", torch.from_numpy(x), None, opts) is None
+        want = cc.dara_advantage(x.astype(np.float64), variant=variant, base="corrgrpo")
+        got = cc.dara_advantage(x, variant=variant, base="corrgrpo")
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6 * np.abs(want).max())
+
+
 @pytest.mark.parametrize("name", sorted(ESTIMATORS))
 @pytest.mark.parametrize("seed", range(4))
 def test_realistic_batches_keep_the_float32_kernel(name, seed):
@@ -358,7 +433,7 @@ def test_realistic_batches_keep_the_float32_kernel(name, seed):
     opts = {"eps_placement": "outside", "ddof": 1, "zero_variance_rtol": None, "singleton": "zero"}
     for weights in (None, np.asarray([1.0, 2.0, 0.5])):
         for eps in (1e-6, 1e-4):
-            got = kernel.dense(name, torch.from_numpy(x), weights, eps=eps, **opts)
+            got = kernel.dense(name, torch.from_numpy(x), weights, KernelOptions(eps=eps, **opts))
             assert got is not None
             t = torch.from_numpy(x)
             ops = {"eps": eps, "outside": True, "ddof": 1, "rtol": 64 * 2.2e-16, "floor": 0.0}

@@ -26,10 +26,12 @@ from .._lib._compat import Namespace, is_jax_namespace, is_numpy_namespace, is_t
 from . import _host
 from ._generic import SMALL_GROUP, Kernel, RaggedIndex, Runs
 from ._host import NumpyKernel
+from ._options import KernelOptions
 
 __all__ = [
     "SMALL_GROUP",
     "Kernel",
+    "KernelOptions",
     "RaggedIndex",
     "Runs",
     "dense_estimator",
@@ -55,24 +57,24 @@ def kernel_for(xp: Namespace) -> Kernel:
     return Kernel(xp)
 
 
-def dense_estimator(estimator: str, scores: Any, group_ids: Any, xp: Namespace | None, **options: Any) -> Any:
-    """The kernel's result for a dense batch of ``scores`` (no ``group_ids``), or None to run the generic path.
+def dense_estimator(
+    estimator: str, scores: Any, weights: Any, xp: Namespace | None, options: KernelOptions
+) -> Any:
+    """The kernel's result for a dense batch of ``scores``, or None to run the generic path.
 
     torch tensors (any float dtype the kernels cover) and numpy float32 arrays, computed in their
     own dtype; numpy float64 keeps the generic path. Chosen from the array's type alone (no
     namespace lookup): a call costs microseconds.
     """
-    if group_ids is not None:
-        return None
     if type(scores) is np.ndarray:
         if scores.dtype != np.float32 or not (xp is None or is_numpy_namespace(xp)):
             return None
-        return _host.dense_call(estimator, scores, **options)
+        return _host.dense(estimator, scores, weights, options)
     if type(scores).__module__ != "torch" or not (xp is None or is_torch_namespace(xp)):
         return None
     from . import _torch
 
-    return _torch.dense(estimator, scores, **options)
+    return _torch.dense(estimator, scores, weights, options)
 
 
 def in_host_memory(x: Any, xp: Namespace) -> bool:

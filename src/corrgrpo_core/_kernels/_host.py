@@ -27,12 +27,14 @@ shifted values and one product, each the size of the input.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from .._lib._compat import Array, Namespace
 from ._generic import SMALL_GROUP, Kernel, RaggedIndex, Runs
+from ._options import KernelOptions
 
 # Ids in a range this many times the row count are labelled by direct addressing (no sort).
 _DIRECT_SPAN = 4
@@ -40,102 +42,50 @@ _DIRECT_SPAN = 4
 _PIECE = 1 << 14
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _EPS = {np.dtype(t): float(np.finfo(t).eps) for t in (np.float16, np.float32, np.float64)}
+# The generic path's default zero-variance tolerance: 64 epsilons of its working dtype, float64.
+_DEFAULT_RTOL = 64.0 * _EPS[np.dtype(np.float64)]
 
 
-def dense_call(
-    estimator: str,
-    scores: Array,
-    weights: Any,
-    *,
-    eps: float,
-    eps_placement: str,
-    ddof: int,
-    zero_variance_rtol: float | None,
-    singleton: str,
-    min_correlation_sum: float = 0.0,
-    group_eps_placement: str = "outside",
-    variant: str = "asym",
-    base: str = "gdpo",
-    max_weight: float = 5.0,
-) -> Array | None:
-    """:func:`dense` with the public functions' options (the generic path's default tolerance:
-    64 float64 epsilons, its working dtype's)."""
-    return dense(
-        estimator,
-        scores,
-        weights,
-        eps=eps,
-        outside=eps_placement == "outside",
-        ddof=ddof,
-        rtol=64.0 * _EPS[np.dtype(np.float64)] if zero_variance_rtol is None else zero_variance_rtol,
-        singleton=singleton,
-        floor=min_correlation_sum,
-        group_outside=group_eps_placement == "outside",
-        variant=variant,
-        base=base,
-        max_weight=max_weight,
-    )
-
-
-def dense(
-    estimator: str,
-    scores: Array,
-    weights: Any,
-    *,
-    eps: float,
-    outside: bool,
-    ddof: int,
-    rtol: float,
-    singleton: str,
-    floor: float,
-    group_outside: bool = True,
-    variant: str = "asym",
-    base: str = "gdpo",
-    max_weight: float = 5.0,
-) -> Array | None:
+def dense(estimator: str, scores: Array, weights: Any, options: KernelOptions) -> Array | None:
     """Advantages shaped like ``scores`` without its last axis, or None for what this does not cover.
 
-    ``estimator``: grpo, corrgrpo, mo_grpo, gdpo, gdpo_corr (``group_outside``: its group
-    z-scores' eps placement; ``outside`` is the batch norm's) or dara (``variant``, ``base``,
-    ``max_weight``).
-
-    ``scores`` is ``(n, K)`` or ``(B, n, K)`` float32 / float64; None (the generic path runs) for
-    other dtypes, empty batches, ``n <= ddof``, a group of one under ``singleton="raise"``, weights
-    that are not K finite numbers (or need gradients), and scores that are not all finite.
+    ``estimator``: grpo, corrgrpo, mo_grpo, gdpo, gdpo_corr or dara, with its checked
+    ``options``. ``scores`` is ``(n, K)`` or ``(B, n, K)`` float32 / float64; None (the generic path
+    runs) for other dtypes, empty batches, ``n <= ddof``, a group of one under
+    ``singleton="raise"``, weights that are not K finite numbers (or need gradients), and scores
+    that are not all finite.
     """
     if scores.dtype not in _FLOATS or scores.ndim not in (2, 3):
         return None
     x = scores if scores.ndim == 3 else scores[None]
     b, n, k = x.shape
-    if b == 0 or n == 0 or k == 0 or n <= ddof or (n == 1 and singleton == "raise"):
+    ddof = options.ddof
+    if b == 0 or n == 0 or k == 0 or n <= ddof or (n == 1 and options.singleton == "raise"):
         return None
     w = None
     if weights is not None:
-        if getattr(weights, "requires_grad", False):
+        w = _weights(weights, k, x.dtype)
+        if w is None:
             return None
-        try:
-            w = np.asarray(weights.detach().cpu() if hasattr(weights, "detach") else weights)
-        except (TypeError, ValueError, RuntimeError):
-            return None  # the generic path names the problem
-        if w.dtype.kind not in "iuf" or w.shape != (k,):  # complex, strings, objects: the generic error
-            return None
-        with np.errstate(over="ignore", invalid="ignore"):
-            w = w.astype(x.dtype)
-        if not bool(
-            np.isfinite(w).all()
-        ):  # inf, NaN, or beyond float32: the generic path rescales or names them
-            return None
-    if estimator == "corrgrpo":
-        out = corrgrpo(x, w, eps=eps, outside=outside, ddof=ddof, rtol=rtol, floor=floor)
-    elif estimator == "gdpo_corr":
-        with np.errstate(all="ignore"):
+    rtol = _DEFAULT_RTOL if options.zero_variance_rtol is None else options.zero_variance_rtol
+    eps, outside, floor = options.eps, options.eps_placement == "outside", options.min_correlation_sum
+    with np.errstate(all="ignore"):  # NaN / inf / overflow: detected, then declined
+        if estimator == "corrgrpo":
+            out = _corrgrpo(x, w, eps=eps, outside=outside, ddof=ddof, rtol=rtol, floor=floor)
+        elif estimator == "grpo":
+            out = _grpo(x, w, eps=eps, outside=outside, ddof=ddof, rtol=rtol)
+        elif estimator in _Z_FAMILY:
+            out = _Z_FAMILY[estimator](x, w, eps=eps, outside=outside, ddof=ddof, rtol=rtol)
+        elif estimator == "gdpo_corr":
+            group_outside = options.group_eps_placement == "outside"
             out = _gdpo_corr(
                 x, w, eps=eps, outside=outside, group_outside=group_outside, ddof=ddof, rtol=rtol, floor=floor
             )
-    elif estimator == "dara":
-        if variant not in ("sym", "asym") or base not in ("gdpo", "corrgrpo"):
-            return None  # the generic path names the problem
-        with np.errstate(all="ignore"):
+        elif (
+            estimator == "dara"
+            and options.variant in ("sym", "asym")
+            and options.base in ("gdpo", "corrgrpo")
+        ):
             out = _dara(
                 x,
                 w,
@@ -144,32 +94,31 @@ def dense(
                 ddof=ddof,
                 rtol=rtol,
                 floor=floor,
-                variant=variant,
-                base=base,
-                max_weight=max_weight,
+                variant=options.variant,
+                base=options.base,
+                max_weight=options.max_weight,
             )
-    elif estimator in _Z_FAMILY:
-        with np.errstate(all="ignore"):
-            out = _Z_FAMILY[estimator](x, w, eps=eps, outside=outside, ddof=ddof, rtol=rtol)
-    else:
-        out = grpo(x, w, eps=eps, outside=outside, ddof=ddof, rtol=rtol)
+        else:
+            return None  # another estimator, or an option the generic path names
     if out is None or scores.ndim == 3:
         return out
     return out[0]
 
 
-def grpo(x: Array, w: Array | None, *, eps: float, outside: bool, ddof: int, rtol: float) -> Array | None:
-    """(B, n) advantages of (B, n, K) scores x (weights w or None), or None when not all finite."""
-    with np.errstate(all="ignore"):  # NaN / inf / overflow: detected below, then declined
-        return _grpo(x, w, eps=eps, outside=outside, ddof=ddof, rtol=rtol)
-
-
-def corrgrpo(
-    x: Array, w: Array | None, *, eps: float, outside: bool, ddof: int, rtol: float, floor: float
-) -> Array | None:
-    """(B, n) CorrGRPO advantages of (B, n, K) scores, or None when not all finite."""
-    with np.errstate(all="ignore"):
-        return _corrgrpo(x, w, eps=eps, outside=outside, ddof=ddof, rtol=rtol, floor=floor)
+def _weights(weights: Any, k: int, dtype: Any) -> Array | None:
+    """``weights`` as K finite numbers of ``dtype``, or None where the generic path must run (it
+    names the problem, rescales what overflows ``dtype``, or keeps gradients)."""
+    if getattr(weights, "requires_grad", False):
+        return None
+    try:
+        w = np.asarray(weights.detach().cpu() if hasattr(weights, "detach") else weights)
+    except (TypeError, ValueError, RuntimeError):
+        return None
+    if w.dtype.kind not in "iuf" or w.shape != (k,):  # complex, strings, objects: the generic error
+        return None
+    with np.errstate(over="ignore", invalid="ignore"):
+        w = w.astype(dtype)
+    return w if bool(np.isfinite(w).all()) else None  # inf, NaN, or beyond float32
 
 
 def _grpo(x: Array, w: Array | None, *, eps: float, outside: bool, ddof: int, rtol: float) -> Array | None:
@@ -190,22 +139,42 @@ def _grpo(x: Array, w: Array | None, *, eps: float, outside: bool, ddof: int, rt
     ss /= n - ddof
     den = _den(ss, eps, outside)
     den[~varies] = np.inf  # z = 0 for a group whose total does not vary
-    if largest is not None:
-        np.divide(largest, den, out=largest)  # 0 where the total does not vary (den inf)
-        if _cancels(float(largest.max()), k, x.dtype, amplify=1 + math.sqrt(n / (n - ddof))):
-            return None
-    return _rows_out(c, den)
+    out = _rows_out(c, den)
+    if largest is None:
+        return out
+    np.divide(largest, den, out=largest)  # 0 where the total does not vary (den inf)
+    limit = _cancel_limit(k, x.dtype, amplify=1 + math.sqrt(n / (n - ddof)))
+    if float(largest.max()) <= limit:
+        return out
+    return _redo_in_float64(out, x, w, largest > limit, _grpo, eps=eps, outside=outside, ddof=ddof, rtol=rtol)
 
 
-def _cancels(ratio: float, k: int, dtype: Any, *, amplify: float = 1.0) -> bool:
-    """Whether a group's numerator is mostly cancellation, which float32 cannot keep to 1e-4 of
-    the advantages' scale. ``ratio``: the largest over groups of (a bound on sum_k |term| of a row)
-    over the advantages' denominator (or the group's largest |numerator| where that is larger).
+def _cancel_limit(k: int, dtype: Any, *, amplify: float = 1.0) -> float:
+    """The largest ratio for which a group's numerator is not mostly cancellation, which float32
+    cannot keep to 1e-4 of the advantages' scale. The ratio: a bound on sum_k |term| of a row over
+    the advantages' denominator (or the group's largest |numerator| where that is larger).
     Shifted (and weighted) terms round to at most (K + 1) eps times their |sum| (eps / 2 per
     product and per partial sum), an error the advantages see over the denominator, ``amplify``
     times where the denominator is the numerator's own spread (1 + sqrt(n / (n - ddof))).
-    Declined above 5e-5: a margin of 2 for the terms left out (the centring, the division)."""
-    return (k + 1) * _EPS[np.dtype(dtype)] * amplify * ratio > 5e-5
+    The limit is (K + 1) eps amplify ratio = 5e-5: a margin of 2 for the terms left out (the
+    centring, the division)."""
+    return 5e-5 / ((k + 1) * _EPS[np.dtype(dtype)] * amplify)
+
+
+def _redo_in_float64(
+    out: Array, x: Array, w: Array | None, groups: Array, kernel: Callable[..., Array | None], **options: Any
+) -> Array | None:
+    """``out`` (B, n) with the rows of ``groups`` (a (B,) mask) recomputed by ``kernel`` (with
+    ``options``) from float64 copies of their scores: those groups' totals are mostly
+    cancellation, which their dtype cannot keep. None (the generic path runs) where ``x`` is
+    float64 already, or the float64 kernel declines too."""
+    if x.dtype == np.float64:
+        return None
+    redone = kernel(x[groups].astype(np.float64), None if w is None else w.astype(np.float64), **options)
+    if redone is None:
+        return None
+    out[groups] = redone
+    return out
 
 
 def _component_variances(
@@ -244,21 +213,31 @@ def _corrgrpo(
     den = _den(np.maximum(corr, floor, out=corr), eps, outside)
     if eps <= 0:
         den[den <= 0] = np.inf  # advantage 0 where the denominator is 0, as the generic path
-    if x.shape[2] > 1 and _cancels(_corr_ratio(largest, num, den, n, ddof), x.shape[2], x.dtype):
+    out = _rows_out(num, den)
+    groups = None if x.shape[2] == 1 else _corr_cancelling(largest, num, den, n, ddof, x.shape[2], x.dtype)
+    if groups is None:
+        return out
+    options = {"eps": eps, "outside": outside, "ddof": ddof, "rtol": rtol, "floor": floor}
+    return _redo_in_float64(out, x, w, groups, _corrgrpo, **options)
+
+
+def _corr_cancelling(
+    std_sum: Array, num: Array, den: Array, n: int, ddof: int, k: int, dtype: Any
+) -> Array | None:
+    """The (B,) mask of the groups whose CorrGRPO numerator is mostly cancellation (see
+    :func:`_cancel_limit`), or None where there is none. The ratio is sum_k |c_ik| (at most
+    sum_k std_k sqrt((n - ddof)(n - 1) / n), as |centred c_ik| <= sqrt((n - 1) / n sum_i c_ik^2))
+    over the larger of the denominator and the group's largest |numerator|. Over the denominator
+    alone it is a bound that clears almost every batch in two numpy calls; only a batch it does not
+    clear pays for the numerators. A group whose centred total is exactly 0 in every row
+    (components that cancel exactly, as pass/fail against its complement) keeps advantage 0 and
+    is left out."""
+    limit = _cancel_limit(k, dtype) / math.sqrt((n - ddof) * (n - 1) / n)  # on std_sum / ...
+    if float(np.maximum.reduce(std_sum / den, axis=None)) <= limit:
         return None
-    return _rows_out(num, den)
-
-
-def _corr_ratio(std_sum: Array, num: Array, den: Array, n: int, ddof: int) -> float:
-    """For :func:`_cancels`: the largest over groups of sum_k |c_ik| (at most sum_k std_k
-    sqrt((n - ddof)(n - 1) / n), as |centred c_ik| <= sqrt((n - 1) / n sum_i c_ik^2)) over the
-    larger of the denominator and the group's largest |numerator|. A group whose centred total is
-    exactly 0 in every row (components that cancel exactly, as pass/fail against its complement)
-    keeps advantage 0 and is left out."""
     top = np.maximum.reduce(np.abs(num), axis=0)
-    q = np.divide(np.maximum(den, top), std_sum)  # the inverse ratio: inf where no component varies
-    least = float(np.minimum.reduce(q, where=top > 0, initial=np.inf))
-    return math.sqrt((n - ddof) * (n - 1) / n) / least
+    groups = (top > 0) & (std_sum > limit * np.maximum(den, top))
+    return groups if bool(groups.any()) else None
 
 
 def _abs_sum_k(c: Array, out: Array | None = None) -> Array:
@@ -404,7 +383,21 @@ def _dara(
     den = _den(np.maximum(corr, floor, out=corr), eps, outside)
     den[den <= 0] = np.inf
     _calibrate(c, _density(varies, max_weight), variant)
-    return _rows_out(np.add.reduce(c, axis=1), den)
+    num = np.add.reduce(c, axis=1)
+    if k > 1 and _terms_cancel(c, num, den, x.dtype):
+        return None  # the densities are the batch's: no group can be redone alone
+    return _rows_out(num, den)
+
+
+def _terms_cancel(c: Array, num: Array, den: Array, dtype: Any) -> bool:
+    """Whether some group's numerator ``num`` = sum_k c_ik, of (n, K, B) terms ``c``, is mostly
+    cancellation: its rounding, about (K + 3) eps sum_k |c_ik|, above 5e-5 of the larger of the
+    group's denominator and its largest |numerator| (1e-4 of its advantages, with a margin of 2).
+    A group whose numerator is exactly 0 in every row keeps advantage 0 and is left out."""
+    mag = np.maximum.reduce(_abs_sum_k(c), axis=0)  # (B,)
+    top = np.maximum.reduce(np.abs(num), axis=0)
+    unit = (c.shape[1] + 3) * _EPS[np.dtype(dtype)]
+    return bool(np.any((top > 0) & (unit * mag > 5e-5 * np.maximum(den, top))))
 
 
 def _gdpo_corr(

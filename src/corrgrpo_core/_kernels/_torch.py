@@ -24,6 +24,7 @@ from .._lib._compat import Array, Namespace
 from . import _host
 from ._generic import Kernel, RaggedIndex, Runs
 from ._host import noise_floor
+from ._options import KernelOptions
 
 # Output elements per piece of the token broadcast: a piece of mask and output stays in cache.
 _TOKEN_PIECE = 1 << 18
@@ -71,22 +72,7 @@ def broadcast_to_tokens(advantages: Array, response_mask: Array) -> Array:
     return out
 
 
-def dense(
-    estimator: str,
-    scores: Array,
-    weights: Any,
-    *,
-    eps: float,
-    eps_placement: str,
-    ddof: int,
-    zero_variance_rtol: float | None,
-    singleton: str,
-    min_correlation_sum: float = 0.0,
-    group_eps_placement: str = "outside",
-    variant: str = "asym",
-    base: str = "gdpo",
-    max_weight: float = 5.0,
-) -> Array | None:
+def dense(estimator: str, scores: Array, weights: Any, options: KernelOptions) -> Array | None:
     """GRPO or CorrGRPO of ``(n, K)`` / ``(B, n, K)`` float scores in their own dtype, or None.
 
     The maths of :func:`corrgrpo_core._stats.moments` and :func:`corrgrpo_core._estimators.grpo`
@@ -101,26 +87,12 @@ def dense(
     axis, which on the CPU is several times slower than a copy. Temporaries: the shifted values
     and one product, each the input's size, so the peak is about twice the input.
     """
-    if scores.device.type == "cpu":  # numpy on the same memory: a fraction of torch's cost per call
+    if scores.is_cpu:  # numpy on the same memory: a fraction of torch's cost per call
         try:
             a = scores.numpy()  # refuses tensors that need gradients (they take the generic path)
         except (RuntimeError, TypeError):  # requires_grad, a lazy negation, or no numpy dtype (bfloat16)
             return None
-        got = _host.dense_call(
-            estimator,
-            a,
-            weights,
-            eps=eps,
-            eps_placement=eps_placement,
-            ddof=ddof,
-            zero_variance_rtol=zero_variance_rtol,
-            singleton=singleton,
-            min_correlation_sum=min_correlation_sum,
-            group_eps_placement=group_eps_placement,
-            variant=variant,
-            base=base,
-            max_weight=max_weight,
-        )
+        got = _host.dense(estimator, a, weights, options)
         return None if got is None else torch.from_numpy(got)
     x = scores
     if estimator not in ("grpo", "corrgrpo"):  # the others: on the host only
@@ -130,10 +102,11 @@ def dense(
     if x.ndim == 2:
         x = x.unsqueeze(0)
     b, n, k = x.shape
-    if b == 0 or n == 0 or k == 0 or n <= ddof or (n == 1 and singleton == "raise"):
+    ddof = options.ddof
+    if b == 0 or n == 0 or k == 0 or n <= ddof or (n == 1 and options.singleton == "raise"):
         return None
-    if zero_variance_rtol is not None:
-        rtol = zero_variance_rtol
+    if options.zero_variance_rtol is not None:
+        rtol = options.zero_variance_rtol
     else:  # the generic path's default: 64 eps of its working dtype (float64 except on MPS)
         rtol = 64.0 * (_EPS32 if x.device.type == "mps" else _EPS64)
     w = None
@@ -146,16 +119,15 @@ def dense(
             return None  # the generic path names the problem
         if w.shape != (k,) or not bool(torch.isfinite(w).all()):
             return None
-    outside = eps_placement == "outside"
     return dense_ops(
         estimator,
         x,
         w,
-        eps=eps,
-        outside=outside,
+        eps=options.eps,
+        outside=options.eps_placement == "outside",
         ddof=ddof,
         rtol=rtol,
-        floor=min_correlation_sum,
+        floor=options.min_correlation_sum,
         shape=scores.shape[:-1],
     )
 
@@ -182,7 +154,7 @@ def dense_ops(
         else:  # sum the shifted components: a large offset of one component costs no precision
             parts, ref_k = _shifted(x.permute(1, 2, 0), w)
             c, ref = parts.sum(1), ref_k.sum(0)
-            if k > 1:  # a bound on sum_k |term| of a row: the cancellation guard of _host._cancels
+            if k > 1:  # a bound on sum_k |term| of a row: the cancellation guard of _host._cancel_limit
                 largest = parts.abs_().amax(0).sum(0)
         stats = _moments(c, ref, n, rtol)
         if stats is None:
