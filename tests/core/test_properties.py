@@ -221,19 +221,17 @@ def _rounding_spread(name, scores, group_ids, ref):
     1e-9 of the result, when one leaves rows out and the other masks them.
 
     Each is exact up to a relative error gamma u (gamma = n + 10 operations for a group of n rows)
-    in every per-component statistic; two final steps amplify that:
+    in every per-component statistic; one final step amplifies that:
 
     * a batch z-score (GDPO, DARA on its GDPO base) of s_i = sum_k w_k f(z_ik), |f(z)| <= max_weight
       |z| <= max_weight sqrt(n): an error d in s moves row i by up to (2 + |a_i|) d / (std_B s + eps),
       and std_B s + eps = eps / (1 - std_B a) (eps outside the root) follows from the result's own
       spread. Nearly cancelling components give std_B s << eps: 1e-9 of the result is then less
       than an ulp of s.
-    * CorrGRPO's sqrt(S + eps) (eps inside): with missing entries S is summed from the K(K-1)/2
-      pairwise correlations, each exact to gamma u, an absolute error of K^2 gamma u (the complete
-      path's sum of squares errs relative to S). Where the correlations cancel (duplicated and
-      negated rewards, S = 0) that is K^2 gamma u / (2 eps) of the result. ``_estimators.corr_parts``
-      could use the identity in groups without partly missing rows; this term goes when it does
-      (``test_a_missing_row_leaves_a_redundant_group_unchanged`` then passes).
+
+    CorrGRPO needs no term: where rows are wholly missing, ``_estimators.corr_parts`` takes the
+    same z-score identity as the complete path, so S errs relative to itself, also at S = 0
+    (``test_a_missing_row_leaves_a_redundant_group_unchanged``).
     """
     if ref.shape[0] < 2:  # nothing left, or one row: 0 (no spread) either way
         return np.zeros_like(ref)
@@ -245,9 +243,6 @@ def _rounding_spread(name, scores, group_ids, ref):
         d = gamma * U * k * f_max * np.sqrt(n)
         inv_den = max(1.0 - float(np.std(ref, ddof=1)), 0.0) / EPS
         return 2 * (2 + np.abs(ref)) * d * inv_den
-    if name == "corrgrpo":
-        s = np.maximum(np.asarray(cc.advantage_stats(scores, group_ids).correlation_sum), 0.0)
-        return 2 * np.abs(ref) * k * k * gamma * U / (2 * (s + EPS))
     return np.zeros_like(ref)
 
 
@@ -266,11 +261,6 @@ def test_rows_with_every_reward_missing_are_left_out(batch, data):
         assert not bad.any(), f"{name}: {adv[kept][bad]} != {ref[bad]} (allowed spread {spread[bad]})"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="with missing entries S is summed from pairwise correlations, an absolute error of K^2 u; "
-    "_estimators.corr_parts could take the identity where no row is partly missing",
-)
 def test_a_missing_row_leaves_a_redundant_group_unchanged():
     """Duplicated and negated rewards correlate to S = 0 exactly; with eps outside the root,
     sqrt(S) + eps turns the pairwise sum's 3e-15 into 5% of the advantages."""
