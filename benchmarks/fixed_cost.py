@@ -53,7 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import torch
 
     from benchmarks.frameworks import trl_lines
-    from corrgrpo_adapters.trl._advantages import group_advantages
+    from corrgrpo_adapters.trl import group_advantages
 
     torch.set_num_threads(1)
     print("| call | K | tight loop us | right after TRL's lines us |")

@@ -266,7 +266,7 @@ def trl_lines(rewards_per_func: Any, weights: Any, num_generations: int) -> Any:
 def run_trl(ns: Sequence[int], ks: Sequence[int], repeats: int) -> list[Result]:
     import torch
 
-    from corrgrpo_adapters.trl._advantages import group_advantages
+    from corrgrpo_adapters.trl import group_advantages
 
     torch.set_num_threads(1)
     out: list[Result] = []
