@@ -47,6 +47,8 @@ from typing import Any
 
 import numpy as np
 
+from ._provenance import loadavg as _loadavg
+
 GROUP = 8
 
 
@@ -105,13 +107,6 @@ def interleaved_min(
             fn()
             best[name] = min(best[name], time.perf_counter() - t0)
     return best
-
-
-def _loadavg() -> str:
-    try:
-        return " ".join(f"{v:.2f}" for v in os.getloadavg())
-    except OSError:
-        return "n/a"
 
 
 def _first(out: Any) -> Any:
@@ -300,7 +295,7 @@ def trl_lines(rewards_per_func: Any, weights: Any, num_generations: int) -> Any:
 def run_trl(ns: Sequence[int], ks: Sequence[int], repeats: int) -> list[Result]:
     import torch
 
-    from corrgrpo_adapters.trl._advantages import group_advantages
+    from corrgrpo_adapters.trl import group_advantages
 
     torch.set_num_threads(1)
     out: list[Result] = []
