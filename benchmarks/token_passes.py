@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from ._provenance import RunRecord
 from .frameworks import interleaved_min, verl_batch, verl_calls
 
 PIECE = 1 << 18  # output elements per piece of the piecewise passes (as the token broadcast)
@@ -88,10 +89,6 @@ def passes(batch: dict[str, Any]) -> dict[str, tuple[Callable[[], Any], int, int
     }
 
 
-def _loadavg() -> str:
-    return " ".join(f"{v:.2f}" for v in os.getloadavg())
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     import torch
 
@@ -103,9 +100,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     torch.set_num_threads(1)
     batch = verl_batch(args.n, args.length, shuffled=False)
     table = passes(batch)
-    before = _loadavg()
+    record = RunRecord.start()
     best = interleaved_min({k: v[0] for k, v in table.items()}, args.repeats)
-    after = _loadavg()
+    record.finish()
     print("| pass | MiB read | MiB written | min ms | GB/s |")
     print("|---|---|---|---|---|")
     for name, (_, read, written) in table.items():
@@ -114,9 +111,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"| {name} | {read / 2**20:.0f} | {written / 2**20:.0f} | {t * 1e3:.2f} | {rate} |")
     thp = os.environ.get("THP_MEM_ALLOC_ENABLE", "unset")
     print(
-        f"\nN = {args.n:,}, L = {args.length}; THP_MEM_ALLOC_ENABLE={thp}; load average (1, 5, 15 min) "
-        f"before: {before}; after: {after}; min of {args.repeats} interleaved rounds; python "
-        f"{sys.version.split()[0]}, torch {torch.__version__}"
+        f"\nN = {args.n:,}, L = {args.length}; THP_MEM_ALLOC_ENABLE={thp}; {record.footer()}; min of "
+        f"{args.repeats} interleaved rounds; python {sys.version.split()[0]}, torch {torch.__version__}"
     )
     return 0
 
