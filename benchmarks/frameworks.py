@@ -47,7 +47,7 @@ from typing import Any
 
 import numpy as np
 
-from ._provenance import loadavg as _loadavg
+from ._provenance import RunRecord
 
 GROUP = 8
 
@@ -489,7 +489,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     global MEMORY_ONLY, DEVICE
     MEMORY_ONLY = args.memory_only
     DEVICE = args.device
-    load_before = _loadavg()
+    record = RunRecord.start()
     if args.suite == "verl":
         rows = run_verl(args.n or [65_536], args.length, args.layout, args.repeats, args.skip)
     else:
@@ -497,20 +497,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     if MEMORY_ONLY:
         print(json.dumps([asdict(r) for r in rows]))
         return 0
-    load_after = _loadavg()
+    record.finish()
     if not args.no_memory and DEVICE == "cpu":
         _add_memory(rows, [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--no-memory"])
     table = markdown(rows)
+    # Settings that change what a row measures without showing in argv (torch's huge pages).
+    env = {k: os.environ[k] for k in ("THP_MEM_ALLOC_ENABLE", "OMP_NUM_THREADS") if k in os.environ}
+    settings = "".join(f"; {k}={v}" for k, v in env.items())
     note = (
-        f"\nload average (1, 5, 15 min) before: {load_before}; after: {load_after}; "
-        f"min of {args.repeats} interleaved rounds; python {sys.version.split()[0]}\n"
+        f"\n{record.footer()}; min of {args.repeats} interleaved rounds; "
+        f"python {sys.version.split()[0]}{settings}\n"
     )
     print(table + note)
     if args.json:
         meta = {
             "argv": list(argv or sys.argv[1:]),
-            "load_before": load_before,
-            "load_after": load_after,
+            **record.meta(),
+            "env": env,
             "machine": platform.machine(),
             "cpus": os.cpu_count(),
         }
