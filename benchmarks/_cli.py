@@ -1,4 +1,9 @@
-"""``python -m benchmarks``: run a grid, print one table, optionally write JSON, markdown and a plot."""
+"""``python -m benchmarks``: run a grid, print one table, optionally write JSON, markdown and a plot.
+
+The table ends with a footer line and the JSON ``meta`` holds the same: the load average before and
+after the run, its date (UTC) and the tree it measured (``git rev-parse --short HEAD``; ``n/a``
+without git), so a saved result says under which conditions and on which code it was measured.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ._data import LAYOUTS
+from ._provenance import RunRecord
 from ._run import BACKENDS, ESTIMATORS, Row, run
 
 PRESETS: dict[str, dict[str, Any]] = {
@@ -118,6 +124,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     def log(row: Row) -> None:
         print(markdown([row]).splitlines()[-1], file=sys.stderr, flush=True)
 
+    record = RunRecord.start()
     rows = run(
         ns=ns,
         ks=ks,
@@ -132,12 +139,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         cold_malloc=args.cold_malloc,
         log=log,
     )
-    table = markdown(rows)
+    record.finish()
+    # The footer keeps load, date and tree with the figures wherever the table is pasted or saved.
+    table = markdown(rows) + "\n" + record.footer() + f"; python {sys.version.split()[0]}\n"
     print(table)
     meta = {
         "python": sys.version.split()[0],
         "machine": platform.machine(),
         "argv": list(argv or sys.argv[1:]),
+        **record.meta(),
     }
     if args.json:
         args.json.write_text(json.dumps({"meta": meta, "rows": [r.as_dict() for r in rows]}, indent=1))

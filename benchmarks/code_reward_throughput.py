@@ -109,11 +109,11 @@ def parsers() -> dict[str, float]:
     }
     funcs: list[tuple[str, Any]] = [("extract_code", extract_code)]
     try:
-        from corrgrpo_tasks.agent_security import _reward as agent
+        from corrgrpo_tasks.agent_security import tool_call_format_is_valid
         from corrgrpo_tasks.tool_calling import compute_score as tool_score
 
         funcs += [
-            ("tool_call_format_is_valid", agent.tool_call_format_is_valid),
+            ("tool_call_format_is_valid", tool_call_format_is_valid),
             (
                 "tool_calling.compute_score",
                 lambda t: tool_score("rlla", t, "<think>x</think>\n<response>r</response>"),

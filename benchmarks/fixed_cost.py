@@ -1,8 +1,8 @@
 """Fixed cost of one advantage call in TRL's layout: a small ``(N, K)`` torch float32 batch.
 
-``python -m benchmarks.fixed_cost [--n 64] [--group 8]`` (TRL installed, for its adapter) prints,
-for ``grpo`` (K = 1 and 3) and ``corrgrpo`` (K = 3) through ``corrgrpo_adapters.trl``'s
-``group_advantages``:
+``python -m benchmarks.fixed_cost [--n 64] [--group 8] [--markdown FILE]`` (TRL installed, for its
+adapter) prints, for ``grpo`` (K = 1 and 3) and ``corrgrpo`` (K = 3) through
+``corrgrpo_adapters.trl``'s ``group_advantages``, with the load average, date and tree:
 
 - *tight loop*: the 10th percentile of 500 back-to-back calls, the minimum over 20 rounds (robust
   to other processes on the machine: a call is far shorter than a scheduler slice);
@@ -14,10 +14,12 @@ for ``grpo`` (K = 1 and 3) and ``corrgrpo`` (K = 3) through ``corrgrpo_adapters.
 from __future__ import annotations
 
 import argparse
-import os
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
+
+from benchmarks._provenance import RunRecord
 
 
 def _tight(fn: Callable[[], Any], rounds: int = 20, calls: int = 500) -> float:
@@ -47,17 +49,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--n", type=int, default=64, help="rows (default 64)")
     p.add_argument("--group", type=int, default=8, help="group size (default 8)")
+    p.add_argument("--markdown", type=Path, help="also write the table, with load, date and tree, here")
     args = p.parse_args(argv)
 
     import numpy as np
     import torch
 
     from benchmarks.frameworks import trl_lines
-    from corrgrpo_adapters.trl._advantages import group_advantages
+    from corrgrpo_adapters.trl import group_advantages
 
     torch.set_num_threads(1)
-    print("| call | K | tight loop us | right after TRL's lines us |")
-    print("|---|---|---|---|")
+    record = RunRecord.start()
+    lines = ["| call | K | tight loop us | right after TRL's lines us |", "|---|---|---|---|"]
+    print("\n".join(lines))
     for name, k, options in (("grpo", 1, {"eps": 1e-4}), ("grpo", 3, {"eps": 1e-4}), ("corrgrpo", 3, {})):
         rng = np.random.default_rng(0)
         x = torch.from_numpy(rng.random((args.n, k)).astype(np.float32))
@@ -71,9 +75,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             return trl_lines(x, w, args.group)
 
         call()
-        print(f"| {name} | {k} | {_tight(call):.1f} | {_after(call, trl):.1f} |")
-    load = " ".join(f"{v:.2f}" for v in os.getloadavg())
-    print(f"\nN = {args.n}, groups of {args.group}, torch float32 on the CPU; load average {load}")
+        lines.append(f"| {name} | {k} | {_tight(call):.1f} | {_after(call, trl):.1f} |")
+        print(lines[-1])
+    record.finish()
+    tail = (
+        f"\nN = {args.n}, groups of {args.group}, torch float32 on the CPU, through "
+        f"corrgrpo_adapters.trl.group_advantages; {record.footer()}"
+    )
+    print(tail)
+    if args.markdown is not None:
+        args.markdown.write_text("\n".join(lines) + "\n" + tail + "\n")
     return 0
 
 

@@ -13,7 +13,8 @@ the outcome on the last response token, a right-padded int64 response mask of ra
 ``compute_grpo_vectorized_outcome_advantage`` (the baseline), its per-row loop
 ``compute_grpo_outcome_advantage``, its GDPO, the reference CorrGRPO as written
 (:mod:`benchmarks._reference`), our estimators called through verl's registry end to end
-(labels, statistics and the token broadcast), and the copy floor (one clone of the token rewards).
+(labels, statistics and the token broadcast), the copy floor (one clone of the token rewards) and the
+traffic floor (:func:`traffic_floor`: the least any call in verl's format does).
 
 TRL cases: TRL's gathered ``(N, K)`` float32 reward matrix, groups of 8. Rows: TRL's own lines of
 ``_generate_and_score_completions`` (``sum_then_normalize``, ``scale_rewards="group"``: nansum of
@@ -45,6 +46,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from ._provenance import RunRecord
 
 GROUP = 8
 
@@ -106,13 +109,6 @@ def interleaved_min(
     return best
 
 
-def _loadavg() -> str:
-    try:
-        return " ".join(f"{v:.2f}" for v in os.getloadavg())
-    except OSError:
-        return "n/a"
-
-
 def _first(out: Any) -> Any:
     return out[0] if isinstance(out, tuple) else out
 
@@ -156,6 +152,33 @@ def verl_batch(n: int, length: int, *, shuffled: bool, seed: int = 0, device: st
     rewards[torch.arange(n), torch.from_numpy(lengths - 1)] = torch.from_numpy(total.astype(np.float32))
     mask, rewards = mask.to(device), rewards.to(device)
     return {"index": index, "mask": mask, "rewards": rewards, "non_tensor_batch": comps}
+
+
+TOKEN_PIECE = 1 << 18  # output elements per piece of rows in :func:`traffic_floor`
+
+
+def traffic_floor(rewards: Any, mask: Any) -> Any:
+    """The least any advantage call in verl's format must do, with no grouping and no statistics.
+
+    It reads the token rewards once (their sum over L, the sequence reward) and the mask once, and
+    writes one fresh ``(N, L)`` output: a per-row value times the mask. Done the fastest way we know
+    in torch: in cache-sized pieces of rows, the mask converted into the output piece and scaled
+    there (a mixed-dtype product over the whole batch is slower), the output on numpy's memory,
+    which asks for transparent huge pages (torch's allocator only does under
+    ``THP_MEM_ALLOC_ENABLE=1``). A ratio to verl under this row's is out of reach for any
+    implementation that returns verl's tensors.
+    """
+    import torch
+
+    row = rewards.sum(-1)
+    if mask.device.type != "cpu":
+        return row.unsqueeze(-1) * mask
+    n, length = mask.shape
+    out = torch.from_numpy(np.empty((n, length), dtype=np.float32))
+    rows = max(1, TOKEN_PIECE // max(length, 1))
+    for a in range(0, n, rows):
+        out[a : a + rows].copy_(mask[a : a + rows]).mul_(row[a : a + rows, None])
+    return out
 
 
 def verl_calls(batch: dict[str, Any]) -> tuple[dict[str, Callable[[], Any]], str, dict[str, str]]:
@@ -213,6 +236,7 @@ def verl_calls(batch: dict[str, Any]) -> tuple[dict[str, Callable[[], Any]], str
             batch=gdpo_batch,
         ),
         "copy floor (clone of the token rewards)": lambda: rewards.clone(),
+        "traffic floor (reward sum, row x mask, fresh output)": lambda: traffic_floor(rewards, mask),
     }
     equal = {"ours core_grpo": "verl grpo_vectorized", "ours corrgrpo (K=3)": "reference CorrGRPO loop (K=3)"}
     return calls, "verl grpo_vectorized", equal
@@ -271,7 +295,7 @@ def trl_lines(rewards_per_func: Any, weights: Any, num_generations: int) -> Any:
 def run_trl(ns: Sequence[int], ks: Sequence[int], repeats: int) -> list[Result]:
     import torch
 
-    from corrgrpo_adapters.trl._advantages import group_advantages
+    from corrgrpo_adapters.trl import group_advantages
 
     torch.set_num_threads(1)
     out: list[Result] = []
@@ -465,7 +489,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     global MEMORY_ONLY, DEVICE
     MEMORY_ONLY = args.memory_only
     DEVICE = args.device
-    load_before = _loadavg()
+    record = RunRecord.start()
     if args.suite == "verl":
         rows = run_verl(args.n or [65_536], args.length, args.layout, args.repeats, args.skip)
     else:
@@ -473,20 +497,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     if MEMORY_ONLY:
         print(json.dumps([asdict(r) for r in rows]))
         return 0
-    load_after = _loadavg()
+    record.finish()
     if not args.no_memory and DEVICE == "cpu":
         _add_memory(rows, [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--no-memory"])
     table = markdown(rows)
+    # Settings that change what a row measures without showing in argv (torch's huge pages).
+    env = {k: os.environ[k] for k in ("THP_MEM_ALLOC_ENABLE", "OMP_NUM_THREADS") if k in os.environ}
+    settings = "".join(f"; {k}={v}" for k, v in env.items())
     note = (
-        f"\nload average (1, 5, 15 min) before: {load_before}; after: {load_after}; "
-        f"min of {args.repeats} interleaved rounds; python {sys.version.split()[0]}\n"
+        f"\n{record.footer()}; min of {args.repeats} interleaved rounds; "
+        f"python {sys.version.split()[0]}{settings}\n"
     )
     print(table + note)
     if args.json:
         meta = {
             "argv": list(argv or sys.argv[1:]),
-            "load_before": load_before,
-            "load_after": load_after,
+            **record.meta(),
+            "env": env,
             "machine": platform.machine(),
             "cpus": os.cpu_count(),
         }

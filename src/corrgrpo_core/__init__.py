@@ -21,7 +21,14 @@ from ._api import (
 )
 from ._diagnostics import AdvantageStats
 from ._groups import group_labels, run_length
-from ._registry import EstimatorSpec, compute_advantages, estimator_names, get_estimator, register_estimator
+from ._registry import (
+    EstimatorSpec,
+    compute_advantages,
+    estimator_names,
+    get_estimator,
+    on_estimator_registered,
+    register_estimator,
+)
 from ._tokens import broadcast_to_tokens
 from ._validation import DaraBase, DaraVariant, EpsPlacement, NanPolicy, SingletonPolicy, StdScope
 
@@ -52,6 +59,7 @@ __all__ = [
     "grpo_advantage",
     "mo_grpo_advantage",
     "objectives",
+    "on_estimator_registered",
     "register_estimator",
     "rloo_advantage",
     "run_length",

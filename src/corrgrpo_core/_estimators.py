@@ -162,10 +162,15 @@ def corr_parts(batch: Batch, *, ddof: int, rtol: float) -> CorrParts:
     rows = g.count_g if batch.row_valid is None else g.reduce(xp.astype(batch.row_valid, m.var_g.dtype))
     dof = rows - ddof
     spread = dof > 0
-    if batch.valid is None:
-        corr = g.reduce_sq(m.z_row_sum()) / divisor(dof, spread, xp)  # the row sums are freed here
-    else:
-        corr = xp.where(spread, pairwise_correlation_sum(m, batch.valid, g, rtol=rtol), xp.zeros_like(dof))
+    corr = g.reduce_sq(m.z_row_sum()) / divisor(dof, spread, xp)  # the row sums are freed here
+    if batch.valid is not None:
+        # The identity holds in a group where every row is whole or wholly missing (the pairwise-complete
+        # rows are then its present rows); it keeps S's error relative, where the pairwise sum's is
+        # absolute (K^2 u), which matters at S = 0 (duplicated and negated rewards).
+        whole = xp.astype(xp.all(batch.valid, axis=-1, keepdims=True), dof.dtype)
+        partly = g.reduce(xp.astype(batch.row_valid, dof.dtype) - whole) > 0
+        pairwise = pairwise_correlation_sum(m, batch.valid, g, rtol=rtol)
+        corr = xp.where(spread, xp.where(partly, pairwise, corr), xp.zeros_like(dof))
     return CorrParts(components=m, correlation_sum_g=corr, spread_g=spread)
 
 

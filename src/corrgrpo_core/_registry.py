@@ -135,6 +135,9 @@ class EstimatorSpec:
 
 _MISSING = object()
 _REGISTRY: dict[str, EstimatorSpec] = {}
+# Called with each spec that register_estimator adds from then on (a framework adapter mirrors the
+# registry into its framework's own, however late the estimator comes).
+_LISTENERS: list[Callable[[EstimatorSpec], None]] = []
 
 
 def register_estimator(
@@ -187,7 +190,37 @@ def register_estimator(
         oracle=oracle,
     )
     _REGISTRY[name] = spec
+    for listener in tuple(_LISTENERS):  # a listener may unsubscribe itself
+        listener(spec)
     return spec
+
+
+def on_estimator_registered(listener: Callable[[EstimatorSpec], None]) -> Callable[[], None]:
+    """Call ``listener(spec)`` after each later :func:`register_estimator`; returns the unsubscribe.
+
+    For adapters whose framework keeps its own registry by name (verl's plugin mirrors every core
+    estimator into verl's, also one registered after verl was loaded). Listeners run in the order
+    they subscribed, once the estimator is registered; an exception from one reaches the caller of
+    ``register_estimator`` (the estimator stays registered). Subscribing a listener again does nothing.
+
+    Examples
+    --------
+    >>> import corrgrpo_core as cc
+    >>> seen = []
+    >>> stop = cc.on_estimator_registered(lambda spec: seen.append(spec.name))
+    >>> _ = cc.register_estimator("rloo_again", cc.rloo_advantage, "RLOO under another name")
+    >>> stop()
+    >>> seen
+    ['rloo_again']
+    """
+    if listener not in _LISTENERS:
+        _LISTENERS.append(listener)
+
+    def unsubscribe() -> None:
+        if listener in _LISTENERS:
+            _LISTENERS.remove(listener)
+
+    return unsubscribe
 
 
 def estimator_names() -> tuple[str, ...]:

@@ -231,8 +231,8 @@ def moments(
 ) -> Moments:
     """Measure the spread of ``x`` over ``scope`` (``count``: its rows, scope level).
 
-    The values are first shifted by one value of the scope (e.g. a row of the group): a constant
-    component is then exactly zero, whatever the dtype, and the sum of squares can be taken in
+    The values are first shifted by one value of the scope (e.g. a row of the group; where that
+    value is missing, the mean of the present ones): a constant component is then exactly zero, whatever the dtype, and the sum of squares can be taken in
     the same pass as the sum, sum (s - m)^2 = sum s^2 - n m^2, without cancellation: the shift
     is a member of the scope, so n m^2 is at most about n times the spread. ``size``, when every
     scope has that many rows, spares the arrays of counts. ``one_pass`` only where every scope
@@ -247,14 +247,20 @@ def moments(
     """
     reference = scope.reference(x)
     if valid is not None:
-        reference = xp.where(scope.reference(valid), reference, xp.zeros_like(reference))
+        count, size = scope.reduce(xp.astype(valid, x.dtype)), None
+        # A missing member cannot be the shift; 0 in its place would centre the raw values, and an
+        # offset of |mean| / spread = 1e5 costs that many ulps in every z-score. The mean of the
+        # present values is as good a shift (x - mean is exact to an ulp of the spread, and the
+        # centring below removes what is left); it is 0 where nothing is present.
+        present = xp.where(valid, x, xp.zeros_like(x))
+        mean = scope.reduce(present) / xp.where(count > 0, count, xp.ones_like(count))
+        reference = xp.where(scope.reference(valid), reference, mean)
     # Without missing entries, a scope that can subtract the reference as it reads the values
-    # (ragged groups on the host) keeps the values as they are: no shifted copy of the batch.
+    # (scattered ragged groups on the host) keeps the values as they are: no shifted copy of the batch.
     ref = reference if valid is None and scope.lazy_shift else None
     shifted = x if ref is not None else scope.shift(x, reference)
     if valid is not None:
         shifted = xp.where(valid, shifted, xp.zeros_like(shifted))
-        count, size = scope.reduce(xp.astype(valid, x.dtype)), None
     if size is not None:  # Python numbers: no arrays of counts
         safe_count: Any = float(max(size, 1))
         dof: Any = float(size - ddof)

@@ -55,6 +55,7 @@ def test_verl_suite_runs_and_our_grpo_equals_verls():
             assert ours.max_abs_diff <= 1e-5
             assert by[(layout, length, "ours corrgrpo (K=3)")].max_abs_diff <= 1e-4
             assert by[(layout, length, "verl grpo_vectorized")].x_baseline == 1.0
+            assert any(call.startswith("traffic floor") for (_, _, call) in by)
 
 
 def test_trl_suite_runs_and_our_grpo_equals_trls_lines():
@@ -66,3 +67,12 @@ def test_trl_suite_runs_and_our_grpo_equals_trls_lines():
     assert all(r.max_abs_diff <= 1e-5 for r in ours)
     table = fw.markdown(rows)
     assert table.startswith("| suite | case |")
+
+
+def test_traffic_floor_is_the_sequence_reward_times_the_mask():
+    torch = pytest.importorskip("torch")
+    batch = fw.verl_batch(600, 700, shuffled=False)  # several pieces of rows
+    got = fw.traffic_floor(batch["rewards"], batch["mask"])
+    want = batch["rewards"].sum(-1, keepdim=True) * batch["mask"]
+    assert got.dtype == torch.float32
+    assert torch.equal(got, want)

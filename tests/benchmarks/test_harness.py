@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import corrgrpo_core as cc
 from benchmarks import LAYOUTS, make_case, run
+from benchmarks import _provenance as provenance
 from benchmarks._cli import main, markdown
 from benchmarks._loop import LOOPS
 
@@ -132,6 +137,33 @@ def test_cli_writes_json_and_markdown(tmp_path, capsys):
     assert table.startswith("| backend | layout |")
     assert "gdpo_corr" in table
     assert table in capsys.readouterr().out
+    # The raw files carry the load before and after, the date and the tree they measured.
+    meta = data["meta"]
+    assert {"load_before", "load_after", "date", "tree", "tree_dirty"} <= set(meta)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", meta["date"])
+    footer = table.rstrip("\n").splitlines()[-1]
+    assert footer.startswith(f"load average (1, 5, 15 min) before: {meta['load_before']}; after: ")
+    assert meta["date"] in footer
+    assert f"tree {meta['tree'] or 'n/a'}" in footer
+    if shutil.which("git") and (Path(__file__).parents[2] / ".git").exists():
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+        )
+        assert meta["tree"] == head.stdout.strip()
+
+
+def test_run_record_without_git_or_outside_a_checkout(monkeypatch, tmp_path):
+    def no_git(*args, **kwargs):
+        raise FileNotFoundError("git")
+
+    monkeypatch.setattr(provenance.subprocess, "run", no_git)
+    rec = provenance.RunRecord.start()
+    rec.finish()
+    assert (rec.tree, rec.tree_dirty) == (None, None)
+    assert rec.footer().endswith("; tree n/a")
+    monkeypatch.undo()
+    monkeypatch.setattr(provenance, "_HERE", tmp_path)  # not a git checkout: git fails, the run does not
+    assert provenance.git_tree() == (None, None)
 
 
 def test_markdown_leaves_out_columns_nobody_measured():

@@ -201,6 +201,26 @@ def test_token_broadcast_matches_the_generic_where(mask_dtype, n, t):
     np.testing.assert_array_equal(got.numpy(), want)
 
 
+@pytest.mark.parametrize("mask_dtype", [torch.int64, torch.int32, torch.uint8, torch.bool, torch.float64])
+def test_token_broadcast_is_verls_product_for_any_mask_values(mask_dtype):
+    # verl multiplies: a mask value other than 0/1, a NaN or inf advantage must come out as its product
+    g = torch.Generator().manual_seed(1)
+    adv = torch.randn(700, generator=g)
+    adv[:3] = torch.tensor([float("nan"), float("inf"), -0.0])
+    if mask_dtype == torch.bool:
+        mask = torch.rand(700, 600, generator=g) < 0.5
+    else:
+        mask = torch.randint(0, 200, (700, 600), generator=g).to(mask_dtype)
+    if mask_dtype == torch.int64:
+        mask[5] = -(2**40) - 3  # rounds when converted to float32, as in the product
+    before = mask.clone()
+    got = cc.broadcast_to_tokens(adv, mask)
+    want = (adv[:, None] * mask).to(torch.float32)
+    assert got.dtype == torch.float32
+    torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)
+    assert torch.equal(mask, before)
+
+
 def test_token_broadcast_keeps_leading_axes_and_float64():
     adv = torch.rand(2, 3, dtype=torch.float64)
     mask = torch.ones(2, 3, 4, dtype=torch.bool)

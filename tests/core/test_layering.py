@@ -195,6 +195,38 @@ def test_known_exceptions_still_occur() -> None:
     assert not stale, f"fixed, so remove from KNOWN in {Path(__file__).name}: {stale}"
 
 
+# Code that shows users how the library is used, or measures what they get, uses what they can use.
+SCRIPTS = (Path("benchmarks"), Path("examples"))
+
+
+def _private_in_package(node: ast.Import | ast.ImportFrom) -> list[str]:
+    """The private modules or names of the three packages that ``node`` imports (absolute imports only)."""
+    if isinstance(node, ast.Import):
+        names = [alias.name for alias in node.names]
+    elif node.level or node.module is None:
+        return []  # a script's own package (benchmarks._loop) is its own business
+    else:
+        names = [f"{node.module}.{alias.name}" for alias in node.names]
+    return [
+        name
+        for name in names
+        if _top(name) in PACKAGES and any(part.startswith("_") for part in name.split(".")[1:])
+    ]
+
+
+def test_benchmarks_and_examples_use_public_modules_only() -> None:
+    """A benchmark times what users call, by the name they call it; a private import would keep working
+    after the public name changes what it does (or goes), and the figure would no longer be the user's."""
+    bad = []
+    for folder in SCRIPTS:
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    for name in _private_in_package(node):
+                        bad.append(f"{path.relative_to(ROOT)}:{node.lineno} imports {name}")
+    assert not bad, "private imports in benchmarks or examples (use the public name):\n" + "\n".join(bad)
+
+
 def test_every_package_and_private_module_is_seen() -> None:
     found = modules()
     for package in PACKAGES:

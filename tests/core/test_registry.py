@@ -79,6 +79,34 @@ def test_an_undeclared_estimator_gets_the_safe_defaults() -> None:
         del _registry._REGISTRY["plain"]
 
 
+def test_listeners_hear_of_every_later_registration_once() -> None:
+    """What an adapter with its own registry (verl's plugin) subscribes to, however late an estimator
+    is registered; a refused registration is not announced, and unsubscribing stops the calls."""
+    heard: list[str] = []
+
+    def listener(spec: cc.EstimatorSpec) -> None:
+        assert cc.get_estimator(spec.name) is spec  # registered before the listeners run
+        heard.append(spec.name)
+
+    stop = cc.on_estimator_registered(listener)
+    assert cc.on_estimator_registered(listener) is not stop  # subscribing again adds no second call
+    try:
+        cc.register_estimator("heard_once", _half_dr_grpo, "x")
+        with pytest.raises(ValueError, match="already registered"):
+            cc.register_estimator("heard_once", _half_dr_grpo, "x")
+        with pytest.raises(ValueError, match="scope must be one of"):
+            cc.register_estimator("never", _half_dr_grpo, "x", scope="rows")  # type: ignore[arg-type]
+        assert heard == ["heard_once"]
+        stop()
+        cc.register_estimator("not_heard", _half_dr_grpo, "x")
+        assert heard == ["heard_once"]
+        stop()  # twice is harmless
+    finally:
+        stop()
+        for name in ("heard_once", "not_heard"):
+            _registry._REGISTRY.pop(name, None)
+
+
 def test_declared_facts_are_checked() -> None:
     with pytest.raises(ValueError, match="scope must be one of 'group', 'batch', got 'rows'"):
         cc.register_estimator("x", _half_dr_grpo, "x", scope="rows")  # type: ignore[arg-type]

@@ -7,6 +7,8 @@ estimators take without materialising the centred values.
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -165,6 +167,44 @@ def test_missing_values_are_left_out(backend) -> None:
     assert centred[1, 1] == 0.0
     assert (centred[3] == 0.0).all()
     np.testing.assert_allclose(centred[0], [1 - 7 / 3, -1.0], rtol=1e-12)
+
+
+@pytest.mark.parametrize("layout", ["dense", "ragged"])
+def test_a_missing_shift_row_keeps_the_precision(backend, layout: str) -> None:
+    """The values are shifted by one row of their group; where that row's entry is missing, by the mean
+    of the present ones, not by 0: a spread of 1e-3 about 1e4 keeps its digits, and a constant is still
+    exactly 0 (``rtol=0``). Each row in turn is the missing one, so the shift row is among them."""
+    rng = np.random.default_rng(3)
+    n = 6
+    base = np.stack([1e4 + 1e-3 * rng.normal(size=n), np.full(n, 0.1), -25.5 + rng.normal(size=n)], 1)
+    for missing in range(n):
+        x = base.copy()
+        x[missing, :2] = np.nan
+        valid = ~np.isnan(x)
+        if layout == "dense":
+            xs, vs, ids = x[None], valid[None], None
+        else:  # two groups, rows interleaved: the ragged index
+            xs = np.concatenate([x, base + 1.0])[np.argsort(np.r_[2 * np.arange(n), 2 * np.arange(n) + 1])]
+            vs = ~np.isnan(xs)
+            ids = np.arange(2 * n) % 2
+        groups = _groups(backend, ids, xs.shape)
+        m = group_moments(
+            backend.asarray(np.where(vs, xs, 0.0)), backend.asarray(vs), groups, ddof=1, rtol=0.0
+        )
+        ours = slice(None) if ids is None else slice(0, None, 2)  # the rows of x
+        z = backend.to_numpy(m.z).reshape(-1, 3)[ours]
+        centred = backend.to_numpy(m.centred).reshape(-1, 3)[ours]
+        present = x[valid[:, 0], 0]
+        mean = sum(map(Fraction, present)) / len(present)  # exact: a float mean is itself 1e-12 off
+        want = np.asarray(
+            [float(Fraction(v) - mean) if ok else 0.0 for v, ok in zip(x[:, 0], valid[:, 0], strict=True)]
+        )
+        # the centring error of a shifted sum is a few ulps of the spread (about 1e-19 here), where
+        # centring the raw values costs ulps of the offset (about 2e-12)
+        np.testing.assert_allclose(centred[:, 0], want, rtol=0, atol=1e-16)
+        np.testing.assert_allclose(z[:, 0], want / present.std(ddof=1), rtol=0, atol=1e-12)
+        assert (z[:, 1] == 0.0).all()  # constant, with the exact var > 0 test
+        assert not backend.to_numpy(m.varies).reshape(-1, 3)[ours, 1].any()
 
 
 def test_constant_components_are_exact_zeros(backend) -> None:

@@ -25,9 +25,11 @@ def main() -> int:
 
     from . import _config, plugin
 
+    # Read from verl's registry as it is now: our fixed names, then every core estimator registered under its
+    # own name (dr_grpo, and any registered through VERL_USE_EXTERNAL_MODULES or the plugin's subscription).
     estimators = [
         n
-        for n in _config.ESTIMATORS
+        for n in [*_config.ESTIMATORS, *sorted(_config.REGISTERED)]
         if getattr(core_algos.ADV_ESTIMATOR_REGISTRY.get(n), "corrgrpo_estimator", None) == n
     ]
     modes = [m for m in _config.TRAINER_MODES if m in trainer_base.TRAINER_REGISTRY]

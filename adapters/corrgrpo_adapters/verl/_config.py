@@ -48,6 +48,13 @@ TAKEN: dict[str, str] = {}
 REGISTERED: set[str] = set()
 
 
+def selectable() -> list[str]:
+    """Our estimator names that verl can select in this process, sorted: :data:`ESTIMATORS` less those another
+    package took first, and the core's estimators registered under their own name (:data:`REGISTERED`, which
+    grows with every ``corrgrpo_core.register_estimator``). What error messages suggest."""
+    return sorted({n for n in ESTIMATORS if n not in TAKEN} | REGISTERED)
+
+
 def ours(name: str) -> bool:
     """Whether ``name`` is one of our estimator names and not left to another package that took it first."""
     return (name in ESTIMATORS and name not in TAKEN) or name in REGISTERED
@@ -160,9 +167,7 @@ def reward_spec(algorithm: Any, estimator: str | None = None) -> RewardSpec:
     name = str(estimator if estimator is not None else _get(algorithm, "adv_estimator"))
     core = core_estimator(name)
     if core is None:
-        raise ConfigError(
-            f"{name!r} is not a corrgrpo estimator; choose one of {sorted({*ESTIMATORS, *REGISTERED})}"
-        )
+        raise ConfigError(f"{name!r} is not a corrgrpo estimator; choose one of {selectable()}")
     keys = reward_keys(algorithm)
     weights = _reward_weights(algorithm, keys)
     if not bool(_get(algorithm, "norm_adv_by_std_in_grpo", True)):
@@ -174,7 +179,7 @@ def reward_spec(algorithm: Any, estimator: str | None = None) -> RewardSpec:
             raise ConfigError(
                 f"algorithm.norm_adv_by_std_in_grpo=False has no meaning for {name!r}, which "
                 "normalises every component before combining them; remove the flag or use "
-                f"one of {sorted(k for k, v in ESTIMATORS.items() if _unnormalised(v))}"
+                f"one of {[n for n in selectable() if (c := core_estimator(n)) and _unnormalised(c)]}"
             )
         core = unnormalised
     extra = _get(algorithm, "estimator_kwargs")
@@ -255,7 +260,7 @@ def check_trainer(config: Any) -> RewardSpec | None:
         raise ConfigError(
             f"algorithm.reward_keys={own_keys} is read only by the corrgrpo estimators; "
             f"algorithm.adv_estimator={name} would ignore it and train on the summed reward. Choose one of "
-            f"{sorted(ESTIMATORS)}"
+            f"{selectable()}"
             + (" (verl's own gdpo reads +algorithm.gdpo_reward_keys)" if name == "gdpo" else "")
             + ", or remove reward_keys"
         )

@@ -22,6 +22,7 @@ import difflib
 import functools
 import importlib
 import logging
+import sys
 import traceback
 import warnings
 from collections.abc import Callable
@@ -106,6 +107,29 @@ def _register_estimators(core_algos: ModuleType) -> None:
             continue
         core_algos.register_adv_est(name)(_verl_estimator(_estimator, name))
     register_core_estimators(core_algos)
+    import corrgrpo_core as cc
+
+    # From now on, however late an estimator is registered in the core (a worker's own module, a
+    # VERL_USE_EXTERNAL_MODULES module, a notebook), verl can select it by its name at once.
+    cc.on_estimator_registered(_register_late)
+
+
+def _register_late(spec: Any) -> None:
+    """Mirror one estimator registered in the core after verl's ``core_algos`` into verl's registry.
+
+    Never raises into the caller's ``register_estimator`` (which need not be about verl at all): a failure
+    is logged and remembered, so the config check and the name itself repeat it.
+    """
+    core_algos = sys.modules.get("verl.trainer.ppo.core_algos")
+    if core_algos is None:  # not reachable while subscribed; the import-time sweep would cover it
+        return
+    try:
+        register_core_estimators(core_algos)
+    except Exception as exc:  # noqa: BLE001 -- see the docstring
+        step = f"estimator {spec.name}"
+        FAILURES[step] = f"{type(exc).__name__}: {exc}"
+        logger.error("corrgrpo verl plugin: %s failed: %s\n%s", step, FAILURES[step], traceback.format_exc())
+        core_algos.ADV_ESTIMATOR_REGISTRY.setdefault(spec.name, _placeholder(spec.name))
 
 
 def _verl_estimator(estimator_module: ModuleType, name: str) -> Callable[..., Any]:
@@ -120,9 +144,10 @@ def register_core_estimators(core_algos: ModuleType | None = None) -> list[str]:
     (``dr_grpo``). Names verl already has (its own ``grpo``, ``rloo``, ``gdpo``, another package's) and
     core estimators reachable through :data:`ESTIMATORS` (``grpo`` as ``core_grpo``) are left alone.
 
-    The plugin runs it when verl's ``core_algos`` is imported and again in the driver's config check; an
-    estimator registered later in a process (a worker's own module) calls it after ``register_estimator``.
-    Returns the names it registered now.
+    The plugin runs it when verl's ``core_algos`` is imported, and then for every later
+    ``corrgrpo_core.register_estimator`` in the process (it subscribes to the core's registry), so a
+    user never needs to call it; the driver's config check runs it once more. Returns the names it
+    registered now.
     """
     import corrgrpo_core as cc
 
@@ -186,7 +211,7 @@ def check_config(config: Any) -> _config.RewardSpec | None:
     algorithm = config.get("algorithm", {})
     trainer = config.get("trainer", {})
     name = str(algorithm.get("adv_estimator"))
-    if "estimators" in DONE:  # estimators the driver registered in the core after importing verl
+    if "estimators" in DONE:  # a safety net: the subscription has registered them already
         register_core_estimators()
     mode = str(trainer.get("v1", {}).get("trainer_mode", "sync")) if trainer.get("use_v1", True) else None
     if name in TAKEN:
@@ -223,11 +248,12 @@ def check_config(config: Any) -> _config.RewardSpec | None:
     from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY
 
     if name not in ADV_ESTIMATOR_REGISTRY:
-        near = difflib.get_close_matches(name, list(_config.ESTIMATORS), n=1, cutoff=0.8)
+        ours_now = _config.selectable()  # ours as registered in this process, the user's own included
+        near = difflib.get_close_matches(name, ours_now, n=1, cutoff=0.8)
         if near:  # a misspelling of one of ours; anything else may be registered in the workers only
             raise _config.ConfigError(
                 f"unknown algorithm.adv_estimator={name!r}; did you mean {near[0]!r}? corrgrpo's estimators: "
-                f"{sorted(_config.ESTIMATORS)}"
+                f"{ours_now}"
             )
     return _config.check_trainer(config)
 

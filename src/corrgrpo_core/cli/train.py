@@ -40,7 +40,8 @@ Writes into --out: evals.csv (every held-out evaluation), steps.csv (TRL's per-s
 |advantage| and the c_q / correlation-sum diagnostics), rewards.png (held-out reward components per
 estimator), accuracy.png (held-out success rate), training.png (sampled training rewards and the
 diagnostics per step), report.md, run.json. The default run (grpo and corrgrpo, one seed) needs
-about 4.5 minutes of one core (3 of them the warm start, which a second run reuses from the cache).
+about 4.5 minutes of CPU on one core (about 2.3 of them the warm start, which a second run reuses from the cache;
+README.md has the measurement).
 docs/experiments.md has the study and what it shows. Needs the TRL extra:
 pip install "corrgrpo-core[trl,cli]" "torch==2.13.0"."""
 

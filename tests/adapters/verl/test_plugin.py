@@ -139,7 +139,7 @@ def test_name_collision_leaves_that_name_and_registers_the_others(run_python: An
         (
             {},
             0,
-            "estimators ['core_grpo', 'corrgrpo', 'grpo_covariance_coefficient', 'gdpo_corr', 'mo_grpo', 'dara']",
+            f"estimators {[*ESTIMATORS, *CORE_NAMED]}",
         ),
         ({"VERL_USE_EXTERNAL_PLUGINS": "none"}, 1, "did not load the verl.plugins entry point"),
     ],
@@ -158,3 +158,23 @@ def test_entry_point_is_declared() -> None:
     (ep,) = [ep for ep in entry_points(group="verl.plugins") if ep.name == "corrgrpo"]
     assert ep.value == "corrgrpo_adapters.verl.plugin"
     assert sys.modules.get("corrgrpo_adapters.verl.plugin") is None or ep.load() is sys.modules[ep.value]
+
+
+LATE = """
+import verl
+from verl.trainer.ppo.core_algos import get_adv_estimator_fn
+import corrgrpo_core as cc
+cc.register_estimator("team_estimator", cc.rloo_advantage, "a team's own, registered after verl loaded")
+print("RESOLVES", getattr(get_adv_estimator_fn("team_estimator"), "corrgrpo_estimator", None))
+import runpy
+runpy.run_module("corrgrpo_adapters.verl", run_name="__main__")
+"""
+
+
+def test_an_estimator_registered_after_verl_loaded_is_in_verl_and_listed(run_python: Any) -> None:
+    """No call of the plugin's after ``register_estimator``: the plugin subscribes to the core's registry,
+    and the node check lists what verl's registry holds now."""
+    result = run_python(LATE)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "RESOLVES team_estimator" in result.stdout
+    assert "'dara', 'dr_grpo', 'team_estimator']" in result.stdout

@@ -40,8 +40,11 @@ def test_a_registered_estimator_is_selected_by_name_in_verl(user_estimator: str,
 
     from corrgrpo_adapters.verl import plugin, reward_spec
 
-    assert plugin.register_core_estimators() == [user_estimator]  # registered after verl's import
-    assert plugin.register_core_estimators() == []  # once
+    # registered in the core after verl's import: in verl's registry already, with no call of ours
+    assert getattr(core_algos.ADV_ESTIMATOR_REGISTRY.get(user_estimator), "corrgrpo_estimator", None) == (
+        user_estimator
+    )
+    assert plugin.register_core_estimators() == []  # nothing left for the explicit call to do
     index = np.array(["a", "a", "a", "b", "b", "b"], dtype=object)
     scores = torch.tensor([1.0, 0.0, 2.0, 5.0, 5.0, 2.0])
     rewards = torch.zeros((6, 3))
@@ -66,3 +69,15 @@ def test_verl_keeps_its_own_names_and_dr_grpo_is_selectable() -> None:
     for verl_own in ("grpo", "rloo", "gdpo"):
         assert not plugin.ours(verl_own)
         assert not hasattr(core_algos.get_adv_estimator_fn(verl_own), "corrgrpo_estimator")
+
+
+def test_suggestions_come_from_the_live_registries(user_estimator: str, compose: Any, recipes: Any) -> None:
+    """A misspelt estimator name is matched against what is registered now, the user's own included."""
+    from corrgrpo_adapters.verl import ConfigError, _config
+    from corrgrpo_adapters.verl.plugin import check_config
+
+    assert user_estimator in _config.selectable()
+    with pytest.raises(ConfigError, match=f"did you mean '{user_estimator}'.*'{user_estimator}'"):
+        check_config(compose([*recipes.grpo, "algorithm.adv_estimator=half_dr_grpo_vrl"]))
+    with pytest.raises(ConfigError, match=f"choose one of .*'{user_estimator}'"):
+        _config.reward_spec({"adv_estimator": "nope"})
