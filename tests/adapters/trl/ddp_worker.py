@@ -37,6 +37,11 @@ def main(model: str, out: Path) -> None:
             },
             out / f"{label}-rank{rank}.pt",
         )
+    # An orderly teardown: a process group left to the interpreter's exit can abort a rank
+    # ("terminate called without an active exception" from gloo's threads) after its work is done.
+    if torch.distributed.is_initialized():
+        torch.distributed.barrier()
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":
