@@ -411,6 +411,48 @@ def test_cancellation_is_declined_or_within_tolerance(name, x, weighted, placeme
     _close(ESTIMATORS[name](torch.from_numpy(x), **kw).numpy(), want)
 
 
+@pytest.mark.parametrize(
+    ("name", "group", "kw"),
+    [
+        (  # the float32 total is constant (1.0 in every row); in float64 it varies by 1e-7
+            "grpo",
+            [
+                [-1.4592812, 2.4592812],
+                [1.8441378, -0.84413785],
+                [-0.025416078, 1.0254161],
+                [0.48742864, 0.51257133],
+                [-0.17329346, 1.1732935],
+            ],
+            {"ddof": 0},
+        ),
+        (  # the float32 centred total is 0 in every row; in float64 it is not
+            "corrgrpo",
+            [[534.5492, -534.54926], [1912.3304, -1912.3306], [-1349.5734, 1349.5734]],
+            {},
+        ),
+    ],
+)
+def test_a_group_that_float32_rounds_to_constant_is_recomputed(name, group, kw):
+    """A group whose total float32 rounds to constant (or to a zero numerator) may vary in
+    float64: it is recomputed too, alone or among ordinary groups (found by review)."""
+    g = np.asarray(group, dtype=np.float32)
+    rng = np.random.default_rng(1)
+    batch = np.concatenate([rng.normal(size=(2, *g.shape)).astype(np.float32), g[None]])
+    for x in (g[None], batch):
+        want = ESTIMATORS[name](x.astype(np.float64), **kw)
+        assert np.abs(want[-1]).max() > 1e-2  # the group's advantages are not 0 in float64
+        np.testing.assert_allclose(ESTIMATORS[name](x, **kw), want, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(
+            ESTIMATORS[name](torch.from_numpy(x), **kw).numpy(), want, rtol=1e-5, atol=1e-5
+        )
+
+
+def test_groups_of_one_row_with_ddof_0_give_zeros_in_float32():
+    x = np.array([[[1.0, 0.0]], [[3.0, -2.0]]], dtype=np.float32)
+    for name, fn in HOST_ESTIMATORS.items():
+        np.testing.assert_array_equal(fn(x, ddof=0), np.zeros((2, 1), dtype=np.float32), err_msg=name)
+
+
 @st.composite
 def anticorrelated_large_spreads(draw):
     """(B, n, K) float32: pairs of components of large spread that nearly cancel each other row

@@ -44,6 +44,7 @@ _DIRECT_SPAN = 4
 _PIECE = 1 << 14
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _EPS = {np.dtype(t): float(np.finfo(t).eps) for t in (np.float16, np.float32, np.float64)}
+_TINY = float(np.finfo(np.float32).tiny)
 # The generic path's default zero-variance tolerance: 64 epsilons of its working dtype, float64.
 _DEFAULT_RTOL = 64.0 * _EPS[np.dtype(np.float64)]
 
@@ -140,11 +141,15 @@ def _grpo(x: Array, w: Array | None, *, eps: float, outside: bool, ddof: int, rt
     ss, varies = stats
     ss /= n - ddof
     den = _den(ss, eps, outside)
-    den[~varies] = np.inf  # z = 0 for a group whose total does not vary
+    fixed = ~varies
+    den[fixed] = np.inf  # z = 0 for a group whose total does not vary
     out = _rows_out(c, den)
     if largest is None:
         return out
-    np.divide(largest, den, out=largest)  # 0 where the total does not vary (den inf)
+    # A total that does not vary in float32 may vary by its rounding: against the smallest
+    # denominator it could then have (its spread 0, eps alone), it is checked like the others.
+    den[fixed] = max(eps if outside else math.sqrt(eps), _TINY)  # _TINY: eps 0 flags any term
+    np.divide(largest, den, out=largest)
     limit = _cancel_limit(k, x.dtype, amplify=1 + math.sqrt(n / (n - ddof)))
     if float(largest.max()) <= limit:
         return out
@@ -231,14 +236,18 @@ def _corr_cancelling(
     sum_k std_k sqrt((n - ddof)(n - 1) / n), as |centred c_ik| <= sqrt((n - 1) / n sum_i c_ik^2))
     over the larger of the denominator and the group's largest |numerator|. Over the denominator
     alone it is a bound that clears almost every batch in two numpy calls; only a batch it does not
-    clear pays for the numerators. A group whose centred total is exactly 0 in every row
-    (components that cancel exactly, as pass/fail against its complement) keeps advantage 0 and
-    is left out."""
-    limit = _cancel_limit(k, dtype) / math.sqrt((n - ddof) * (n - 1) / n)  # on std_sum / ...
+    clear pays for the numerators. A group whose centred total is 0 in every row in float32 is
+    checked too: the true total may differ by its rounding (where the components cancel exactly,
+    as pass/fail against its complement, the float64 recompute gives 0 again). Groups of one
+    (n = 1, ddof = 0) have no numerator to lose."""
+    scale = math.sqrt((n - ddof) * (n - 1) / n)
+    if scale == 0:
+        return None
+    limit = _cancel_limit(k, dtype) / scale  # on std_sum / ...
     if float(np.maximum.reduce(std_sum / den, axis=None)) <= limit:
         return None
     top = np.maximum.reduce(np.abs(num), axis=0)
-    groups = (top > 0) & (std_sum > limit * np.maximum(den, top))
+    groups = std_sum > limit * np.maximum(den, top)
     return groups if bool(groups.any()) else None
 
 

@@ -171,9 +171,10 @@ def dense_ops(
         ss, varies = stats
         den = _den(ss.div_(n - ddof), eps, outside)
         den = torch.where(varies & (den > 0), den, torch.full_like(den, float("inf")))
-        if largest is not None:
+        if largest is not None:  # a total fixed in float32 is checked against eps alone (_host._grpo)
             amplify = 1 + (n / (n - ddof)) ** 0.5
-            if bool((largest.mul_(unit * amplify) > den * 5e-5).any()):
+            at_least = torch.where(varies, den, torch.full_like(den, (eps if outside else eps**0.5)))
+            if bool((largest.mul_(unit * amplify) > at_least * 5e-5).any()):
                 return None  # mostly cancellation: the float64 generic path
         return _rows_out(c, den, shape)
     c, ref = _shifted(x.permute(1, 2, 0), w)  # (n, K, B)
@@ -190,9 +191,9 @@ def dense_ops(
     corr.masked_fill_(corr <= noise_floor(n, k, _HOST_DTYPES[x.dtype]), 0.0)  # rounding, not signal
     den = _den(corr.clamp_min_(floor), eps, outside)
     den = torch.where(den > 0, den, torch.full_like(den, float("inf")))  # 0 where den is 0
-    if k > 1:  # the cancellation guard of _host._corrgrpo (rows whose centred total is exactly 0 kept)
+    if k > 1 and n > 1:  # the cancellation guard of _host._corrgrpo
         top = num.abs().amax(0)
-        if bool(((largest.mul_(unit) > torch.maximum(den, top) * 5e-5) & (top > 0)).any()):
+        if bool((largest.mul_(unit) > torch.maximum(den, top) * 5e-5).any()):
             return None
     return _rows_out(num, den, shape)
 
