@@ -24,9 +24,10 @@ the division, ``nan_to_num``; the baseline), our grpo and corrgrpo through the T
 
 Peak memory is the rise of the process's resident set (VmHWM, reset through /proc/self/clear_refs)
 during one call, above what was resident before it, measured in a subprocess whose allocator
-returns freed blocks (:data:`MEMORY_ENV`); it needs Linux. With ``--device cuda`` the tensors live
-on the GPU, each call is followed by a synchronisation, and peak memory is the caching allocator's
-``max_memory_allocated`` above what was allocated before the call.
+returns freed blocks (:data:`MEMORY_ENV`); it needs Linux, and a kernel whose high-water mark sees
+a block freed before it is read (a probe checks; the column reads "-" otherwise). With
+``--device cuda`` the tensors live on the GPU, each call is followed by a synchronisation, and peak
+memory is the caching allocator's ``max_memory_allocated`` above what was allocated before the call.
 """
 
 from __future__ import annotations
@@ -73,8 +74,7 @@ def _status(field: str) -> int:
     return int(m.group(1)) * 1024 if m else 0
 
 
-def peak_extra(fn: Callable[[], Any]) -> float | None:
-    """Bytes the resident set rose by at its peak during fn(), or None where it cannot be read."""
+def _hwm_rise(fn: Callable[[], Any]) -> float | None:
     gc.collect()
     try:
         with open("/proc/self/clear_refs", "w") as f:
@@ -86,6 +86,25 @@ def peak_extra(fn: Callable[[], Any]) -> float | None:
     peak = _status("VmHWM")
     del out
     return float(max(peak - before, 0))
+
+
+_PROBE_BYTES = 64 * 2**20
+_hwm_sees_temporaries: bool | None = None
+
+
+def peak_extra(fn: Callable[[], Any]) -> float | None:
+    """Bytes the resident set rose by at its peak during fn(), or None where it cannot be read.
+
+    None also where the kernel's high-water mark misses a freed temporary: some kernels update
+    VmHWM only when it is read or the process exits, not before unmapping, so a block freed inside
+    fn() would leave no trace. A probe (a touched 64 MiB array, freed before the reading) decides
+    that once per process.
+    """
+    global _hwm_sees_temporaries
+    if _hwm_sees_temporaries is None:
+        probe = _hwm_rise(lambda: float(np.ones(_PROBE_BYTES // 8).sum()))
+        _hwm_sees_temporaries = probe is not None and probe >= 0.75 * _PROBE_BYTES
+    return _hwm_rise(fn) if _hwm_sees_temporaries else None
 
 
 def interleaved_min(
