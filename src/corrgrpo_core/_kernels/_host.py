@@ -590,8 +590,8 @@ class NumpyKernel(Kernel):
             # Column-major rows: each component's column is contiguous, which is what the
             # per-column bincount and the elementwise updates want.
             out = np.empty((g.shape[1], r.labels.shape[0]), dtype=g.dtype)
-            for k in range(g.shape[1]):
-                _take_rows(g[:, k], r.labels, out[k])
+            for k, column in enumerate(_by_column(g)):
+                _take_rows(column, r.labels, out[k])
             return out.T
         return _take_rows(g, r.labels, np.empty((r.labels.shape[0], *g.shape[1:]), dtype=g.dtype))
 
@@ -622,13 +622,20 @@ def _pieces(r: RaggedIndex, rows: int) -> Iterator[tuple[int, int, Array]]:
         yield a, a + _PIECE, r.labels[a : a + _PIECE].astype(np.intp, copy=False)
 
 
-def _column(x: Array, k: int, ref: Array | None, labels: Array, a: int, b: int) -> Array:
-    """Rows a..b of column k of x (minus ref's column k of each row's group, ``labels`` theirs:
-    a new array)."""
+def _by_column(g: Array) -> Array:
+    """Group-level ``g`` (num, ...) as (columns, num), each column contiguous (a copy of the group
+    level where it has several columns). np.take copies a strided source whole before it gathers,
+    so a gather of a piece of rows from ``g[:, k]`` would copy all of column k every time."""
+    return np.ascontiguousarray(np.reshape(g, (g.shape[0], -1)).T)
+
+
+def _column(x: Array, k: int, ref_t: Array | None, labels: Array, a: int, b: int) -> Array:
+    """Rows a..b of column k of x (minus column k of ``ref_t``, :func:`_by_column` of the group
+    level, at each row's group, ``labels`` theirs: a new array)."""
     part = x[a:b, k]
-    if ref is None:
+    if ref_t is None:
         return part
-    shifted = np.take(ref[:, k], labels, mode="clip")
+    shifted = np.take(ref_t[k], labels, mode="clip")
     return np.subtract(part, shifted, out=shifted)  # into the gathered piece: one temporary
 
 
@@ -646,6 +653,7 @@ def shift_divide_rows(
     if in_place and ref is not None:
         raise ValueError("shift_divide_rows: in_place would write the unshifted values")
     parts = [g for g in (sub, div, ref) if g is not None]
+    sub_t, div_t, ref_t = (None if g is None else _by_column(g) for g in (sub, div, ref))
     # (a new array is column-major for several components, as the gathers: contiguous columns)
     columns = x.ndim == 2 and x.shape[1] > 1
     out = x if in_place else np.empty(x.shape, dtype=np.result_type(x, *parts), order="F" if columns else "C")
@@ -654,42 +662,44 @@ def shift_divide_rows(
     for a, b, labels in _pieces(r, x.shape[0]):
         for k in range(cols.shape[1]):  # a column at a time: contiguous pieces, one-dimensional loops
             piece = dest[a:b, k]
-            if ref is not None:
-                np.subtract(cols[a:b, k], np.take(_col(ref, k), labels, mode="clip"), out=piece)
+            if ref_t is not None:
+                np.subtract(cols[a:b, k], np.take(_col(ref_t, k), labels, mode="clip"), out=piece)
             elif not in_place:
                 piece[...] = cols[a:b, k]
-            if sub is not None:
-                piece -= np.take(_col(sub, k), labels, mode="clip")
-            if div is not None:
-                piece /= np.take(_col(div, k), labels, mode="clip")
+            if sub_t is not None:
+                piece -= np.take(_col(sub_t, k), labels, mode="clip")
+            if div_t is not None:
+                piece /= np.take(_col(div_t, k), labels, mode="clip")
     return out
 
 
-def _col(g: Array, k: int) -> Array:
-    """Column k of group-level ``g`` (its only column where it broadcasts over the components)."""
-    g = g.reshape(g.shape[0], -1)
-    return g[:, k if g.shape[1] > 1 else 0]
+def _col(g_t: Array, k: int) -> Array:
+    """Column k of ``g_t`` (:func:`_by_column` of a group-level array; its only column where it
+    broadcasts over the components)."""
+    return g_t[k if g_t.shape[0] > 1 else 0]
 
 
 def row_dot_rows(x: Array, g: Array, r: RaggedIndex, ref: Array | None = None) -> Array:
     """(N, 1): sum_k (x - ref)_ik g_(label i) k, a piece of rows and a column at a time."""
     out = np.zeros((x.shape[0], 1), dtype=np.result_type(x, g))
+    g_t, ref_t = _by_column(g), None if ref is None else _by_column(ref)
     for a, b, labels in _pieces(r, x.shape[0]):
         rows = out[a:b, 0]
         for k in range(x.shape[1]):
-            scale = np.take(g[:, k], labels, mode="clip")
-            rows += np.multiply(_column(x, k, ref, labels, a, b), scale, out=scale)
+            scale = np.take(g_t[k], labels, mode="clip")
+            rows += np.multiply(_column(x, k, ref_t, labels, a, b), scale, out=scale)
     return out
 
 
 def sum_k_rows(x: Array, ref: Array, r: RaggedIndex) -> Array:
     """(N, 1): sum_k (x - ref)_ik, a new array, the components added in order."""
     out = np.empty((x.shape[0], 1), dtype=np.result_type(x, ref))
+    ref_t = _by_column(ref)
     for a, b, labels in _pieces(r, x.shape[0]):
         rows = out[a:b, 0]
-        rows[...] = _column(x, 0, ref, labels, a, b)
+        rows[...] = _column(x, 0, ref_t, labels, a, b)
         for k in range(1, x.shape[1]):
-            rows += _column(x, k, ref, labels, a, b)
+            rows += _column(x, k, ref_t, labels, a, b)
     return out
 
 
@@ -745,6 +755,7 @@ def _segment_sums(x: Array, r: RaggedIndex, ref: Array | None, squares: tuple[bo
     outs = [np.zeros((num, cols.shape[1]), dtype=np.float64) for _ in squares]
     whole = squares == (False,) and ref is None and r.labels.dtype == np.intp
     piece = max(rows, 1) if whole else max(_PIECE, num)
+    ref_t = None if ref is None else _by_column(ref)
     for k in range(cols.shape[1]):  # one column at a time: the same sums whatever K is
         if r.starts is not None and ref is None:  # runs: contiguous segments, no scattered adds
             col = cols[:, k]
@@ -753,7 +764,7 @@ def _segment_sums(x: Array, r: RaggedIndex, ref: Array | None, squares: tuple[bo
             continue
         for a in range(0, max(rows, 1), piece):
             labels = r.labels[a : a + piece].astype(np.intp, copy=False)
-            part = _column(cols, k, ref, labels, a, a + piece)
+            part = _column(cols, k, ref_t, labels, a, a + piece)
             for out, square in zip(outs, squares, strict=True):
                 weights = part * part if square else part
                 out[:, k] += np.bincount(labels, weights=weights, minlength=num)
