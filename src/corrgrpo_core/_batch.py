@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ._groups import Groups, dense_groups, find_runs, ragged_groups
-from ._kernels import in_host_memory, sum_of_squares
+from ._kernels import CHUNK_ROWS, in_host_memory, sum_of_squares
 from ._lib._compat import (
     Array,
     Namespace,
@@ -25,10 +25,6 @@ from ._lib._compat import (
 from ._validation import NAN_POLICIES, SINGLETON_POLICIES, check_choice, check_number
 
 _SHOWN = 10  # how many offending rows an error message names
-
-
-# Rows per piece when a group-local estimator runs over a large dense batch in pieces.
-CHUNK_ROWS = 65536
 
 
 @dataclass(frozen=True)

@@ -521,3 +521,57 @@ def test_realistic_batches_keep_the_float32_kernel(name, seed):
             assert kernel.dense_ops(name, t, w, shape=t.shape[:-1], **ops) is not None
             want = ESTIMATORS[name](x.astype(np.float64), weights=weights, eps=eps)
             _close(got.numpy(), want)
+
+
+@pytest.mark.parametrize("name", ["grpo", "corrgrpo", "mo_grpo"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_group_local_kernels_in_pieces_equal_the_whole_batch_bit_for_bit(name, dtype, monkeypatch):
+    """A large batch runs in pieces of whole groups (temporaries in cache): each group's advantages
+    are those of the batch computed whole, bit for bit, including a group recomputed in float64."""
+    from corrgrpo_core._kernels import _host
+
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(13, 4, 3)).astype(dtype)
+    x[5] = [[9.998697, 100.0, 0.0], [10.000918, 0.0, 100.0], [10.0, 100.0, 0.0], [9.999, 0.0, 100.0]]
+    w = np.array([1.0, -0.5, 0.25], dtype=dtype)
+    options = KernelOptions(1e-6, "outside", 0, None, "zero")
+    whole = _host.dense(name, x, w, options)
+    monkeypatch.setattr(_host, "CHUNK_ROWS", 12)  # pieces of 3 groups, the last one of 1
+    pieces = _host.dense(name, x, w, options)
+    assert whole is not None
+    assert pieces is not None
+    np.testing.assert_array_equal(pieces, whole)
+
+
+def test_a_piece_that_declines_sends_the_whole_batch_to_the_generic_path(monkeypatch):
+    from corrgrpo_core._kernels import _host
+
+    x = np.random.default_rng(4).normal(size=(6, 4, 2)).astype(np.float32)
+    x[4, 1, 0] = np.inf  # in the last piece: the first ones are computed, then the call declines
+    monkeypatch.setattr(_host, "CHUNK_ROWS", 8)
+    assert _host.dense("corrgrpo", x, None, KernelOptions(1e-6, "outside", 0, None, "zero")) is None
+    with pytest.raises(ValueError, match="inf"):  # the generic path names the problem
+        cc.corr_normalized_advantage(x)
+
+
+def test_scattered_ids_gather_group_columns_from_contiguous_copies(monkeypatch):
+    """The gathers of ragged groups read each group-level column from a contiguous array: np.take
+    copies a strided source whole on every call, once per piece of rows."""
+    from corrgrpo_core._kernels import _host
+
+    sources = []
+    real = np.take
+
+    def spy(a, *args, **kwargs):
+        sources.append(a.flags.c_contiguous)
+        return real(a, *args, **kwargs)
+
+    rng = np.random.default_rng(5)
+    ids = rng.permutation(np.repeat(np.arange(40), 5))
+    x = rng.normal(size=(200, 3))
+    want = cc.corr_normalized_advantage(x, ids)
+    monkeypatch.setattr(_host.np, "take", spy)
+    got = cc.corr_normalized_advantage(x, ids)
+    assert sources
+    assert all(sources)
+    np.testing.assert_array_equal(got, want)

@@ -24,11 +24,12 @@ import numpy as np
 
 from .._lib._compat import Namespace, is_jax_namespace, is_numpy_namespace, is_torch_namespace
 from . import _host
-from ._generic import SMALL_GROUP, Kernel, RaggedIndex, Runs, shift_divide
+from ._generic import CHUNK_ROWS, SMALL_GROUP, Kernel, RaggedIndex, Runs, shift_divide
 from ._host import NumpyKernel
 from ._options import KernelOptions
 
 __all__ = [
+    "CHUNK_ROWS",
     "SMALL_GROUP",
     "Kernel",
     "KernelOptions",

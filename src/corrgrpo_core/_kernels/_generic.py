@@ -16,10 +16,13 @@ from typing import Any
 
 from .._lib._compat import Array, Namespace, device
 
-__all__ = ["SMALL_GROUP", "Kernel", "RaggedIndex", "Runs", "shift_divide"]
+__all__ = ["CHUNK_ROWS", "SMALL_GROUP", "Kernel", "RaggedIndex", "Runs", "shift_divide"]
 
 # Groups up to this size take the one-pass sum of squares (relative error about size * eps).
 SMALL_GROUP = 1024
+# Rows per piece when a group-local estimator runs over a large batch on the host in pieces of
+# whole groups: a piece's temporaries stay in cache, so the cost per row is flat in N.
+CHUNK_ROWS = 65536
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from .._lib._compat import Array, Namespace
-from ._generic import SMALL_GROUP, Kernel, RaggedIndex, Runs
+from ._generic import CHUNK_ROWS, SMALL_GROUP, Kernel, RaggedIndex, Runs
 from ._options import KernelOptions
 
 # Ids in a range this many times the row count are labelled by direct addressing (no sort).
@@ -74,11 +74,13 @@ def dense(estimator: str, scores: Array, weights: Any, options: KernelOptions) -
     eps, outside, floor = options.eps, options.eps_placement == "outside", options.min_correlation_sum
     with np.errstate(all="ignore"):  # NaN / inf / overflow: detected, then declined
         if estimator == "corrgrpo":
-            out = _corrgrpo(x, w, eps=eps, outside=outside, ddof=ddof, rtol=rtol, floor=floor)
+            out = _in_pieces(_corrgrpo, x, w, eps=eps, outside=outside, ddof=ddof, rtol=rtol, floor=floor)
         elif estimator == "grpo":
-            out = _grpo(x, w, eps=eps, outside=outside, ddof=ddof, rtol=rtol)
-        elif estimator in _Z_FAMILY:
-            out = _Z_FAMILY[estimator](x, w, eps=eps, outside=outside, ddof=ddof, rtol=rtol)
+            out = _in_pieces(_grpo, x, w, eps=eps, outside=outside, ddof=ddof, rtol=rtol)
+        elif estimator == "mo_grpo":
+            out = _in_pieces(_mo_grpo, x, w, eps=eps, outside=outside, ddof=ddof, rtol=rtol)
+        elif estimator == "gdpo":
+            out = _gdpo(x, w, eps=eps, outside=outside, ddof=ddof, rtol=rtol)
         elif estimator == "gdpo_corr":
             group_outside = options.group_eps_placement == "outside"
             out = _gdpo_corr(
@@ -108,6 +110,25 @@ def dense(estimator: str, scores: Array, weights: Any, options: KernelOptions) -
     return out[0]
 
 
+def _in_pieces(
+    kernel: Callable[..., Array | None], x: Array, w: Array | None, **options: Any
+) -> Array | None:
+    """A group-local ``kernel`` (B, n, K) -> (B, n) over pieces of about CHUNK_ROWS rows of whole
+    groups (a piece's temporaries stay in cache; the batch-level estimators run whole), or None
+    where a piece declines (the generic path then runs the whole batch)."""
+    b, n = x.shape[0], x.shape[1]
+    step = max(1, CHUNK_ROWS // n)
+    if b <= step:
+        return kernel(x, w, **options)
+    out = np.empty((b, n), dtype=x.dtype)
+    for a in range(0, b, step):
+        part = kernel(x[a : a + step], w, **options)
+        if part is None:
+            return None
+        out[a : a + step] = part
+    return out
+
+
 def _weights(weights: Any, k: int, dtype: Any) -> Array | None:
     """``weights`` as K finite numbers of ``dtype``, or None where the generic path must run (it
     names the problem, rescales what overflows ``dtype``, or keeps gradients)."""
@@ -132,7 +153,9 @@ def _grpo(x: Array, w: Array | None, *, eps: float, outside: bool, ddof: int, rt
     else:  # sum the shifted components: a large offset of one component costs no precision
         parts, ref_k = _shifted(np.transpose(x, (1, 2, 0)), w)  # (n, K, B)
         c, ref = np.add.reduce(parts, axis=1), np.add.reduce(ref_k, axis=0)
-        if k > 1:  # one component: its rounding is relative to the total itself, no cancellation
+        # One component: its rounding is relative to the total itself, no cancellation. float64:
+        # no check, as a group it flagged could only go to the generic path, which rounds as much.
+        if k > 1 and x.dtype != np.float64:
             largest = np.add.reduce(np.maximum.reduce(np.abs(parts, out=parts), axis=0), axis=0)
         del parts
     stats = _moments(c, ref, n, rtol)
@@ -473,9 +496,6 @@ def _gdpo_corr(
     out = np.empty((b, n), dtype=num.dtype)
     np.divide(num, num.dtype.type(den), out=out.T)
     return out
-
-
-_Z_FAMILY = {"mo_grpo": _mo_grpo, "gdpo": _gdpo}
 
 
 def noise_floor(n: int, k: int, dtype: Any) -> float:
