@@ -65,6 +65,8 @@ def dense(estimator: str, scores: Array, weights: Any, options: KernelOptions) -
     ddof = options.ddof
     if b == 0 or n == 0 or k == 0 or n <= ddof or (n == 1 and options.singleton == "raise"):
         return None
+    if b > max(1, CHUNK_ROWS // n) and estimator in _GROUP_LOCAL:
+        return _in_pieces(estimator, x, weights, options)
     w = None
     if weights is not None:
         w = _weights(weights, k, x.dtype)
@@ -74,11 +76,11 @@ def dense(estimator: str, scores: Array, weights: Any, options: KernelOptions) -
     eps, outside, floor = options.eps, options.eps_placement == "outside", options.min_correlation_sum
     with np.errstate(all="ignore"):  # NaN / inf / overflow: detected, then declined
         if estimator == "corrgrpo":
-            out = _in_pieces(_corrgrpo, x, w, eps=eps, outside=outside, ddof=ddof, rtol=rtol, floor=floor)
+            out = _corrgrpo(x, w, eps=eps, outside=outside, ddof=ddof, rtol=rtol, floor=floor)
         elif estimator == "grpo":
-            out = _in_pieces(_grpo, x, w, eps=eps, outside=outside, ddof=ddof, rtol=rtol)
+            out = _grpo(x, w, eps=eps, outside=outside, ddof=ddof, rtol=rtol)
         elif estimator == "mo_grpo":
-            out = _in_pieces(_mo_grpo, x, w, eps=eps, outside=outside, ddof=ddof, rtol=rtol)
+            out = _mo_grpo(x, w, eps=eps, outside=outside, ddof=ddof, rtol=rtol)
         elif estimator == "gdpo":
             out = _gdpo(x, w, eps=eps, outside=outside, ddof=ddof, rtol=rtol)
         elif estimator == "gdpo_corr":
@@ -110,19 +112,19 @@ def dense(estimator: str, scores: Array, weights: Any, options: KernelOptions) -
     return out[0]
 
 
-def _in_pieces(
-    kernel: Callable[..., Array | None], x: Array, w: Array | None, **options: Any
-) -> Array | None:
-    """A group-local ``kernel`` (B, n, K) -> (B, n) over pieces of about CHUNK_ROWS rows of whole
-    groups (a piece's temporaries stay in cache; the batch-level estimators run whole), or None
-    where a piece declines (the generic path then runs the whole batch)."""
+# Estimators whose groups are computed independently: a large batch runs in pieces of whole groups.
+_GROUP_LOCAL = frozenset({"grpo", "corrgrpo", "mo_grpo"})
+
+
+def _in_pieces(estimator: str, x: Array, weights: Any, options: KernelOptions) -> Array | None:
+    """:func:`dense` of a group-local estimator over (B, n, K) ``x`` in pieces of about CHUNK_ROWS
+    rows of whole groups (a piece's temporaries stay in cache; the batch-level estimators run
+    whole), or None where a piece declines (the generic path then runs the whole batch)."""
     b, n = x.shape[0], x.shape[1]
     step = max(1, CHUNK_ROWS // n)
-    if b <= step:
-        return kernel(x, w, **options)
     out = np.empty((b, n), dtype=x.dtype)
     for a in range(0, b, step):
-        part = kernel(x[a : a + step], w, **options)
+        part = dense(estimator, x[a : a + step], weights, options)
         if part is None:
             return None
         out[a : a + step] = part
