@@ -3,9 +3,11 @@
 ``corrgrpo explain FILE``   per-group denominators, correlations, c_q and advantages of a reward batch
 ``corrgrpo simulate``       a small multi-reward learning simulation, every estimator, several seeds
 ``corrgrpo demo``           ``explain --example`` and a short ``simulate``, plots written to a folder
-``corrgrpo train``          train a small LM with each estimator through TRL on a CPU (needs TRL)
 ``corrgrpo estimators``     the registered estimators
-``corrgrpo evaluate``       generate with a checkpoint on one of the paper's benchmarks and score it
+
+Other packages add sub-commands through the entry-point group ``corrgrpo.commands``
+(:mod:`corrgrpo_core.cli.plugin`): the project's task package adds ``train``, ``evaluate``, ``recipe``
+and ``pipeline``. A plugin's module is imported only when its command runs, or for ``corrgrpo --help``.
 
 Call :func:`main` with an argument list (as the tests do) or run ``python -m corrgrpo_core.cli``.
 """
@@ -14,25 +16,32 @@ from __future__ import annotations
 
 import argparse
 import csv
+import os
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
 import corrgrpo_core as cc
 
-from .io import CliError, markdown_table
+from . import plugin
+from .io import markdown_table
+from .plugin import CliError
+from .plugin import names as _names
+from .plugin import progress as _progress
 
 __all__ = ["main"]
 
-
-def _names(text: str) -> list[str]:
-    return [part.strip() for part in text.split(",") if part.strip()]
+CORE_COMMANDS = ("explain", "simulate", "demo", "estimators")
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(plugins: Sequence[str] = ()) -> tuple[argparse.ArgumentParser, dict[str, plugin.Command]]:
+    """The parser with the core's commands and the named plugin commands ("*": every installed one).
+
+    Returns the parser and the plugin commands attached to it. A plugin that cannot be loaded is
+    attached (for ``--help``) only when every plugin is asked for; it is an error when asked for by name.
+    """
     parser = argparse.ArgumentParser(
         prog="corrgrpo",
         description="Explain multi-reward advantages (CorrGRPO, GRPO, GDPO, ...) and "
@@ -129,26 +138,26 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     sub.add_parser("estimators", help="list the registered estimators")
-    from .train import add_train_parser
+    installed = plugin.entry_points()
+    wanted = sorted(set(installed) | set(plugin.INSTALL_HINTS)) if "*" in plugins else list(plugins)
+    commands: dict[str, plugin.Command] = {}
+    for name in wanted:
+        if name in CORE_COMMANDS:
+            continue
+        try:
+            commands[name] = plugin.load(name, installed.get(name))
+        except CliError as err:
+            if "*" not in plugins:
+                raise
+            sub.add_parser(name, help=f"(not available: {err})")
+            continue
+        commands[name].attach(sub)
+    return parser, commands
 
-    add_train_parser(sub)
-    _evaluate_parser(sub)
-    return parser
 
-
-def _evaluate_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    # The options and the run live with the task code (corrgrpo_tasks.evaluation), imported lazily there.
-    from corrgrpo_tasks.evaluation.cli import add_arguments
-
-    add_arguments(
-        sub.add_parser(
-            "evaluate",
-            help="generate with a checkpoint on a paper benchmark and score it",
-            description="Generate with a local checkpoint on one of the paper's benchmarks (HumanEval, MBPP, "
-            "LiveCodeBench; RLLA test, API-Bank; AgentDojo, ASB, InjecAgent), score it with the project's "
-            "rewards and the benchmark's checkers, and write metrics.json, results.md and records.jsonl.",
-        )
-    )
+def _command_name(argv: Sequence[str]) -> str | None:
+    """The sub-command ``argv`` asks for (the top-level parser has only flags), or None."""
+    return next((arg for arg in argv if not arg.startswith("-")), None)
 
 
 def _simulate_options(sim: argparse.ArgumentParser) -> None:
@@ -185,30 +194,6 @@ def _simulate_options(sim: argparse.ArgumentParser) -> None:
     )
     sim.add_argument("--out", default=None, help="folder for report.md, summary.csv and one PNG per scenario")
     sim.add_argument("--no-progress", action="store_true", help="no progress bar")
-
-
-@contextmanager
-def _progress(total: int, *, enabled: bool, label: str) -> Iterator[Callable[[], None]]:
-    """A rich progress bar on stderr; a no-op when disabled or rich is missing."""
-    try:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-    except ImportError:
-        enabled = False
-    if not enabled:
-        yield lambda: None
-        return
-    from rich.console import Console
-
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=Console(stderr=True),
-        transient=True,
-    ) as bar:
-        task = bar.add_task(label, total=total)
-        yield lambda: bar.advance(task)
 
 
 def _cmd_explain(args: argparse.Namespace, out: TextIO) -> int:
@@ -347,7 +332,7 @@ def _cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
     # Both parts go through the parser, so the demo uses exactly the commands' own defaults.
     folder = Path(args.out)
     quiet = ["--no-progress"] if args.no_progress else []
-    parser = _parser()
+    parser, _ = _parser()
     out.write("# 1. The paper's Figure 2 example: why CorrGRPO exists\n\n")
     explain_args = ["explain", "--example", "--estimators", "grpo,dr_grpo,corrgrpo,gdpo,mo_grpo"]
     _cmd_explain(parser.parse_args([*explain_args, "--plot", str(folder / "explain_fig2.png")]), out)
@@ -365,25 +350,43 @@ def _cmd_estimators(out: TextIO) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the ``corrgrpo`` command; returns the exit status (0 ok, 2 a usage or input error)."""
-    parser = _parser()
-    args = parser.parse_args(argv)
-    out = sys.stdout
+    """Run the ``corrgrpo`` command; returns the exit status (0 ok, 2 a usage or input error).
+
+    Output cut short by its reader (``corrgrpo explain FILE | head``) is not an error.
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
     try:
+        return _main(argv, sys.stdout)
+    except BrokenPipeError:
+        # The reader has gone: send whatever Python still flushes at exit nowhere, and stop quietly.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+
+
+def _main(argv: list[str], out: TextIO) -> int:
+    name = _command_name(argv)
+    try:
+        wanted = () if name in CORE_COMMANDS else ["*"] if name is None else [name]
+        try:
+            parser, commands = _parser(wanted)
+        except CliError:
+            if name in plugin.INSTALL_HINTS or name in plugin.entry_points():
+                raise
+            parser, commands = _parser(["*"])  # an unknown command: argparse lists what there is
+        args = parser.parse_args(argv)
+    except CliError as err:
+        print(f"corrgrpo {name}: error: {err}", file=sys.stderr)
+        return 2
+    try:
+        if args.command in commands:
+            return commands[args.command].run(args, out)
         if args.command == "explain":
             return _cmd_explain(args, out)
         if args.command == "simulate":
             return _run_simulation(args, out)
         if args.command == "demo":
             return _cmd_demo(args, out)
-        if args.command == "train":
-            from .train import run_train
-
-            return run_train(args, out)
-        if args.command == "evaluate":
-            from corrgrpo_tasks.evaluation.cli import run
-
-            return run(args, out)
         return _cmd_estimators(out)
     except CliError as err:
         print(f"corrgrpo {args.command}: error: {err}", file=sys.stderr)

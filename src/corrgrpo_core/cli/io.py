@@ -28,6 +28,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from .plugin import CliError
+
 __all__ = [
     "CliError",
     "Columns",
@@ -62,10 +64,6 @@ _TEXT_BLOCK = 1 << 20  # bytes per block of lines parsed at once when streaming 
 _STREAM_ROWS = 1 << 15  # rows per Parquet batch when streaming
 _PARQUET_BUFFER = 1 << 18  # bytes read at once per column when streaming (1 MB: +5 MB of peak)
 _JSON_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]')
-
-
-class CliError(Exception):
-    """A problem the user can fix (bad file, bad option); printed without a traceback."""
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """``corrgrpo evaluate DOMAIN --model PATH --benchmark NAME --data PATH``: arguments and the run.
 
-The core CLI registers the subcommand and calls :func:`add_arguments` and :func:`run`; everything heavy
-(transformers, agentdojo, the sandbox) is imported only when a run starts.
+Registered on the ``corrgrpo`` command through the ``corrgrpo.commands`` entry point (``COMMAND``);
+everything heavy (transformers, agentdojo, the sandbox) is imported only when a run starts.
 """
 
 from __future__ import annotations
@@ -13,10 +13,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TextIO
 
+from corrgrpo_core.cli.plugin import CliError, Command
+
 from ._benchmarks import BENCHMARKS, DOMAINS, RunContext
 from ._report import render_markdown, write_report
 
-__all__ = ["add_arguments", "evaluate", "run"]
+__all__ = ["COMMAND", "add_arguments", "evaluate", "run"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -200,8 +202,6 @@ def _quiet_library_bars() -> None:
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
     """Run ``corrgrpo evaluate`` from parsed arguments; bad input raises the core CLI's ``CliError``."""
-    from corrgrpo_core.cli.io import CliError
-
     bench = BENCHMARKS[args.benchmark]
     if bench.domain != args.domain:
         raise CliError(
@@ -250,3 +250,14 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     out.write(render_markdown(args.benchmark, result["metrics"], result["config"]))
     out.write(f"\nwritten: {', '.join(str(p) for p in result['files'].values())}\n")
     return 0
+
+
+COMMAND = Command(
+    "evaluate",
+    "generate with a checkpoint on a paper benchmark and score it",
+    add_arguments,
+    run,
+    description="Generate with a local checkpoint on one of the paper's benchmarks (HumanEval, MBPP, "
+    "LiveCodeBench; RLLA test, API-Bank; AgentDojo, ASB, InjecAgent), score it with the project's "
+    "rewards and the benchmark's checkers, and write metrics.json, results.md and records.jsonl.",
+)

@@ -24,7 +24,10 @@ def main(argv: list[str] | None = None) -> int:
         cut = argv.index("--")
         argv, extra = argv[:cut], argv[cut + 1 :]
     parser = argparse.ArgumentParser(
-        prog="python -m corrgrpo_tasks.recipes",
+        # The console script shows its own name; `python -m` shows how it was run.
+        prog="corrgrpo-recipe"
+        if os.path.basename(sys.argv[0]) == "corrgrpo-recipe"
+        else "python -m corrgrpo_tasks.recipes",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -1,8 +1,9 @@
 """``corrgrpo train``: train a small language model with GRPO-family estimators on a CPU.
 
-The options live here; the work (TRL's SFTTrainer warm start, TRL's GRPOTrainer through the project's
-adapter, held-out evaluation, CSV/plots/report) is ``corrgrpo_tasks.training``, imported only when the
-command runs, so ``corrgrpo train --help`` works without TRL installed.
+Registered on the ``corrgrpo`` command through the ``corrgrpo.commands`` entry point (``COMMAND``). The
+options live here; the work (TRL's SFTTrainer warm start, TRL's GRPOTrainer through the project's
+adapter, held-out evaluation, CSV/plots/report) is imported only when the command runs, so
+``corrgrpo train --help`` works without TRL installed.
 """
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from . import _names
-from .io import CliError
+from corrgrpo_core.cli.plugin import CliError, Command, progress
+from corrgrpo_core.cli.plugin import names as _names
 
-__all__ = ["add_train_parser", "run_train"]
+__all__ = ["COMMAND", "add_arguments", "run"]
 
 DEFAULT_ESTIMATORS = ("grpo", "corrgrpo")
 TASKS = ("tool_calling", "code")
@@ -55,14 +56,8 @@ def _default(field: str) -> str:
     return "; ".join([f"{base:g}" if isinstance(base, float) else str(base), *other])
 
 
-def add_train_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Register ``train`` on the ``corrgrpo`` sub-command parser."""
-    p = sub.add_parser(
-        "train",
-        help="train a small LM with each estimator on a CPU (needs TRL)",
-        description=_DESCRIPTION,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The ``train`` sub-command's options."""
     p.add_argument(
         "--estimators",
         type=_names,
@@ -176,7 +171,7 @@ _FIELDS = {
 }
 
 
-def run_train(args: argparse.Namespace, out: TextIO) -> int:
+def run(args: argparse.Namespace, out: TextIO) -> int:
     """Run ``corrgrpo train`` (see the parser's description)."""
     import corrgrpo_core as cc
 
@@ -211,8 +206,6 @@ def run_train(args: argparse.Namespace, out: TextIO) -> int:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     from corrgrpo_tasks.training import TrainConfig, run_training, task_defaults, write_outputs
 
-    from . import _progress
-
     options = task_defaults(args.task)
     options.update(
         {field: getattr(args, name) for name, field in _FIELDS.items() if getattr(args, name) is not None}
@@ -231,8 +224,18 @@ def run_train(args: argparse.Namespace, out: TextIO) -> int:
     log = (lambda _: None) if args.quiet else (lambda line: print(line, file=out, flush=True))
     start = time.monotonic()
     total = cfg.steps * cfg.seeds * len(cfg.estimators)
-    with _progress(total, enabled=not args.no_progress, label="training") as tick:
+    with progress(total, enabled=not args.no_progress, label="training") as tick:
         records = run_training(cfg, args.out, on_step=tick, log=log)
     report = write_outputs(records, args.out)
     out.write(report + f"\n(trained in {time.monotonic() - start:.0f} s; outputs in {args.out}/)\n")
     return 0
+
+
+COMMAND = Command(
+    "train",
+    "train a small LM with each estimator on a CPU (needs TRL)",
+    add_arguments,
+    run,
+    description=_DESCRIPTION,
+    raw_description=True,
+)
