@@ -15,14 +15,13 @@ See ``docs/tasks/code.md``.
 """
 
 from ._adapters import make_openrlhf_reward_func, openrlhf_reward_func, trl_reward_functions
+from ._extract import extract_code, parse_verifier
 from ._reward import (
     COMPONENTS,
     DEFAULT_WEIGHTS,
     CodeRewardConfig,
     compute_score,
     compute_score_batch,
-    extract_code,
-    parse_verifier,
     score_batch,
 )
 

@@ -44,12 +44,13 @@ if TYPE_CHECKING:  # typing, collections, json, socket, ast: start-up cost in ev
 
 if __name__ == "__main__":  # in the sandbox, next to /sandbox/_wire.py
     sys.path.insert(0, os.path.dirname(__file__))  # /sandbox, or the unsafe mode's directory
+    import _similarity  # type: ignore[import-not-found]
     import _wire  # type: ignore[import-not-found]
     import _zygote  # type: ignore[import-not-found]
 
     sys.path.pop(0)
-else:  # imported by the scorer (for _ast_tokens) and the tests
-    from . import _wire
+else:  # imported by the tests
+    from . import _similarity, _wire
 
 _HEADER = struct.Struct(">I")
 _MODULE = "__judge__"
@@ -80,35 +81,6 @@ class _Timeout(_Poison):
 
 class _WrongAnswer(Exception):
     pass
-
-
-def _children(node: _ast.AST) -> list[_ast.AST]:
-    """``ast.iter_child_nodes`` without ``ast`` (and its imports), expression contexts left out."""
-    found = []
-    for name in node._fields:
-        value = getattr(node, name, None)
-        if isinstance(value, _ast.AST):
-            found.append(value)
-        elif isinstance(value, list):
-            found.extend(item for item in value if isinstance(item, _ast.AST))
-    return [child for child in found if not isinstance(child, _ast.expr_context)]
-
-
-def _ast_tokens(tree: _ast.AST, cap: int) -> list[str]:
-    """Pre-order node types with closing markers, identifiers and literals left out."""
-    tokens: list[str] = []
-    stack: list[tuple[_ast.AST, bool]] = [(tree, False)]
-    while stack and len(tokens) < cap:
-        node, closing = stack.pop()
-        name = type(node).__name__
-        if closing:
-            tokens.append("/" + name)
-            continue
-        tokens.append(name)
-        stack.append((node, True))
-        children = _children(node)
-        stack.extend((child, False) for child in reversed(children))
-    return tokens
 
 
 def _same_output(got: str, expected: str) -> bool:
@@ -465,7 +437,7 @@ def _run_job(job_fd: int, candidate_fd: int, reference_fd: int) -> None:
         if not code.strip():
             raise SyntaxError("empty program")
         tree = compile(code, "<unknown>", "exec", _ast.PyCF_ONLY_AST, dont_inherit=True)
-        tokens = _ast_tokens(tree, int(job.get("ast_token_cap", 0)))
+        tokens = _similarity.ast_tokens(tree, int(job.get("ast_token_cap", 0)))
         del tree
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         emit({"stage": "syntax", "ok": False, "error": f"{type(exc).__name__}: {exc}"[:500]})

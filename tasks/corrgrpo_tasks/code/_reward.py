@@ -3,26 +3,18 @@
 from __future__ import annotations
 
 import ast
-import atexit
 import concurrent.futures
 import dataclasses
-import difflib
 import functools
-import itertools
-import json
 import math
 import os
-import re
-import select
-import socket
-import threading
-import time
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
-from ..sandbox import Limits, Running, Sandbox, SandboxUnavailableError
-from ._judge import _ast_tokens
+from ..sandbox import Sandbox, SandboxUnavailableError
+from ._extract import _defines, entry_name, extract_code, parse_verifier
+from ._lanes import run_job, sandbox_for
+from ._similarity import ast_tokens, similarity
 
 __all__ = [
     "COMPONENTS",
@@ -30,7 +22,6 @@ __all__ = [
     "CodeRewardConfig",
     "compute_score",
     "compute_score_batch",
-    "extract_code",
     "score_batch",
 ]
 
@@ -64,22 +55,6 @@ _REFERENCE_WEIGHT_NAMES = (
     "ast_similarity_weight",
     "efficiency_weight",
 )
-_HERE = Path(__file__).parent
-_JUDGE = (_HERE / "_judge.py").read_text()
-_SERVER = (_HERE / "_server.py").read_text()
-_WIRE = (_HERE / "_wire.py").read_text()
-_ZYGOTE = (_HERE / "_zygote.py").read_text()
-# A lane's sandboxes live this long at most, and serve at most this many jobs before they are replaced.
-_LANE_SECONDS = 3600.0
-_LANE_JOBS = 500
-# Beyond a job's own time limit: how long its records and the lane's clean-up may take.
-_JOB_GRACE = 3.0
-_RECORDS_CAP = 1 << 20
-# The optional language and its trailing space are one group, so a long run of spaces is matched once
-# (``[^\S\n]*(?:python3?|py)?[^\S\n]*`` splits it two ways at every length: quadratic).
-_FENCE = re.compile(r"```[^\S\n]*(?:(?:python3?|py)[^\S\n]*)?\n(.*?)```", re.IGNORECASE | re.DOTALL)
-# A real completion has a handful of code blocks; beyond this many the rest are not looked at.
-_MAX_BLOCKS = 256
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -164,121 +139,13 @@ class CodeRewardConfig:
         return cls(**config)
 
 
-def extract_code(text: str, *, entry_name: str | None = "Solution") -> tuple[str, bool]:
-    """The program in a completion: ``(code, fenced)``.
-
-    Among fenced blocks (```` ``` ````, ```` ```python ````, ```` ```py ````) the one that defines
-    ``entry_name`` wins, then the longest. Without fences: the text after the last ``</think>``, from
-    the first definition of ``entry_name`` when there is one. Linear in the text's length (no
-    backtracking pattern: a megabyte of unclosed fences or blank lines costs milliseconds).
-    """
-    blocks = _fenced_blocks(text)
-    if blocks:
-        by_length = sorted(blocks, key=len, reverse=True)  # stable: the first of equally long blocks wins
-        return next((b for b in by_length if _defines(b, entry_name)), by_length[0]), True
-    tail = text.rsplit("</think>", 1)[-1]
-    if entry_name:
-        start = _definition(tail, entry_name)
-        if start >= 0:
-            tail = tail[start:].lstrip("\n")
-    return tail.strip("\n"), False
-
-
-def _fenced_blocks(text: str) -> list[str]:
-    """Bodies of the closed Python fences, left to right, at most ``_MAX_BLOCKS``.
-
-    One pass of a pattern without nested quantifiers: a fence that finds no closing backticks has no
-    fence after it either (every fence opening contains backticks), so no body is scanned twice.
-    """
-    return [match.group(1) for match in itertools.islice(_FENCE.finditer(text), _MAX_BLOCKS)]
-
-
-@functools.lru_cache(maxsize=256)
-def _definition_pattern(name: str) -> re.Pattern[str]:
-    # Horizontal space only (``\s`` would run across lines and make the search quadratic on blank lines).
-    return re.compile(rf"^[ \t\f\v\r]*(?:class|def)[ \t]+{re.escape(name)}(?!\w)", re.MULTILINE)
-
-
-def _definition(code: str, name: str) -> int:
-    """Offset of the first line that defines ``name`` (``class name`` / ``def name``, indented or not),
-    else -1."""
-    if name not in code:
-        return -1
-    match = _definition_pattern(name).search(code)
-    return -1 if match is None else match.start()
-
-
-def _defines(code: str, name: str | None) -> bool:
-    return bool(name) and str(name) in code and _definition(code, str(name)) >= 0
-
-
-def entry_name(verifier: Mapping[str, Any]) -> str | None:
-    """Top-level name the candidate must define: ``Solution`` for ``Solution().twoSum``."""
-    entry = verifier.get("entry_point")
-    if not entry:
-        return None
-    return re.split(r"[.(]", str(entry).strip(), maxsplit=1)[0] or None
-
-
-def parse_verifier(ground_truth: str | bytes | Mapping[str, Any]) -> dict[str, Any]:
-    """Validate a ground-truth verifier (JSON text, bytes or mapping); returns a new dict."""
-    if isinstance(ground_truth, (bytes, bytearray)):
-        ground_truth = ground_truth.decode()
-    if isinstance(ground_truth, str):
-        try:
-            ground_truth = json.loads(ground_truth)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"ground_truth is not valid JSON: {exc}") from None
-    if not isinstance(ground_truth, Mapping):
-        raise TypeError(f"ground_truth must be a JSON object or mapping, got {type(ground_truth).__name__}")
-    verifier = dict(ground_truth)
-    kind = verifier.setdefault("kind", "check")
-    if kind == "check":
-        missing = [
-            k for k in ("test", "entry_point") if not isinstance(verifier.get(k), str) or not verifier[k]
-        ]
-        if missing:
-            raise ValueError(f"ground_truth of kind 'check' needs non-empty string fields {missing}")
-    elif kind == "stdio":
-        tests = verifier.get("tests")
-        if (
-            not isinstance(tests, list)
-            or not tests
-            or not all(isinstance(t, Mapping) and "input" in t and "output" in t for t in tests)
-        ):
-            raise ValueError(
-                "ground_truth of kind 'stdio' needs 'tests': a non-empty list of {input, output}"
-            )
-    else:
-        raise ValueError(f"ground_truth 'kind' must be 'check' or 'stdio', got {kind!r}")
-    return verifier
-
-
 @functools.lru_cache(maxsize=4096)
 def _reference_tokens(reference: str, cap: int) -> tuple[str, ...] | None:
     code = extract_code(reference, entry_name=None)[0] if "```" in reference else reference
     try:
-        return tuple(_ast_tokens(ast.parse(code), cap))
+        return tuple(ast_tokens(ast.parse(code), cap))
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
-
-
-@functools.lru_cache(maxsize=4)
-def _sandbox(allow_unsafe: bool, python_paths: tuple[str, ...] = ()) -> Sandbox:
-    return Sandbox(allow_unsafe=allow_unsafe, python_paths=python_paths)
-
-
-def _records(channel: bytes) -> dict[str, dict[str, Any]]:
-    """The judge's records, first of each stage; anything malformed is skipped (and never raises)."""
-    found: dict[str, dict[str, Any]] = {}
-    for line in channel.split(b"\n"):
-        try:
-            record = json.loads(line)
-        except (ValueError, RecursionError, MemoryError):
-            continue
-        if isinstance(record, dict) and isinstance(record.get("stage"), str):
-            found.setdefault(record["stage"], record)
-    return found
 
 
 def _finite_positive(value: Any) -> float | None:
@@ -293,159 +160,6 @@ def _result(config: CodeRewardConfig, values: Mapping[str, float]) -> dict[str, 
     out = {name: float(values.get(name, 0.0)) for name in COMPONENTS}
     score = sum(w * out[name] for w, name in zip(config.weights, COMPONENTS, strict=False))
     return {"score": score, **out, **{name: float(values.get(name, 0.0)) for name in METADATA}}
-
-
-class _Lane:
-    """A judge sandbox with a candidate server sandbox and a reference server sandbox, reused job after job.
-
-    Each of the three is PID 1 of its namespace and never runs a job's code itself: the judge forks a
-    process per job, the servers one per session; between jobs every other process of each sandbox is
-    killed and its ``/tmp`` emptied (see ``_zygote.py``), so a job meets nothing of the one before while
-    the start-up of three sandboxes is paid once per lane instead of once per sample. A lane that misses
-    a deadline or loses a sandbox (a memory bomb, an output flood) is thrown away whole.
-    """
-
-    def __init__(self, sandbox: Sandbox, memory_mb: int) -> None:
-        limits = Limits(wall_seconds=_LANE_SECONDS, memory_mb=memory_mb)
-        pairs = {
-            who: socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-            for who in ("ctl", "candidate", "reference")
-        }
-        files = {"_wire.py": _WIRE, "_zygote.py": _ZYGOTE}
-        self.running: list[Running] = []
-        try:
-            for who in ("candidate", "reference"):
-                self.running.append(
-                    sandbox.start(
-                        _SERVER,
-                        limits=limits,
-                        files=files,
-                        pass_fds={"SERVER_FD": pairs[who][1].detach()},
-                        as_init=True,
-                        background=True,
-                    )
-                )
-            self.running.append(
-                sandbox.start(
-                    _JUDGE,
-                    limits=limits,
-                    files=files,
-                    as_init=True,
-                    background=True,
-                    pass_fds={
-                        "JUDGE_CTL_FD": pairs["ctl"][1].detach(),
-                        "JUDGE_CANDIDATE_FD": pairs["candidate"][0].detach(),
-                        "JUDGE_REFERENCE_FD": pairs["reference"][0].detach(),
-                    },
-                )
-            )
-        except BaseException:
-            self.close()
-            raise
-        finally:
-            for who, pair in pairs.items():
-                for end in pair[1:] if who == "ctl" else pair:
-                    end.close()  # a no-op for the ends handed to the sandboxes
-        self.ctl = pairs["ctl"][0]
-        self.jobs = 0
-
-    def alive(self) -> bool:
-        return len(self.running) == 3 and all(r.alive() for r in self.running)
-
-    def score(self, job: dict[str, Any], seconds: float) -> tuple[bytes, bool]:
-        """Run one job: the judge's records, and whether the lane is clean and can take another."""
-        self.jobs += 1
-        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            socket.send_fds(
-                self.ctl, [json.dumps({"op": "job", "seconds": seconds}).encode()], [theirs.fileno()]
-            )
-        except OSError:
-            mine.close()
-            return b"", False
-        finally:
-            theirs.close()
-        deadline = time.monotonic() + seconds + _JOB_GRACE
-        records = bytearray()
-        try:
-            writer = threading.Thread(target=_send_job, args=(mine, json.dumps(job).encode()), daemon=True)
-            writer.start()
-            while len(records) < _RECORDS_CAP:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or not select.select([mine], [], [], remaining)[0]:
-                    return bytes(records), False
-                try:
-                    chunk = mine.recv(1 << 16)
-                except OSError:
-                    return bytes(records), False
-                if not chunk:
-                    break
-                records += chunk
-            writer.join(timeout=1.0)
-        finally:
-            mine.close()
-        remaining = deadline + _JOB_GRACE - time.monotonic()
-        if remaining <= 0 or not select.select([self.ctl], [], [], remaining)[0]:
-            return bytes(records), False
-        try:
-            done = json.loads(self.ctl.recv(4096))
-        except (OSError, ValueError):
-            return bytes(records), False
-        return bytes(records), isinstance(done, dict) and done.get("ok") is True
-
-    def close(self) -> None:
-        for running in self.running:
-            running.kill()
-        for running in self.running:
-            running.wait()
-        ctl = getattr(self, "ctl", None)
-        if ctl is not None:
-            ctl.close()
-
-
-def _send_job(sock: socket.socket, payload: bytes) -> None:
-    try:
-        sock.sendall(payload)
-        sock.shutdown(socket.SHUT_WR)
-    except OSError:
-        pass
-
-
-class _LanePool:
-    """Idle lanes per (sandbox, memory cap); each worker thread holds one lane while it scores a sample."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.idle: dict[tuple[int, int], list[_Lane]] = {}
-
-    def acquire(self, sandbox: Sandbox, memory_mb: int) -> _Lane:
-        key = (id(sandbox), memory_mb)
-        while True:
-            with self.lock:
-                lane = self.idle.get(key, []).pop() if self.idle.get(key) else None
-            if lane is None:
-                return _Lane(sandbox, memory_mb)
-            if lane.alive():
-                return lane
-            lane.close()
-
-    def release(self, sandbox: Sandbox, memory_mb: int, lane: _Lane, clean: bool) -> None:
-        if clean and lane.jobs < _LANE_JOBS and lane.alive():
-            with self.lock:
-                self.idle.setdefault((id(sandbox), memory_mb), []).append(lane)
-        else:
-            lane.close()
-
-    def close(self) -> None:
-        with self.lock:
-            lanes = [lane for group in self.idle.values() for lane in group]
-            self.idle.clear()
-        for lane in lanes:
-            lane.close()
-
-
-_LANES = _LanePool()
-atexit.register(_LANES.close)
 
 
 def _score_one(
@@ -485,13 +199,7 @@ def _score_one(
             "min_rounds": config.timing_min_rounds,
             "budget": config.timing_budget_seconds,
         }
-    lane = _LANES.acquire(sandbox, config.memory_mb)
-    channel, clean = b"", False
-    try:
-        channel, clean = lane.score(job, config.timeout_seconds)
-    finally:
-        _LANES.release(sandbox, config.memory_mb, lane, clean)
-    records = _records(channel)
+    records, clean = run_job(job, sandbox=sandbox, memory_mb=config.memory_mb, seconds=config.timeout_seconds)
     values["sandbox_error"] = float(not records and not clean)
     syntax = records.get("syntax", {})
     if not syntax.get("ok"):
@@ -500,9 +208,7 @@ def _score_one(
     if ref_tokens is not None:
         tokens = syntax.get("tokens")
         tokens = [t for t in tokens if isinstance(t, str)] if isinstance(tokens, list) else []
-        values["ast_similarity_reward"] = difflib.SequenceMatcher(
-            None, tokens, ref_tokens, autojunk=False
-        ).ratio()
+        values["ast_similarity_reward"] = similarity(tokens, ref_tokens)
     if records.get("compile", {}).get("ok") is not True:
         return _result(config, values)
     values["compile_reward"] = 1.0
@@ -569,7 +275,7 @@ def compute_score(
     """
     config = CodeRewardConfig.from_kwargs(kwargs)
     verifier = parse_verifier(ground_truth)
-    return _score_one(solution_str, verifier, config, _sandbox(config.allow_unsafe, config.python_paths))
+    return _score_one(solution_str, verifier, config, sandbox_for(config.allow_unsafe, config.python_paths))
 
 
 def _zero(config: CodeRewardConfig, **flags: float) -> dict[str, float]:
@@ -592,7 +298,7 @@ def score_batch(
     if len(solution_strs) != len(ground_truths):
         raise ValueError(f"{len(solution_strs)} solutions but {len(ground_truths)} ground truths")
     config = CodeRewardConfig.from_kwargs(kwargs)
-    sandbox = _sandbox(config.allow_unsafe, config.python_paths)
+    sandbox = sandbox_for(config.allow_unsafe, config.python_paths)
     workers = max_workers if max_workers is not None else len(os.sched_getaffinity(0))
     if workers < 1:
         raise ValueError(f"max_workers must be at least 1, got {workers}")

@@ -17,7 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from corrgrpo_tasks.code import _wire, extract_code
-from corrgrpo_tasks.code._reward import _definition, _fenced_blocks, _records
+from corrgrpo_tasks.code._extract import _definition, _fenced_blocks
+from corrgrpo_tasks.code._lanes import _records
 
 # The patterns the linear code replaces (quadratic on some inputs, but the reference for the answers).
 OLD_FENCE = re.compile(r"```[^\S\n]*(?:python3?|py)?[^\S\n]*\n(.*?)```", re.IGNORECASE | re.DOTALL)

@@ -276,9 +276,9 @@ def test_after_corpus_scorer_works_no_strays_host_unchanged(
     # down by the kernel right after, so allow that a moment before calling anything a leftover.
     # The scorer keeps idle lanes (sandboxes between jobs) for the next batch: closing them must leave
     # nothing behind either.
-    from corrgrpo_tasks.code import _reward
+    from corrgrpo_tasks.code import _lanes
 
-    _reward._LANES.close()
+    _lanes._LANES.close()
     deadline = time.monotonic() + 3.0
     while (strays := stray_processes(STRAY_MARK)) and time.monotonic() < deadline:
         time.sleep(0.1)

@@ -556,9 +556,9 @@ def test_whole_corpus_in_one_batch_then_clean_host(
     assert all(s["efficiency_reward"] == 0.0 for s in scores[1:-1])
     # The scorer keeps idle lanes (sandboxes between jobs) for the next batch: closing them must leave
     # nothing behind either.
-    from corrgrpo_tasks.code import _reward
+    from corrgrpo_tasks.code import _lanes
 
-    _reward._LANES.close()
+    _lanes._LANES.close()
     deadline = time.monotonic() + 3.0
     while (strays := stray_processes(MARK)) and time.monotonic() < deadline:
         time.sleep(0.1)

@@ -186,11 +186,11 @@ def test_batch_survives_bad_samples(box: Sandbox) -> None:
 
 
 def test_reward_refuses_without_bubblewrap(monkeypatch: pytest.MonkeyPatch) -> None:
-    from corrgrpo_tasks.code import _reward
+    from corrgrpo_tasks.code import _lanes
     from corrgrpo_tasks.sandbox import SandboxUnavailableError, _core
 
     monkeypatch.setattr(_core.shutil, "which", lambda name: None)
-    _reward._sandbox.cache_clear()
+    _lanes.sandbox_for.cache_clear()
     try:
         with pytest.raises(SandboxUnavailableError, match="apt-get install -y bubblewrap"):
             compute_score("leetcodedataset", CASES["correct"], GT)
@@ -199,7 +199,7 @@ def test_reward_refuses_without_bubblewrap(monkeypatch: pytest.MonkeyPatch) -> N
         with pytest.raises(SandboxUnavailableError, match="bubblewrap"):
             score_batch([CASES["correct"]], [GT])
     finally:
-        _reward._sandbox.cache_clear()
+        _lanes.sandbox_for.cache_clear()
 
 
 def test_unsafe_mode_scores_and_never_wipes_the_host_tmp(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -207,13 +207,13 @@ def test_unsafe_mode_scores_and_never_wipes_the_host_tmp(monkeypatch: pytest.Mon
     import tempfile
     import warnings
 
-    from corrgrpo_tasks.code import _reward
+    from corrgrpo_tasks.code import _lanes
     from corrgrpo_tasks.sandbox import _core
 
     keep = tempfile.NamedTemporaryFile(prefix="corrgrpo-keep-", dir="/tmp", delete=False)  # noqa: SIM115
     keep.close()
     monkeypatch.setattr(_core.shutil, "which", lambda name: None)
-    _reward._sandbox.cache_clear()
+    _lanes.sandbox_for.cache_clear()
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
@@ -222,6 +222,6 @@ def test_unsafe_mode_scores_and_never_wipes_the_host_tmp(monkeypatch: pytest.Mon
         assert (good["accuracy_reward"], bad["accuracy_reward"]) == (1.0, 0.0)
         assert os.path.exists(keep.name)  # the rlimits-only servers must not clean the host's /tmp
     finally:
-        _reward._LANES.close()
-        _reward._sandbox.cache_clear()
+        _lanes._LANES.close()
+        _lanes.sandbox_for.cache_clear()
         os.unlink(keep.name)

@@ -1,0 +1,218 @@
+"""Lanes of sandboxes that score one judge job at a time: a judge, a candidate server, a reference server.
+
+``run_job(job, sandbox=..., memory_mb=..., seconds=...)`` is all the reward needs: the judge's records
+(first of each stage) and whether the lane came back clean.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import json
+import select
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from ..sandbox import Limits, Running, Sandbox
+
+__all__ = ["run_job", "sandbox_for"]
+
+_HERE = Path(__file__).parent
+_JUDGE = (_HERE / "_judge.py").read_text()
+_SERVER = (_HERE / "_server.py").read_text()
+_WIRE = (_HERE / "_wire.py").read_text()
+_ZYGOTE = (_HERE / "_zygote.py").read_text()
+_SIMILARITY = (_HERE / "_similarity.py").read_text()
+# A lane's sandboxes live this long at most, and serve at most this many jobs before they are replaced.
+_LANE_SECONDS = 3600.0
+_LANE_JOBS = 500
+# Beyond a job's own time limit: how long its records and the lane's clean-up may take.
+_JOB_GRACE = 3.0
+_RECORDS_CAP = 1 << 20
+
+
+@functools.lru_cache(maxsize=4)
+def sandbox_for(allow_unsafe: bool, python_paths: tuple[str, ...] = ()) -> Sandbox:
+    return Sandbox(allow_unsafe=allow_unsafe, python_paths=python_paths)
+
+
+def _records(channel: bytes) -> dict[str, dict[str, Any]]:
+    """The judge's records, first of each stage; anything malformed is skipped (and never raises)."""
+    found: dict[str, dict[str, Any]] = {}
+    for line in channel.split(b"\n"):
+        try:
+            record = json.loads(line)
+        except (ValueError, RecursionError, MemoryError):
+            continue
+        if isinstance(record, dict) and isinstance(record.get("stage"), str):
+            found.setdefault(record["stage"], record)
+    return found
+
+
+class _Lane:
+    """A judge sandbox with a candidate server sandbox and a reference server sandbox, reused job after job.
+
+    Each of the three is PID 1 of its namespace and never runs a job's code itself: the judge forks a
+    process per job, the servers one per session; between jobs every other process of each sandbox is
+    killed and its ``/tmp`` emptied (see ``_zygote.py``), so a job meets nothing of the one before while
+    the start-up of three sandboxes is paid once per lane instead of once per sample. A lane that misses
+    a deadline or loses a sandbox (a memory bomb, an output flood) is thrown away whole.
+    """
+
+    def __init__(self, sandbox: Sandbox, memory_mb: int) -> None:
+        limits = Limits(wall_seconds=_LANE_SECONDS, memory_mb=memory_mb)
+        pairs = {
+            who: socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            for who in ("ctl", "candidate", "reference")
+        }
+        files = {"_wire.py": _WIRE, "_zygote.py": _ZYGOTE, "_similarity.py": _SIMILARITY}
+        self.running: list[Running] = []
+        try:
+            for who in ("candidate", "reference"):
+                self.running.append(
+                    sandbox.start(
+                        _SERVER,
+                        limits=limits,
+                        files=files,
+                        pass_fds={"SERVER_FD": pairs[who][1].detach()},
+                        as_init=True,
+                        background=True,
+                    )
+                )
+            self.running.append(
+                sandbox.start(
+                    _JUDGE,
+                    limits=limits,
+                    files=files,
+                    as_init=True,
+                    background=True,
+                    pass_fds={
+                        "JUDGE_CTL_FD": pairs["ctl"][1].detach(),
+                        "JUDGE_CANDIDATE_FD": pairs["candidate"][0].detach(),
+                        "JUDGE_REFERENCE_FD": pairs["reference"][0].detach(),
+                    },
+                )
+            )
+        except BaseException:
+            self.close()
+            raise
+        finally:
+            for who, pair in pairs.items():
+                for end in pair[1:] if who == "ctl" else pair:
+                    end.close()  # a no-op for the ends handed to the sandboxes
+        self.ctl = pairs["ctl"][0]
+        self.jobs = 0
+
+    def alive(self) -> bool:
+        return len(self.running) == 3 and all(r.alive() for r in self.running)
+
+    def score(self, job: dict[str, Any], seconds: float) -> tuple[bytes, bool]:
+        """Run one job: the judge's records, and whether the lane is clean and can take another."""
+        self.jobs += 1
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            socket.send_fds(
+                self.ctl, [json.dumps({"op": "job", "seconds": seconds}).encode()], [theirs.fileno()]
+            )
+        except OSError:
+            mine.close()
+            return b"", False
+        finally:
+            theirs.close()
+        deadline = time.monotonic() + seconds + _JOB_GRACE
+        records = bytearray()
+        try:
+            writer = threading.Thread(target=_send_job, args=(mine, json.dumps(job).encode()), daemon=True)
+            writer.start()
+            while len(records) < _RECORDS_CAP:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or not select.select([mine], [], [], remaining)[0]:
+                    return bytes(records), False
+                try:
+                    chunk = mine.recv(1 << 16)
+                except OSError:
+                    return bytes(records), False
+                if not chunk:
+                    break
+                records += chunk
+            writer.join(timeout=1.0)
+        finally:
+            mine.close()
+        remaining = deadline + _JOB_GRACE - time.monotonic()
+        if remaining <= 0 or not select.select([self.ctl], [], [], remaining)[0]:
+            return bytes(records), False
+        try:
+            done = json.loads(self.ctl.recv(4096))
+        except (OSError, ValueError):
+            return bytes(records), False
+        return bytes(records), isinstance(done, dict) and done.get("ok") is True
+
+    def close(self) -> None:
+        for running in self.running:
+            running.kill()
+        for running in self.running:
+            running.wait()
+        ctl = getattr(self, "ctl", None)
+        if ctl is not None:
+            ctl.close()
+
+
+def _send_job(sock: socket.socket, payload: bytes) -> None:
+    try:
+        sock.sendall(payload)
+        sock.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass
+
+
+class _LanePool:
+    """Idle lanes per (sandbox, memory cap); each worker thread holds one lane while it scores a sample."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.idle: dict[tuple[int, int], list[_Lane]] = {}
+
+    def acquire(self, sandbox: Sandbox, memory_mb: int) -> _Lane:
+        key = (id(sandbox), memory_mb)
+        while True:
+            with self.lock:
+                lane = self.idle.get(key, []).pop() if self.idle.get(key) else None
+            if lane is None:
+                return _Lane(sandbox, memory_mb)
+            if lane.alive():
+                return lane
+            lane.close()
+
+    def release(self, sandbox: Sandbox, memory_mb: int, lane: _Lane, clean: bool) -> None:
+        if clean and lane.jobs < _LANE_JOBS and lane.alive():
+            with self.lock:
+                self.idle.setdefault((id(sandbox), memory_mb), []).append(lane)
+        else:
+            lane.close()
+
+    def close(self) -> None:
+        with self.lock:
+            lanes = [lane for group in self.idle.values() for lane in group]
+            self.idle.clear()
+        for lane in lanes:
+            lane.close()
+
+
+_LANES = _LanePool()
+atexit.register(_LANES.close)
+
+
+def run_job(
+    job: dict[str, Any], *, sandbox: Sandbox, memory_mb: int, seconds: float
+) -> tuple[dict[str, dict[str, Any]], bool]:
+    """Score one job in a lane: the judge's records by stage, and whether the lane finished clean."""
+    lane = _LANES.acquire(sandbox, memory_mb)
+    channel, clean = b"", False
+    try:
+        channel, clean = lane.score(job, seconds)
+    finally:
+        _LANES.release(sandbox, memory_mb, lane, clean)
+    return _records(channel), clean
