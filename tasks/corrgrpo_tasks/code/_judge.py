@@ -44,13 +44,13 @@ if TYPE_CHECKING:  # typing, collections, json, socket, ast: start-up cost in ev
 
 if __name__ == "__main__":  # in the sandbox, next to /sandbox/_wire.py
     sys.path.insert(0, os.path.dirname(__file__))  # /sandbox, or the unsafe mode's directory
-    import _similarity  # type: ignore[import-not-found]
+    import _syntax  # type: ignore[import-not-found]
     import _wire  # type: ignore[import-not-found]
     import _zygote  # type: ignore[import-not-found]
 
     sys.path.pop(0)
 else:  # imported by the tests
-    from . import _similarity, _wire
+    from . import _syntax, _wire
 
 _HEADER = struct.Struct(">I")
 _MODULE = "__judge__"
@@ -437,13 +437,13 @@ def _run_job(job_fd: int, candidate_fd: int, reference_fd: int) -> None:
         if not code.strip():
             raise SyntaxError("empty program")
         tree = compile(code, "<unknown>", "exec", _ast.PyCF_ONLY_AST, dont_inherit=True)
-        tokens = _similarity.ast_tokens(tree, int(job.get("ast_token_cap", 0)))
+        facts = _syntax.syntax_facts(tree, job)
         del tree
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         emit({"stage": "syntax", "ok": False, "error": f"{type(exc).__name__}: {exc}"[:500]})
         return
-    emit({"stage": "syntax", "ok": True, "tokens": tokens})
-    del tokens
+    emit({"stage": "syntax", "ok": True, **facts})
+    del facts
     runner = _Job(job, deadline)
     try:
         runner.compile_all(code)

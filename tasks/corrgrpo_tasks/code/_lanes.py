@@ -25,7 +25,7 @@ _JUDGE = (_HERE / "_judge.py").read_text()
 _SERVER = (_HERE / "_server.py").read_text()
 _WIRE = (_HERE / "_wire.py").read_text()
 _ZYGOTE = (_HERE / "_zygote.py").read_text()
-_SIMILARITY = (_HERE / "_similarity.py").read_text()
+_SYNTAX = (_HERE / "_syntax.py").read_text()
 # A lane's sandboxes live this long at most, and serve at most this many jobs before they are replaced.
 _LANE_SECONDS = 3600.0
 _LANE_JOBS = 500
@@ -68,7 +68,7 @@ class _Lane:
             who: socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             for who in ("ctl", "candidate", "reference")
         }
-        files = {"_wire.py": _WIRE, "_zygote.py": _ZYGOTE, "_similarity.py": _SIMILARITY}
+        files = {"_wire.py": _WIRE, "_zygote.py": _ZYGOTE, "_syntax.py": _SYNTAX}
         self.running: list[Running] = []
         try:
             for who in ("candidate", "reference"):

@@ -1,14 +1,20 @@
-"""AST similarity: the node sequence of a program and the ratio of two sequences (standard library only).
+"""What the reward reads from a program's parse tree (standard library only): the AST node sequence for
+the similarity score, and the facts ``syntax_facts`` reports.
 
-Copied into the judge's sandbox as ``/sandbox/_similarity.py`` (the judge tokenises the candidate's parse
-tree there) and imported by the scorer for the reference solution, so both sides use one definition.
+Copied into the judge's sandbox as ``/sandbox/_syntax.py``: the judge parses the candidate there and
+reports ``syntax_facts(tree, job)`` in its ``syntax`` record, so nothing of the candidate is parsed in the
+scorer's process. The scorer imports it for the reference solution, so both sides use one definition.
 """
 
 from __future__ import annotations
 
 import _ast
 
-__all__ = ["ast_tokens", "similarity"]
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # no typing import at the judge's start-up
+    from typing import Any
+
+__all__ = ["ast_tokens", "similarity", "syntax_facts"]
 
 
 def _children(node: _ast.AST) -> list[_ast.AST]:
@@ -38,6 +44,14 @@ def ast_tokens(tree: _ast.AST, cap: int) -> list[str]:
         children = _children(node)
         stack.extend((child, False) for child in reversed(children))
     return tokens
+
+
+def syntax_facts(tree: _ast.AST, job: dict[str, Any]) -> dict[str, Any]:
+    """Plain data about the candidate's parse tree for the judge's ``syntax`` record (JSON-ready).
+
+    ``tokens``: the node sequence, capped at ``job["ast_token_cap"]`` (0: not needed).
+    """
+    return {"tokens": ast_tokens(tree, int(job.get("ast_token_cap", 0)))}
 
 
 def similarity(candidate: list[str] | tuple[str, ...], reference: list[str] | tuple[str, ...]) -> float:
