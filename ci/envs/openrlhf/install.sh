@@ -4,11 +4,12 @@
 # own pins. vllm and flash-attn (GPU only) are never installed: the tests stub them.
 # Left out as well: what the code under test never imports (tensorboard, jsonlines, loralib, wandb, ...).
 # deepspeed is a source distribution; DS_BUILD_OPS=0 skips its CUDA kernels.
-"$PY" -m pip install -q torch==2.13.0
-"$PY" -m pip install -q --no-deps openrlhf==0.11.2
+# $INSTALL is uv's (or pip's) install command for this environment (tools/run_suites.py).
+$INSTALL -q torch==2.13.0
+$INSTALL -q --no-deps openrlhf==0.11.2
 # OpenRLHF pins ray and transformers; the rest are the versions this suite was last run with.
-"$PY" -m pip install -q "ray[default]==2.55.0" "transformers==5.15.0" peft==0.21.2 accelerate==1.15.0 \
+$INSTALL -q "ray[default]==2.55.0" "transformers==5.15.0" peft==0.21.2 accelerate==1.15.0 \
     torchdata==0.11.0 datasets==5.2.0 einops==0.8.2 optree==0.20.0 sympy==1.14.0 pylatexenc==2.11 \
     pillow==13.0.0 tqdm packaging numpy aiohttp setuptools wheel
-DS_BUILD_OPS=0 "$PY" -m pip install -q --no-build-isolation deepspeed==0.19.6
-"$PY" -m pip install -q -e ".[test,lint,agent-security]"
+DS_BUILD_OPS=0 $INSTALL -q --no-build-isolation deepspeed==0.19.6
+$INSTALL -q -e ".[test,lint,agent-security]"

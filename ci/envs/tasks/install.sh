@@ -2,5 +2,5 @@
 # torch (CPU, pinned by ci/constraints.txt) for the OpenRLHF-style reward function.
 # The real sandbox needs bubblewrap on the machine (.ci/run installs it); the tests report, not skip, when
 # it is missing.
-"$PY" -m pip install -q --upgrade pip
-"$PY" -m pip install -q -e ".[test,lint,tasks]" torch
+# $INSTALL is uv's (or pip's) install command for this environment (tools/run_suites.py).
+$INSTALL -q -e ".[test,lint,tasks]" "torch==2.13.0"
