@@ -482,8 +482,9 @@ class _Job:
         point, and of the other names the test code reads only those the dataset's convention gives the
         program. With a reference solution: a name it defines is the program's (a proxy), a name it
         imports is imported here by the reference's own statement (never the program's module or
-        function). Without one: a name the program binds to a module is imported here by that name, a
-        name it defines is a proxy."""
+        function). Without one, nothing tells a helper the tests expect from an import (``isclose``)
+        from one they expect the program to define: only a name the program binds to a module is
+        imported here, by that name; no other name is bound."""
         prompt: dict[str, Any] = {"__name__": _MODULE, "__builtins__": builtins}
         exec(self.prompt, prompt)  # its helpers keep these globals: no program name ever reaches them
         names, modules = session.load(_wire.prompt_classes(prompt, _MODULE))
@@ -505,8 +506,6 @@ class _Job:
                     namespace[name] = __import__(name)
                 except Exception:  # noqa: BLE001, S110 - not a module this judge has: left unbound
                     pass
-            elif name in names:
-                namespace[name] = _Remote(session, names[name])
         if self.entry_top in names:
             # The entry point may replace the prompt's definition (HumanEval's prompt holds its stub),
             # in the test code's globals only.

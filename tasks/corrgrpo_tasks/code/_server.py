@@ -387,8 +387,9 @@ def _main() -> None:
             if child == 0:
                 ctl.close()
                 try:
-                    if os.getpid() != 1:  # rlimits-only mode: a group of its own, for clean()
-                        os.setpgid(0, 0)
+                    # A session (and process group) of its own: kill(0, ...) reaches only itself, and so
+                    # does a change of its scheduler autogroup (/proc/self/autogroup).
+                    os.setsid()
                     _session(fds[0], str(request.get("mode")), confinement)
                 finally:
                     os._exit(0)
