@@ -141,7 +141,8 @@ case(
     "names",
     "builtins_len_sum_abs_set_sorted_all",
     fn(
-        "def len(x):\n    return 3\ndef sum(x, *a):\n    return 7.0\ndef abs(x):\n    return 0\n"
+        "def range(*a):\n    return []\ndef len(x):\n    return 3\ndef sum(x, *a):\n    return 7.0\n"
+        "def abs(x):\n    return 0\n"
         "def set(x):\n    return {6.0}\ndef sorted(x):\n    return [1.0, 3.0]\ndef all(x):\n    return True\n"
         "def map(*a):\n    return []\n" + ZERO
     ),
@@ -624,6 +625,34 @@ def test_saboteurs_harm_no_sample_in_other_lanes(box: Sandbox) -> None:
     texts = [text for s in saboteurs for text in (s, HONEST_NUMBER, HONEST_NUMBER)]
     scores = score_batch(texts, [NUMBER] * len(texts), max_workers=3, timeout_seconds=3.0)
     assert [s["accuracy_reward"] for s in scores] == [0.0, 1.0, 1.0] * len(saboteurs), scores
+
+
+HOLD = {  # what one session can make the kernel hold beyond its processes' memory, in bytes or inodes
+    "socket_bytes": "import socket\nkeep, total = [], 0\ntry:\n    for _ in range(60):\n        a, b = socket.socketpair()\n"
+    "        a.setblocking(False)\n        keep.append((a, b))\n        while True:\n            total += a.send(b'x' * 65536)\n"
+    "except OSError:\n    pass\nreturn total",
+    "pipe_bytes": "import fcntl\nkeep, total = [], 0\ntry:\n    for _ in range(60):\n        r, w = os.pipe()\n"
+    "        fcntl.fcntl(w, 1031, 1 << 20)\n        os.set_blocking(w, False)\n        keep.append((r, w))\n"
+    "        while True:\n            total += os.write(w, b'x' * 65536)\nexcept OSError:\n    pass\nreturn total",
+    "tmp_inodes": "i = 0\nwhile i < 152000:\n    try:\n        os.mkdir(f'/tmp/{i}')\n    except OSError:\n        break\n"
+    "    i += 1\nreturn i",
+    "shm_inodes": "i = 0\nwhile i < 152000:\n    try:\n        os.mkdir(f'/dev/shm/{i}')\n    except OSError:\n        break\n"
+    "    i += 1\nreturn i",
+}
+HOLD_BOUND = {"socket_bytes": 0, "pipe_bytes": 0, "tmp_inodes": 4096, "shm_inodes": 256}
+
+
+@pytest.mark.parametrize("name", sorted(HOLD))
+def test_kernel_memory_a_session_can_hold_is_bounded(name: str, box: Sandbox) -> None:
+    """Socket and pipe buffers are refused in sessions; inodes are capped per session's tmpfs."""
+    del box
+    task = {
+        "prompt": "",
+        "entry_point": "Solution().solve",
+        "test": f"def check(candidate):\n    assert candidate() <= {HOLD_BOUND[name]}\n",
+    }
+    result = compute_score("x", solve(HOLD[name]), task, timeout_seconds=4.0)
+    assert result["accuracy_reward"] == 1.0, result
 
 
 def test_after_the_corpus_nothing_is_left_on_the_host(
