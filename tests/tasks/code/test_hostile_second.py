@@ -67,6 +67,12 @@ POLY = {  # HumanEval's shape: a prompt helper that calls builtins, tests that l
     "    assert sum([candidate([7, -1])]) == 7.0\n",
     "reference_solution": POLY_PROMPT + "    return -xs[0] / xs[1]\n",
 }
+LOOPS = {  # HumanEval/32's shape: every assert in a loop over range, a helper of the prompt's
+    **POLY,
+    "test": "import math\n\n\ndef check(candidate):\n    for k in range(1, 12):\n"
+    "        assert math.fabs(poly([k, -1], candidate([k, -1]))) < 1e-6\n"
+    "    assert len([candidate([k, -1]) for k in range(3)]) == 3\n",
+}
 AREA = {  # MBPP's shape: the tests call the program's function by name and helpers the reference imports
     "prompt": "",
     "entry_point": "area",
@@ -144,9 +150,15 @@ case(
         "def range(*a):\n    return []\ndef len(x):\n    return 3\ndef sum(x, *a):\n    return 7.0\n"
         "def abs(x):\n    return 0\n"
         "def set(x):\n    return {6.0}\ndef sorted(x):\n    return [1.0, 3.0]\ndef all(x):\n    return True\n"
-        "def map(*a):\n    return []\n" + ZERO
+        + ZERO
     ),
     POLY,
+)
+case(
+    "names",
+    "range_and_len_empty_the_loops",
+    fn("def range(*a):\n    return []\ndef len(x):\n    return 3\n" + ZERO),
+    LOOPS,
 )
 case("names", "prompt_helper_poly", fn("def poly(xs, x):\n    return 0\n" + ZERO), POLY)
 case(
