@@ -200,6 +200,7 @@ class Confinement:
             (b"proc", b"/proc", b"proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None),
         )  # fmt: skip
         self.pid_ns = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+        self.keeper: tuple[_socket.socket, ...] = ()
 
     def _check(self, result: int, what: str) -> None:
         if result != 0:
@@ -210,16 +211,46 @@ class Confinement:
         # After a session's namespace is gone, children would go nowhere: back to our own one first.
         self._check(libc.setns(self.pid_ns, _CLONE_NEWPID), "setns(CLONE_NEWPID)")
         self._check(libc.unshare(_CLONE_NEWPID), "unshare(CLONE_NEWPID)")
+        # The child hands its mount namespace back on this pair, so that tearing it down (unmounting its
+        # file systems waits for an RCU grace period) happens after the session is reported clean, not on
+        # the judge's critical path.
+        for end in self.keeper:  # a session that was never ended (its namespace goes with it)
+            end.close()
+        self.keeper = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_DGRAM)
+
+    def after_fork(self) -> None:
+        self.keeper[1].close()
 
     def enter(self) -> None:
         libc = self.libc
         os.close(self.pid_ns)
+        self.keeper[0].close()
         self._check(libc.unshare(_CLONE_NEWNS), "unshare(CLONE_NEWNS)")
         self._check(libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "mount(MS_PRIVATE)")
         for source, target, kind, flags, data in self.mounts:
             self._check(libc.mount(source, target, kind, flags, data), f"mount {target.decode()}")
         os.chdir("/tmp")
+        namespace = os.open("/proc/self/ns/mnt", os.O_RDONLY)
+        try:
+            send_fds(self.keeper[1], b"m", [namespace])
+        finally:
+            os.close(namespace)
+            self.keeper[1].close()
         self.restrict()
+
+    def take(self) -> int:
+        """The last session's mount namespace (a descriptor; -1 if it never sent it): the server closes it
+        once it has reported the session clean."""
+        keeper = self.keeper[0]
+        keeper.setblocking(False)
+        try:
+            _, fds = recv_fds(keeper)
+        except OSError:
+            fds = []
+        keeper.close()
+        for extra in fds[1:]:
+            os.close(extra)
+        return fds[0] if fds else -1
 
     def restrict(self) -> None:
         """No capabilities, no new privileges, the session filter (also where no namespace is possible)."""
