@@ -117,9 +117,10 @@ class _Lane:
                         as_init=True,
                         background=True,
                         uid=uid,
-                        # The server mounts each session's file systems and namespaces; the session
-                        # drops the capability before any of the program runs.
-                        keep_caps=("CAP_SYS_ADMIN",) if confine else (),
+                        # The server makes each session's namespaces and file systems (setns into a
+                        # mount namespace needs CAP_SYS_CHROOT too); the session drops both before any
+                        # of the program runs.
+                        keep_caps=("CAP_SYS_ADMIN", "CAP_SYS_CHROOT") if confine else (),
                     )
                 )
             self.running.append(

@@ -340,7 +340,9 @@ def _confinement(config: dict[str, Any]) -> Any:
     if not config.get("confine"):
         if not bpf:
             return None
-        return _Restrict(_zygote.Confinement(bpf, tmp_bytes=0, shm_bytes=0, tmp_inodes=0, shm_inodes=0))
+        return _Restrict(
+            _zygote.Confinement(bpf, tmp_bytes=0, shm_bytes=0, tmp_inodes=0, shm_inodes=0, namespaces=False)
+        )
     sizes = {key: int(config[key]) for key in ("tmp_bytes", "shm_bytes", "tmp_inodes", "shm_inodes")}
     return _zygote.Confinement(bpf, **sizes)
 
@@ -415,8 +417,8 @@ def _main() -> None:
                 os.close(pidfd)
                 pidfd = -1
             _zygote.clean(child, wipe_tmp=not config.get("confine"))
-            # Its mount namespace, if it sent it, is still held by that descriptor in flight: the
-            # session's file systems outlive it until the close below.
+            # Its mount namespace is still held by our descriptor: the session's file systems outlive it
+            # until the close below.
             namespace = confinement.take() if confinement is not None and child else -1
             child = 0
             cpu = max(0.0, _cpu() - used - baseline)

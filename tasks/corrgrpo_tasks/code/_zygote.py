@@ -161,16 +161,28 @@ def own_pid_namespace() -> None:
 class Confinement:
     """What a server does around each session's fork (see the module's docstring).
 
-    ``before_fork()`` in the server (PID 1 of its own namespace, holding ``CAP_SYS_ADMIN`` in the
-    sandbox's user namespace): the next child is PID 1 of a fresh PID namespace. ``enter()`` in the
-    child, before anything of the program: a private mount namespace with fresh ``/tmp``, ``/dev/shm``
-    and ``/proc``, working directory ``/tmp``, no capabilities, ``no_new_privs`` and the session filter
-    (``bpf``: ``struct sock_filter`` array bytes). Everything is prepared here, before any session, so
-    that the child only makes system calls.
+    The server (PID 1 of its own namespace, holding ``CAP_SYS_ADMIN`` and ``CAP_SYS_CHROOT`` in the
+    sandbox's user namespace) lives in a mount namespace of its own (its *home*). ``before_fork()``: the
+    next child is PID 1 of a fresh PID namespace and starts in a fresh mount namespace with fresh
+    ``/tmp`` and ``/dev/shm``, made here, so that none of that work is the session's processor time;
+    ``after_fork()``: the server goes home. ``enter()`` in the child, before anything of the program: a
+    fresh ``/proc`` (of its own PID namespace), working directory ``/tmp``, no capabilities,
+    ``no_new_privs`` and the session filter (``bpf``: ``struct sock_filter`` array bytes). ``take()``
+    hands the server the session's mount namespace after the session is gone: closing it unmounts its
+    file systems, which waits for an RCU grace period, so the server does it after reporting the session
+    clean, off the judge's critical path. ``namespaces=False`` (no namespace can be made: the rlimits-only
+    mode) leaves only ``restrict()``.
     """
 
     def __init__(
-        self, bpf: bytes, *, tmp_bytes: int, shm_bytes: int, tmp_inodes: int, shm_inodes: int
+        self,
+        bpf: bytes,
+        *,
+        tmp_bytes: int,
+        shm_bytes: int,
+        tmp_inodes: int,
+        shm_inodes: int,
+        namespaces: bool = True,
     ) -> None:
         import ctypes
 
@@ -197,10 +209,16 @@ class Confinement:
         self.mounts = (
             (b"tmpfs", b"/tmp", b"tmpfs", _MS_NOSUID | _MS_NODEV, f"size={tmp_bytes},nr_inodes={tmp_inodes},mode=1777".encode()),
             (b"tmpfs", b"/dev/shm", b"tmpfs", _MS_NOSUID | _MS_NODEV, f"size={shm_bytes},nr_inodes={shm_inodes},mode=1777".encode()),
-            (b"proc", b"/proc", b"proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None),
         )  # fmt: skip
+        self.session_ns = -1
+        if not namespaces:
+            return
         self.pid_ns = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
-        self.keeper: tuple[_socket.socket, ...] = ()
+        # A mount namespace of our own, owned by this sandbox's user namespace (bubblewrap's is not), so
+        # that we may come back to it after making each session's.
+        self._check(libc.unshare(_CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+        self._check(libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "mount(MS_PRIVATE)")
+        self.home = os.open("/proc/self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
 
     def _check(self, result: int, what: str) -> None:
         if result != 0:
@@ -211,46 +229,28 @@ class Confinement:
         # After a session's namespace is gone, children would go nowhere: back to our own one first.
         self._check(libc.setns(self.pid_ns, _CLONE_NEWPID), "setns(CLONE_NEWPID)")
         self._check(libc.unshare(_CLONE_NEWPID), "unshare(CLONE_NEWPID)")
-        # The child hands its mount namespace back on this pair, so that tearing it down (unmounting its
-        # file systems waits for an RCU grace period) happens after the session is reported clean, not on
-        # the judge's critical path.
-        for end in self.keeper:  # a session that was never ended (its namespace goes with it)
-            end.close()
-        self.keeper = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_DGRAM)
-
-    def after_fork(self) -> None:
-        self.keeper[1].close()
-
-    def enter(self) -> None:
-        libc = self.libc
-        os.close(self.pid_ns)
-        self.keeper[0].close()
+        if self.session_ns >= 0:  # a session that was never ended: its namespace goes now
+            os.close(self.session_ns)
         self._check(libc.unshare(_CLONE_NEWNS), "unshare(CLONE_NEWNS)")
-        self._check(libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "mount(MS_PRIVATE)")
+        self.session_ns = os.open("/proc/self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
         for source, target, kind, flags, data in self.mounts:
             self._check(libc.mount(source, target, kind, flags, data), f"mount {target.decode()}")
+
+    def after_fork(self) -> None:
+        self._check(self.libc.setns(self.home, _CLONE_NEWNS), "setns(CLONE_NEWNS)")
+
+    def enter(self) -> None:
+        for fd in (self.pid_ns, self.home, self.session_ns):
+            os.close(fd)
+        flags = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
+        self._check(self.libc.mount(b"proc", b"/proc", b"proc", flags, None), "mount /proc")
         os.chdir("/tmp")
-        namespace = os.open("/proc/self/ns/mnt", os.O_RDONLY)
-        try:
-            send_fds(self.keeper[1], b"m", [namespace])
-        finally:
-            os.close(namespace)
-            self.keeper[1].close()
         self.restrict()
 
     def take(self) -> int:
-        """The last session's mount namespace (a descriptor; -1 if it never sent it): the server closes it
-        once it has reported the session clean."""
-        keeper = self.keeper[0]
-        keeper.setblocking(False)
-        try:
-            _, fds = recv_fds(keeper)
-        except OSError:
-            fds = []
-        keeper.close()
-        for extra in fds[1:]:
-            os.close(extra)
-        return fds[0] if fds else -1
+        """The last session's mount namespace (a descriptor, or -1); the caller closes it."""
+        namespace, self.session_ns = self.session_ns, -1
+        return namespace
 
     def restrict(self) -> None:
         """No capabilities, no new privileges, the session filter (also where no namespace is possible)."""
