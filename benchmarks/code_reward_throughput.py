@@ -7,7 +7,9 @@ only comparable between runs on an equally loaded machine, so compare implementa
         [--samples 500] [--repeats 3] [--workers 2] [--baseline /path/to/other/checkout/tasks]
 
 ``--baseline`` scores the same batch with another checkout's ``corrgrpo_tasks`` (in a subprocess),
-alternating with this one, so both see the same machine; each side reports its best repeat.
+alternating with this one, so both see the same machine; each side reports its best repeat, also as
+samples scored per bare interpreter start (``python -S -B -c pass``, median of 20 measured in the same
+run): the figure that stays comparable when the machine's load changes.
 """
 
 from __future__ import annotations
@@ -132,6 +134,58 @@ def parsers() -> dict[str, float]:
     return worst
 
 
+_PAGES = """
+import json, mmap, os, sys, time
+path, mode, first, bits = sys.argv[1], sys.argv[2], int(sys.argv[3]), json.loads(sys.argv[4])
+pages = mmap.mmap(os.open(path, os.O_RDONLY), 0, prot=mmap.PROT_READ)
+pages.madvise(mmap.MADV_RANDOM)  # no readahead: one page per fault
+start, touches = time.perf_counter(), []
+for i, bit in enumerate(bits):
+    if mode == "write":
+        if bit:
+            pages[(first + i) * 4096]
+    else:
+        t = time.perf_counter_ns()
+        pages[(first + i) * 4096]
+        touches.append(time.perf_counter_ns() - t)
+print(json.dumps([time.perf_counter() - start, touches]))
+"""
+
+
+def page_cache_channel(path: str, bits: int, first_page: int) -> dict[str, float]:
+    """The host page cache as a channel between two sandboxed runs, with the filters in place: the first
+    run touches the pages of ``path`` whose bit is 1, a later one times one touch per page (a minor fault
+    against a major one). Needs pages of ``path`` from ``first_page`` on that nobody has read."""
+    import random
+
+    from corrgrpo_tasks.sandbox import Limits, Sandbox
+
+    box = Sandbox()
+    rng = random.Random(7)
+    message = [rng.randint(0, 1) for _ in range(bits)]
+    runs = []
+    for mode in ("write", "read"):
+        done = box.run(
+            _PAGES, argv=(path, mode, str(first_page), json.dumps(message)), limits=Limits(wall_seconds=60)
+        )
+        if not done.ok:
+            raise SystemExit(f"the {mode} run failed: {done.stderr[-300:]}")
+        runs.append(json.loads(done.stdout))
+    (write_seconds, _), (read_seconds, touches) = runs
+    cached = sorted(t for t, b in zip(touches, message, strict=True) if b)
+    uncached = sorted(t for t, b in zip(touches, message, strict=True) if not b)
+    threshold = (cached[len(cached) // 2] + uncached[len(uncached) // 2]) / 2
+    errors = sum(int(t < threshold) != b for t, b in zip(touches, message, strict=True))
+    return {
+        "bits": bits,
+        "bit_errors": errors,
+        "reader_bits_per_s": round(bits / read_seconds),
+        "writer_bits_per_s": round(bits / write_seconds),
+        "median_touch_cached_ns": cached[len(cached) // 2],
+        "median_touch_uncached_ns": uncached[len(uncached) // 2],
+    }
+
+
 def _load() -> list[str]:
     with open("/proc/loadavg") as handle:
         return handle.read().split()[:3]
@@ -143,7 +197,19 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)))
     parser.add_argument("--baseline", help="another checkout's tasks/ directory, scored alternately")
+    parser.add_argument(
+        "--page-cache-channel",
+        nargs=3,
+        metavar=("FILE", "BITS", "FIRST_PAGE"),
+        help="only measure the page-cache channel between two sandboxed runs (residual risk) and exit",
+    )
     args = parser.parse_args()
+    if args.page_cache_channel:
+        path, bits, first = args.page_cache_channel
+        print("load average before:", _load())
+        print("page-cache channel:", page_cache_channel(path, int(bits), int(first)))
+        print("load average after:", _load())
+        return
     here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tasks")
     print("load average before:", _load())
     texts, expected = batch(args.samples)
@@ -159,12 +225,18 @@ def main() -> None:
                 f"  {side}: {args.samples} samples in {seconds:.1f} s = {args.samples / seconds:.1f} samples/s",
                 flush=True,
             )
+    start = startup()
     for side, seconds in best.items():
+        rate = args.samples / seconds
+        # Throughput in units of the machine's own speed: samples scored in the time of one bare
+        # interpreter start (median and min of 20), comparable between runs at different loads.
+        relative = rate * start["bare_interpreter_median_ms"] / 1000
+        fastest = rate * start["bare_interpreter_ms"] / 1000
         print(
-            f"best {side}: {args.samples / seconds:.1f} samples/s ({args.workers} workers, "
-            f"{len(os.sched_getaffinity(0))} cores)"
+            f"best {side}: {rate:.1f} samples/s ({args.workers} workers, {len(os.sched_getaffinity(0))} cores)"
+            f" = {relative:.2f} samples per bare start (median; {fastest:.2f} per fastest start)"
         )
-    print("start-up (min of 20 interleaved):", {k: round(v, 1) for k, v in startup().items()})
+    print("start-up (min of 20 interleaved):", {k: round(v, 1) for k, v in start.items()})
     print(
         "parsers on 1 MB adversarial shapes (process time):", {k: round(v, 1) for k, v in parsers().items()}
     )

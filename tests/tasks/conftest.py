@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from corrgrpo_tasks.sandbox import Sandbox, probe
-from corrgrpo_tasks.sandbox._core import NOBODY
+from corrgrpo_tasks.sandbox import SANDBOX_UIDS, Sandbox, probe
 
 FIXTURES = Path(__file__).resolve().parents[2] / "tasks" / "corrgrpo_tasks" / "code" / "fixtures"
 
@@ -27,8 +26,9 @@ def box() -> Sandbox:
 
 
 def _stray_processes(mark: str) -> list[str]:
-    """Processes a sandbox may have left behind: any uid-65534 process (when we are root), or any
-    process whose command line carries ``mark`` (found even when the tests do not run as root)."""
+    """Processes a sandbox may have left behind: any process of a lane's uid (``SANDBOX_UIDS``, when we
+    are root), or any process whose command line carries ``mark`` (found even when the tests do not run
+    as root). Not uid 65534: one-shot sandboxes of any other user of the machine run as it too."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
@@ -41,7 +41,7 @@ def _stray_processes(mark: str) -> list[str]:
         if "\nState:\tZ" in status:
             continue  # already dead: an orphaned bwrap helper waiting for init to collect its exit status
         uid = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("Uid:")), -1)
-        if (os.geteuid() == 0 and uid == NOBODY) or mark in cmdline:
+        if (os.geteuid() == 0 and uid in SANDBOX_UIDS) or mark in cmdline:
             found.append(f"{entry.name}: uid {uid} {cmdline[:80]!r}")
     return found
 

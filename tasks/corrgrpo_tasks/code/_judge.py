@@ -8,13 +8,18 @@ record per line:
 * ``syntax`` (``ast.parse``, through ``_ast``; AST node-type tokens for the similarity score) and ``compile`` (prompt,
   program, tests, entry point). The scorer starts the candidate's sandbox only after ``compile`` succeeds.
 * ``run``: ``passed``, ``wrong_answer`` (an ``AssertionError`` raised by the test code, or an output
-  mismatch), ``runtime_error`` or ``timeout``. The test code runs *here*, with the program's top-level
-  functions and classes bound to proxies that call into the candidate's sandbox (``_server.py``);
-  what comes back is plain data decoded by ``_wire`` into builtin values (and this process's own dataset
-  classes), so every comparison is made by builtin code on builtin values. An exception the program
-  raised comes back as a builtin exception of the same name (``AssertionError`` excepted: the program's
-  own assertion is its error, not a failed test); a program that dies, hangs, exits, or sends anything
-  malformed poisons the run (``runtime_error``), whatever the test code does with it.
+  mismatch), ``runtime_error`` or ``timeout``. The test code runs *here*, in a namespace of the prompt's
+  and the test's own names with the real builtins; of the program's names only the entry point (and,
+  for tests that call the program's names directly, MBPP's convention, the names the dataset's reference
+  solution defines) are bound, to proxies that call into the candidate's sandbox (``_server.py``). No
+  builtin, prompt helper or module is ever the program's. What comes back is plain data decoded by
+  ``_wire`` into builtin values (and this process's own dataset classes), or a handle to an object that
+  stays in the candidate's process, so every comparison is made by builtin code on builtin values. An
+  exception the program raised arrives as ``CandidateError`` (its name and message as text), never as an
+  exception the test code could mistake for its own control flow; a program that dies, hangs, exits, or
+  sends anything malformed poisons the run (``runtime_error``), whatever the test code does with it.
+* ``lane``: the sandboxes failed in a way the program cannot have caused (a server gone before a session
+  started, a session that could not be confined): the scorer runs the job again on a fresh lane.
 * ``reference``: asks the scorer for the reference's sandbox (only after ``passed``, when timing).
 * ``timing``: per-round seconds of the test suite for the candidate and the reference, each round in a
   fresh process of its own sandbox (forked from a pristine server), alternating (ABBA). Before each round
@@ -22,7 +27,8 @@ record per line:
 """
 
 # The dataset's test code runs here by design; the judge's own sandbox is the boundary.
-# ruff: noqa: S102
+# No contextlib here (start-up cost): try/except/pass it is.
+# ruff: noqa: S102, SIM105
 
 from __future__ import annotations
 
@@ -54,20 +60,22 @@ else:  # imported by the tests
 
 _HEADER = struct.Struct(">I")
 _MODULE = "__judge__"
-# Exceptions the program raised come back as the builtin of that name, so that test code expecting one
-# (``try: candidate(x) except ValueError``) works; any other name becomes CandidateError.
-_BUILTIN_ERRORS = {
-    name: value
-    for name, value in vars(builtins).items()
-    if isinstance(value, type)
-    and issubclass(value, Exception)
-    and value is not AssertionError
-    and not issubclass(value, Warning)
-}
+_BUILTIN_NAMES = frozenset(vars(builtins))
+# The tolerance of a token whose expected value is a non-integer number (stdin/stdout problems).
+_REAL_TOLERANCE = 1e-6
+_DIGITS = frozenset("0123456789")
 
 
 class CandidateError(Exception):
-    """An exception raised in the candidate's process that is not a builtin one (or is an assertion)."""
+    """Any exception raised in the candidate's process, whatever its name: ``name`` and ``message`` are
+    text. One ordinary exception type, so that nothing the program raises can pass for ``StopIteration``,
+    ``GeneratorExit``, ``KeyboardInterrupt``, ``SystemExit``, an ``AssertionError`` of the tests or any
+    other exception the test code's control flow relies on."""
+
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__(f"{name}: {message}")
+        self.name = name
+        self.message = message
 
 
 class _Poison(BaseException):
@@ -79,30 +87,62 @@ class _Timeout(_Poison):
     pass
 
 
+class _LaneFault(_Poison):
+    """The sandboxes failed before the program could have had a hand in it: the job is run again."""
+
+
 class _WrongAnswer(Exception):
     pass
 
 
-def _same_output(got: str, expected: str) -> bool:
-    got_lines = [line.rstrip() for line in got.rstrip().splitlines()]
-    expected_lines = [line.rstrip() for line in expected.rstrip().splitlines()]
-    if got_lines == expected_lines:
+def _number_kind(token: str) -> str:
+    """``"int"`` for ``[+-]digits``, ``"real"`` for a decimal number with a point or an exponent
+    (``-1.5``, ``.5``, ``2e10``), ``""`` for anything else (``nan``, ``inf``, ``1_000``, ``0x10``, ...)."""
+    body = token[1:] if token[:1] in ("+", "-") else token
+    mantissa, e, exponent = body.lower().partition("e")
+    if e:
+        digits = exponent[1:] if exponent[:1] in ("+", "-") else exponent
+        if not digits or not set(digits) <= _DIGITS:
+            return ""
+    whole, dot, fraction = mantissa.partition(".")
+    if not (whole or fraction) or not set(whole) <= _DIGITS or not set(fraction) <= _DIGITS:
+        return ""
+    return "real" if dot or e else "int"
+
+
+def _same_token(got: str, expected: str) -> bool:
+    """An integer answer compares exactly (as a decimal number: ``5.0`` is 5, ``2.65e32`` is not 30!); a
+    non-integer one within ``1e-6`` absolute or relative; anything else, ``nan`` and ``inf`` included,
+    only as the same text."""
+    if got == expected:
         return True
+    wanted, have = _number_kind(expected), _number_kind(got)
+    if not wanted or not have:
+        return False
+    from decimal import Decimal  # imported once by the judge's PID 1 (see _main)
+
+    if Decimal(got) == Decimal(expected):
+        return True
+    if wanted == "int":
+        return False
+    mine, theirs = float(got), float(expected)
+    finite = mine - mine == 0.0 and theirs - theirs == 0.0
+    return finite and abs(mine - theirs) <= _REAL_TOLERANCE * max(1.0, abs(theirs))
+
+
+def _same_output(got: str, expected: str) -> bool:
+    """Line by line after stripping the whole text and each line (LiveCodeBench's rule), and token by
+    token on a line that differs (``_same_token``)."""
+    got_lines = [line.strip() for line in got.strip().split("\n")]
+    expected_lines = [line.strip() for line in expected.strip().split("\n")]
     if len(got_lines) != len(expected_lines):
         return False
-    for mine, theirs in zip(got_lines, expected_lines, strict=False):
+    for mine, theirs in zip(got_lines, expected_lines, strict=True):
+        if mine == theirs:
+            continue
         a, b = mine.split(), theirs.split()
-        if len(a) != len(b):
+        if len(a) != len(b) or not all(_same_token(x, y) for x, y in zip(a, b, strict=True)):
             return False
-        for x, y in zip(a, b, strict=False):
-            if x == y:
-                continue
-            try:
-                fx, fy = float(x), float(y)
-            except ValueError:
-                return False
-            if abs(fx - fy) > 1e-6 * max(1.0, abs(fy)):
-                return False
     return True
 
 
@@ -146,9 +186,9 @@ class _Server:
                 [_wire.dumps({"op": "start", "mode": mode}).encode()],
                 [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, array.array("i", [theirs.fileno()]))],
             )
-        except OSError:
+        except OSError:  # gone before this session began: nothing of this job's program can have done it
             mine.close()
-            raise _Poison("the server is gone") from None
+            raise _LaneFault("the server is gone") from None
         finally:
             theirs.close()
         session = _Session(self, mine)
@@ -219,12 +259,19 @@ class _Session:
         self.failure = self.failure or reason
         raise _Poison(reason)
 
+    def remote(self, item: Any) -> int | None:
+        """The handle of one of this session's proxies (anything else is not sent)."""
+        if type(item) is _Remote and object.__getattribute__(item, "_session") is self:
+            handle: int = object.__getattribute__(item, "_handle")
+            return handle
+        return None
+
     def exchange(self, message: tuple[Any, ...] | None) -> Any:
         if self.failure is not None:
             raise _Poison(self.failure)
         if message is not None:
             try:
-                payload = _wire.encode(message, self.kinds)
+                payload = _wire.encode(message, self.kinds, self.remote)
             except _wire.NotPlain as exc:
                 raise TypeError(f"argument is not plain data: {exc}") from None
             try:
@@ -235,46 +282,48 @@ class _Session:
         if size > _wire.MAX_BYTES:
             self.poison("oversized reply")
         try:
-            reply = _wire.decode(self._recv(size), self.classes)
+            reply = _wire.decode(self._recv(size), self.classes, handle=self.proxy)
         except _wire.WireError as exc:
             self.poison(f"malformed reply: {exc}")
         if type(reply) is not tuple or not reply or type(reply[0]) is not str:
             self.poison("malformed reply")
+        if reply[0] == "lane_error" and len(reply) == 2 and type(reply[1]) is str:
+            self.failure = self.failure or reply[1]
+            raise _LaneFault(reply[1])
         return reply
+
+    def proxy(self, handle: int) -> _Remote:
+        return _Remote(self, handle)
 
     def request(self, message: tuple[Any, ...]) -> Any:
         reply = self.exchange(message)
         tag = reply[0]
         if tag == "v" and len(reply) == 2:
             return reply[1]
-        if tag == "h" and len(reply) == 2 and type(reply[1]) is int:
-            return _Remote(self, reply[1])
         if tag == "e" and len(reply) == 3 and type(reply[1]) is str and type(reply[2]) is str:
             if reply[1] == "NotPlain":
                 self.poison(reply[2])
-            error = _BUILTIN_ERRORS.get(reply[1], CandidateError)
-            try:
-                exc = error(reply[2])
-            except Exception:  # noqa: BLE001 - builtins with other signatures (UnicodeDecodeError, ...)
-                exc = CandidateError(f"{reply[1]}: {reply[2]}")
-            exc._from_candidate = True  # type: ignore[attr-defined]
-            raise exc
+            raise CandidateError(reply[1], reply[2])
         if tag == "x":
             self.poison("the candidate called exit()")
         self.poison("malformed reply")
         raise AssertionError("unreachable")
 
-    def load(self, judge_classes: dict[str, type]) -> dict[str, int]:
+    def load(self, judge_classes: dict[str, type]) -> tuple[dict[str, int], list[str]]:
+        """Load the program: its callable top-level names (with their handles) and its names bound to
+        modules."""
         self.classes = judge_classes
         self.kinds = {cls: name for name, cls in judge_classes.items()}
         reply = self.exchange(None)
         if (
             reply[0] == "ready"
-            and len(reply) == 2
+            and len(reply) == 3
             and type(reply[1]) is dict
             and all(type(k) is str and type(v) is int for k, v in reply[1].items())
+            and type(reply[2]) is list
+            and all(type(name) is str for name in reply[2])
         ):
-            return reply[1]
+            return reply[1], reply[2]
         if reply[0] == "load_error" and len(reply) == 4 and reply[1] == "x":
             self.poison("the program called exit() while loading")
         if reply[0] == "load_error":
@@ -284,7 +333,9 @@ class _Session:
 
 
 class _Remote:
-    """A function, class or object that lives in the candidate's process; every use is a request."""
+    """A function, class or object that lives in the candidate's process; every use is a request, and
+    what comes back is plain data or another handle. Equality and hashing are by identity (an object of
+    the candidate's is never equal to the judge's values), truth is refused."""
 
     __slots__ = ("_handle", "_session")
 
@@ -299,6 +350,20 @@ class _Remote:
         if name.startswith("__"):
             raise AttributeError(name)
         return self._session.request(("getattr", self._handle, name))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if type(name) is not str or name.startswith("__"):
+            raise AttributeError(name)
+        self._session.request(("setattr", self._handle, name, value))
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._session.request(("setitem", self._handle, key, value))
+
+    def __str__(self) -> str:
+        text = self._session.request(("str", self._handle))
+        if type(text) is not str:
+            raise TypeError("__str__ returned a non-string")
+        return text
 
     def __iter__(self) -> Any:
         items = self._session.request(("iter", self._handle))
@@ -328,6 +393,62 @@ class _Remote:
         return "<candidate object>"
 
 
+def _read_names(tree: _ast.AST) -> set[str]:
+    """Every name the code reads anywhere (``Name`` nodes in a load context)."""
+    found: set[str] = set()
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, _ast.Name) and isinstance(node.ctx, _ast.Load):
+            found.add(node.id)
+        stack.extend(_syntax._children(node))  # the code task's one walk over child nodes
+    return found
+
+
+def _top_level(tree: _ast.AST) -> tuple[set[str], dict[str, str]]:
+    """Names a module binds at its top level (also inside top-level ``if``/``try``): those it defines
+    (``def``, ``class``, assignments) and those it imports (name -> the import statement binding it)."""
+    defined: set[str] = set()
+    imported: dict[str, str] = {}
+    pending = list(getattr(tree, "body", ()))
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (_ast.FunctionDef, _ast.AsyncFunctionDef, _ast.ClassDef)):
+            defined.add(node.name)
+        elif isinstance(node, (_ast.Assign, _ast.AnnAssign, _ast.AugAssign)):
+            targets = node.targets if isinstance(node, _ast.Assign) else [node.target]
+            for target in targets:
+                stack = [target]
+                while stack:
+                    item = stack.pop()
+                    if isinstance(item, _ast.Name):
+                        defined.add(item.id)
+                    elif isinstance(item, (_ast.Tuple, _ast.List, _ast.Starred)):
+                        stack.extend(item.elts if not isinstance(item, _ast.Starred) else [item.value])
+        elif isinstance(node, _ast.Import):
+            for alias in node.names:
+                bound = alias.asname or alias.name.split(".")[0]
+                imported[bound] = f"import {alias.name}" + (f" as {alias.asname}" if alias.asname else "")
+        elif isinstance(node, _ast.ImportFrom) and not node.level and node.module:
+            for alias in node.names:
+                if alias.name != "*":
+                    imported[alias.asname or alias.name] = f"from {node.module} import {alias.name}" + (
+                        f" as {alias.asname}" if alias.asname else ""
+                    )
+        elif isinstance(node, (_ast.If, _ast.Try, _ast.With)):
+            for field in ("body", "orelse", "finalbody", "handlers"):
+                for item in getattr(node, field, ()):
+                    pending.extend(item.body if isinstance(item, _ast.ExceptHandler) else [item])
+    return defined, imported
+
+
+def _parse(text: str, name: str) -> _ast.Module:
+    tree = compile(text, name, "exec", _ast.PyCF_ONLY_AST, dont_inherit=True)
+    if not isinstance(tree, _ast.Module):
+        raise TypeError("not a module")
+    return tree
+
+
 class _Job:
     def __init__(self, job: dict[str, Any], deadline: float) -> None:
         self.job = job
@@ -340,10 +461,56 @@ class _Job:
         self.prompt = compile(job.get("prompt") or "", "<prompt>", "exec", dont_inherit=True, optimize=0)
         compile(code, "<solution>", "exec", dont_inherit=True, optimize=0)
         if self.kind == "check":
-            self.test = compile(job["test"], "<test>", "exec", dont_inherit=True, optimize=0)
+            tree = _parse(job["test"], "<test>")
+            self.test = compile(tree, "<test>", "exec", dont_inherit=True, optimize=0)
             self.entry = compile(job["entry_point"], "<test>", "eval", dont_inherit=True, optimize=0)
+            defined, imported = _top_level(tree)
+            # The names the test code reads that neither it, the prompt nor the builtins provide: where
+            # the dataset's convention calls the program's names directly (MBPP), these are them.
+            self.wanted = _read_names(tree) - defined - set(imported) - _BUILTIN_NAMES
+            self.reference: tuple[set[str], dict[str, str]] | None = None
+            if job.get("reference"):
+                try:
+                    self.reference = _top_level(_parse(job["reference"], "<reference>"))
+                except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError):
+                    self.reference = None
         else:
             self.cases = [(str(case["input"]), str(case["output"])) for case in job["tests"]]
+
+    def namespace(self, session: _Session) -> dict[str, Any]:
+        """The test code's globals: the prompt's names and the real builtins, then the program's entry
+        point, and of the other names the test code reads only those the dataset's convention gives the
+        program. With a reference solution: a name it defines is the program's (a proxy), a name it
+        imports is imported here by the reference's own statement (never the program's module or
+        function). Without one, nothing tells a helper the tests expect from an import (``isclose``)
+        from one they expect the program to define: only a name the program binds to a module is
+        imported here, by that name; no other name is bound."""
+        prompt: dict[str, Any] = {"__name__": _MODULE, "__builtins__": builtins}
+        exec(self.prompt, prompt)  # its helpers keep these globals: no program name ever reaches them
+        names, modules = session.load(_wire.prompt_classes(prompt, _MODULE))
+        namespace = dict(prompt)
+        for name in sorted(self.wanted - set(prompt) - {self.entry_top}):
+            if name.startswith("__"):
+                continue
+            if self.reference is not None:
+                defined, imported = self.reference
+                if name in imported:
+                    try:
+                        exec(compile(imported[name], "<reference>", "exec", dont_inherit=True), namespace)
+                    except Exception:  # noqa: BLE001, S110 - the test then fails as it would for anyone
+                        pass
+                elif name in defined and name in names:
+                    namespace[name] = _Remote(session, names[name])
+            elif name in modules:
+                try:
+                    namespace[name] = __import__(name)
+                except Exception:  # noqa: BLE001, S110 - not a module this judge has: left unbound
+                    pass
+        if self.entry_top in names:
+            # The entry point may replace the prompt's definition (HumanEval's prompt holds its stub),
+            # in the test code's globals only.
+            namespace[self.entry_top] = _Remote(session, names[self.entry_top])
+        return namespace
 
     def suite(self, server: _Server) -> tuple[list[_Session], Callable[[], float | None]]:
         """One round: a callable that opens a fresh session, loads the program and runs the tests, and the
@@ -356,15 +523,7 @@ class _Job:
         def run() -> float | None:
             session = server.session("module")
             sessions.append(session)
-            namespace: dict[str, Any] = {"__name__": _MODULE, "__builtins__": builtins}
-            exec(self.prompt, namespace)
-            names = session.load(_wire.prompt_classes(namespace, _MODULE))
-            for name, handle in names.items():
-                # The prompt's helpers (is_same_list, tree_node, ...) stay the judge's; only the entry point
-                # may replace a prompt definition (HumanEval's prompt holds the function's stub).
-                if name in namespace and name != self.entry_top:
-                    continue
-                namespace[name] = _Remote(session, handle)
+            namespace = self.namespace(session)
             exec(self.test, namespace)
             candidate = eval(self.entry, namespace)
             namespace["check"](candidate)
@@ -390,9 +549,9 @@ class _Job:
                     session.poison("malformed output message")
                 status = reply[3]
                 if status[:1] == ("e",):
-                    raise CandidateError(f"{str(status[1:])[:300]}")
+                    raise CandidateError(str(status[1:2])[:100], str(status[2:])[:300])
                 if status[:1] == ("x",) and status[1:] not in ((0,), (None,)):
-                    raise CandidateError(f"program exited with {status[1:]!r}")
+                    raise CandidateError("SystemExit", f"the program exited with {status[1:]!r}")
                 if reply[2] or not _same_output(reply[1].decode("utf-8", "replace"), expected):
                     raise _WrongAnswer(f"wrong output for input {given[:80]!r}")
             finally:
@@ -402,11 +561,11 @@ class _Job:
 
 def _classify(exc: BaseException) -> tuple[str, str]:
     text = f"{type(exc).__name__}: {exc}"[:500]
+    if isinstance(exc, _LaneFault):
+        return "lane", text
     if isinstance(exc, _Timeout):
         return "timeout", text
-    if isinstance(exc, _WrongAnswer):
-        return "wrong_answer", text
-    if isinstance(exc, AssertionError) and not getattr(exc, "_from_candidate", False):
+    if isinstance(exc, (_WrongAnswer, AssertionError)):  # the program's own exceptions are CandidateError
         return "wrong_answer", text
     return "runtime_error", text
 
@@ -426,7 +585,7 @@ def _run_job(job_fd: int, candidate_fd: int, reference_fd: int) -> None:
     del chunks
 
     def emit(record: dict[str, Any]) -> None:
-        try:  # noqa: SIM105
+        try:
             channel.sendall(_wire.dumps(record).encode() + b"\n")
         except Exception:  # noqa: BLE001, S110 - a closed channel just means no report
             pass
@@ -464,10 +623,13 @@ def _run_job(job_fd: int, candidate_fd: int, reference_fd: int) -> None:
         seconds = time.perf_counter() - start
     except BaseException as exc:  # noqa: BLE001 - SystemExit and KeyboardInterrupt of test code included
         failure = next((s.failure for s in sessions if s.failure is not None), None)
-        if failure is not None and not isinstance(exc, _Timeout):
+        if failure is not None and not isinstance(exc, (_Timeout, _LaneFault)):
             exc = _Poison(failure)
         status, error = _classify(exc)
     sys.stdout, sys.stderr = saved_out, saved_err
+    if status == "lane":
+        emit({"stage": "lane", "error": error})
+        return
     emit({"stage": "run", "status": status, "error": error, "seconds": seconds})
     timing = job.get("timing")
     if status != "passed" or not timing:
@@ -477,7 +639,8 @@ def _run_job(job_fd: int, candidate_fd: int, reference_fd: int) -> None:
         times = _time(runner, candidate, sessions, job, timing, reference_fd)
     except BaseException as exc:  # noqa: BLE001 - a candidate that fails on a rerun gets no efficiency
         sys.stdout, sys.stderr = saved_out, saved_err
-        emit({"stage": "timing", "error": f"{type(exc).__name__}: {exc}"[:500]})
+        text = f"{type(exc).__name__}: {exc}"[:500]
+        emit({"stage": "lane" if isinstance(exc, _LaneFault) else "timing", "error": text})
         return
     sys.stdout, sys.stderr = saved_out, saved_err
     emit({"stage": "timing", **times})
@@ -502,6 +665,8 @@ def _time(
             for session in ref_sessions:
                 reference.end(session)
             servers["reference"] = reference
+        except _LaneFault:
+            raise
         except BaseException:  # noqa: BLE001 - without a working reference, the stored runtime is used
             servers["reference"] = None
     # Processor time of the session's processes, measured by each sandbox's server: socket round trips,
@@ -559,6 +724,9 @@ def _main() -> None:
     ctl = _socket.socket(fileno=int(os.environ["JUDGE_CTL_FD"]))
     servers = (int(os.environ["JUDGE_CANDIDATE_FD"]), int(os.environ["JUDGE_REFERENCE_FD"]))
     _zygote.nodump()
+    _zygote.default_signals()
+    import decimal  # noqa: F401 - for the stdin/stdout comparison, loaded once here rather than per job
+
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(null, fd)

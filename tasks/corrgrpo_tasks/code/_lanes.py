@@ -1,14 +1,23 @@
 """Lanes of sandboxes that score one judge job at a time: a judge, a candidate server, a reference server.
 
 ``run_job(job, sandbox=..., memory_mb=..., seconds=...)`` is all the reward needs: the judge's records
-(first of each stage) and whether the lane came back clean.
+(first of each stage) and whether the lane came back clean. A job that meets a failing lane before its
+program can have had a hand in it (no record at all, or the judge's ``lane`` record) is run again on a
+fresh lane, so a sandbox failure is never the candidate's score.
+
+Each lane runs as a host uid of its own (``SANDBOX_UIDS``, when the scorer is root), so per-user kernel
+quotas are never shared between lanes; its sandboxes are started from one long-lived thread, because
+bubblewrap's ``--die-with-parent`` follows the *thread* that started it: a lane started by a worker of a
+thread pool would die with that worker when the pool shuts down, under the next batch's first job.
 """
 
 from __future__ import annotations
 
 import atexit
+import concurrent.futures
 import functools
 import json
+import os
 import select
 import socket
 import threading
@@ -16,7 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..sandbox import Limits, Running, Sandbox
+from ..sandbox import SANDBOX_UIDS, Limits, Running, Sandbox
+from ..sandbox._seccomp import session_filter
 
 __all__ = ["run_job", "sandbox_for"]
 
@@ -26,6 +36,14 @@ _SERVER = (_HERE / "_server.py").read_text()
 _WIRE = (_HERE / "_wire.py").read_text()
 _ZYGOTE = (_HERE / "_zygote.py").read_text()
 _SYNTAX = (_HERE / "_syntax.py").read_text()
+_SESSION_FILTER = session_filter() or b""
+# Per session of a server: a fresh /tmp (the lane's tmp size) and /dev/shm, and at most this many inodes
+# in each (kernel memory the size cap does not see).
+_SHM_BYTES = 16 << 20
+_TMP_INODES = 4096
+_SHM_INODES = 256
+# A job whose lane failed (not the program's doing) is tried this many times in all.
+_ATTEMPTS = 3
 # A lane's sandboxes live this long at most, and serve at most this many jobs before they are replaced.
 _LANE_SECONDS = 3600.0
 _LANE_JOBS = 500
@@ -35,8 +53,12 @@ _RECORDS_CAP = 1 << 20
 
 
 @functools.lru_cache(maxsize=4)
-def sandbox_for(allow_unsafe: bool, python_paths: tuple[str, ...] = ()) -> Sandbox:
-    return Sandbox(allow_unsafe=allow_unsafe, python_paths=python_paths)
+def sandbox_for(
+    allow_unsafe: bool, python_paths: tuple[str, ...] = (), packages: tuple[str, ...] = ()
+) -> Sandbox:
+    """The sandbox the reward scores in (cached per options); ``packages`` are installed packages exposed
+    read-only inside (``Sandbox(packages=...)``)."""
+    return Sandbox(allow_unsafe=allow_unsafe, python_paths=python_paths, packages=packages)
 
 
 def _records(channel: bytes) -> dict[str, dict[str, Any]]:
@@ -62,13 +84,27 @@ class _Lane:
     a deadline or loses a sandbox (a memory bomb, an output flood) is thrown away whole.
     """
 
-    def __init__(self, sandbox: Sandbox, memory_mb: int) -> None:
+    def __init__(self, sandbox: Sandbox, memory_mb: int, uid: int | None) -> None:
         limits = Limits(wall_seconds=_LANE_SECONDS, memory_mb=memory_mb)
         pairs = {
             who: socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             for who in ("ctl", "candidate", "reference")
         }
         files = {"_wire.py": _WIRE, "_zygote.py": _ZYGOTE, "_syntax.py": _SYNTAX}
+        confine = sandbox.backend == "bwrap"
+        session = {
+            "confine": confine,
+            "tmp_bytes": limits.tmp_mb << 20,
+            "shm_bytes": _SHM_BYTES,
+            "tmp_inodes": _TMP_INODES,
+            "shm_inodes": _SHM_INODES,
+        }
+        server_files: dict[str, str | bytes] = {
+            **files,
+            "session.json": json.dumps(session),
+            "session.bpf": _SESSION_FILTER,
+        }
+        self.uid = uid
         self.running: list[Running] = []
         try:
             for who in ("candidate", "reference"):
@@ -76,10 +112,15 @@ class _Lane:
                     sandbox.start(
                         _SERVER,
                         limits=limits,
-                        files=files,
+                        files=server_files,
                         pass_fds={"SERVER_FD": pairs[who][1].detach()},
                         as_init=True,
                         background=True,
+                        uid=uid,
+                        # The server makes each session's namespaces and file systems (setns into a
+                        # mount namespace needs CAP_SYS_CHROOT too); the session drops both before any
+                        # of the program runs.
+                        keep_caps=("CAP_SYS_ADMIN", "CAP_SYS_CHROOT") if confine else (),
                     )
                 )
             self.running.append(
@@ -89,6 +130,7 @@ class _Lane:
                     files=files,
                     as_init=True,
                     background=True,
+                    uid=uid,
                     pass_fds={
                         "JUDGE_CTL_FD": pairs["ctl"][1].detach(),
                         "JUDGE_CANDIDATE_FD": pairs["candidate"][0].detach(),
@@ -174,6 +216,27 @@ class _LanePool:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.idle: dict[tuple[int, int], list[_Lane]] = {}
+        self.free_uids = list(reversed(SANDBOX_UIDS)) if os.geteuid() == 0 else []
+        # Every sandbox of every lane is started from this one thread (see the module's docstring).
+        self.spawner = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="lane-spawner")
+
+    def _new(self, sandbox: Sandbox, memory_mb: int) -> _Lane:
+        with self.lock:
+            uid = self.free_uids.pop() if self.free_uids else None
+        try:
+            return self.spawner.submit(_Lane, sandbox, memory_mb, uid).result()
+        except BaseException:
+            self._free(uid)
+            raise
+
+    def _free(self, uid: int | None) -> None:
+        if uid is not None:
+            with self.lock:
+                self.free_uids.append(uid)
+
+    def discard(self, lane: _Lane) -> None:
+        lane.close()
+        self._free(lane.uid)
 
     def acquire(self, sandbox: Sandbox, memory_mb: int) -> _Lane:
         key = (id(sandbox), memory_mb)
@@ -181,24 +244,24 @@ class _LanePool:
             with self.lock:
                 lane = self.idle.get(key, []).pop() if self.idle.get(key) else None
             if lane is None:
-                return _Lane(sandbox, memory_mb)
+                return self._new(sandbox, memory_mb)
             if lane.alive():
                 return lane
-            lane.close()
+            self.discard(lane)
 
     def release(self, sandbox: Sandbox, memory_mb: int, lane: _Lane, clean: bool) -> None:
         if clean and lane.jobs < _LANE_JOBS and lane.alive():
             with self.lock:
                 self.idle.setdefault((id(sandbox), memory_mb), []).append(lane)
         else:
-            lane.close()
+            self.discard(lane)
 
     def close(self) -> None:
         with self.lock:
             lanes = [lane for group in self.idle.values() for lane in group]
             self.idle.clear()
         for lane in lanes:
-            lane.close()
+            self.discard(lane)
 
 
 _LANES = _LanePool()
@@ -208,11 +271,22 @@ atexit.register(_LANES.close)
 def run_job(
     job: dict[str, Any], *, sandbox: Sandbox, memory_mb: int, seconds: float
 ) -> tuple[dict[str, dict[str, Any]], bool]:
-    """Score one job in a lane: the judge's records by stage, and whether the lane finished clean."""
-    lane = _LANES.acquire(sandbox, memory_mb)
-    channel, clean = b"", False
-    try:
-        channel, clean = lane.score(job, seconds)
-    finally:
-        _LANES.release(sandbox, memory_mb, lane, clean)
-    return _records(channel), clean
+    """Score one job in a lane: the judge's records by stage, and whether the lane finished clean.
+
+    A lane that fails before the job's program can have caused it -- the judge sends no record at all
+    (it was gone, or its start failed), or reports ``lane`` (a server gone before a session started, a
+    session that could not be confined) -- is replaced and the job run again, ``_ATTEMPTS`` times in all;
+    then no records (the reward's ``sandbox_error``).
+    """
+    for _ in range(_ATTEMPTS):
+        lane = _LANES.acquire(sandbox, memory_mb)
+        records: dict[str, dict[str, Any]] = {}
+        clean = False
+        try:
+            channel, clean = lane.score(job, seconds)
+            records = _records(channel)
+        finally:
+            _LANES.release(sandbox, memory_mb, lane, clean and "lane" not in records)
+        if records and "lane" not in records:
+            return records, clean
+    return {}, False

@@ -17,12 +17,18 @@ Unix sockets the scorer created:
 
 A session process is forked from this pristine process (nothing of the program has ever run here), runs
 the prompt and the program in a fresh namespace and serves the judge's requests: calls on handles (the
-program's top-level functions and classes, instances its classes return), with plain data in and out.
-``end`` kills every other process in the namespace (``kill(-1)``: only PID 1 survives), reaps them, empties
-``/tmp`` and ``/dev/shm`` and only then reports ``clean``, so that nothing a session left behind can run
-while the reference is timed or carry a cache into the next session. This process makes itself
-non-dumpable, so a session cannot read its memory or take its descriptors; as PID 1 of the namespace it
-cannot be killed from inside.
+program's top-level functions and classes, and every object it returns that is not plain data), with
+plain data and handles in and out. Before any of that, the session is confined (``_zygote.Confinement``):
+it is PID 1 of a PID namespace of its own (it cannot name, signal, trace or ``prlimit`` this server or
+anything else), with its own fresh ``/tmp``, ``/dev/shm`` and ``/proc``, no capabilities, and a seccomp
+filter that refuses creating processes (threads are allowed), ``execve``, sockets, pipes and sending
+descriptors. So every instruction of a session runs in that one process, and its processor time reaches
+this server's ``RUSAGE_CHILDREN`` when it is reaped -- threads, work at import time or after the last
+call included -- and nothing of it is left for the next session. ``end`` kills every other process in the
+namespace (``kill(-1)``), reaps them and only then reports ``clean``. This process makes itself
+non-dumpable, sets every signal to its default action (so, as its namespace's init, nothing inside can
+signal it) and runs as PID 1 of a PID namespace of its own, below the sandbox's, so that it may create one
+per session.
 """
 
 # Running the candidate is this file's purpose; the sandbox around it is the security boundary.
@@ -67,6 +73,8 @@ _WARM = (
 )
 _STDOUT_CAP = 4 << 20
 _HEADER = struct.Struct(">I")
+_CONFIG = "session.json"  # beside this file: {"confine": bool, "tmp_bytes", "shm_bytes", "tmp_inodes", "shm_inodes"}
+_FILTER = "session.bpf"  # the session seccomp filter (struct sock_filter array); empty: none
 
 
 def _frame(sock: _socket.socket, payload: bytes) -> None:
@@ -125,15 +133,20 @@ class _Session:
         self.classes: dict[str, type] = {}
 
     def send(self, message: tuple[Any, ...]) -> None:
-        try:
-            payload = _wire.encode(message, self.kinds)
+        try:  # anything that is not plain data goes as a handle: the judge only ever holds a number
+            payload = _wire.encode(message, self.kinds, self.handle)
         except _wire.NotPlain as exc:
             payload = _wire.encode(("e", "NotPlain", str(exc)[:200]))
         _frame(self.sock, payload)
 
-    def handle(self, value: Any) -> tuple[Any, ...]:
+    def handle(self, value: Any) -> int:
         self.handles.append(value)
-        return ("h", len(self.handles) - 1)
+        return len(self.handles) - 1
+
+    def target(self, index: int) -> Any:
+        if type(index) is not int or not 0 <= index < len(self.handles):
+            raise EOFError  # the judge never sends a handle it was not given
+        return self.handles[index]
 
     def load(self) -> None:
         namespace = self.namespace
@@ -151,48 +164,58 @@ class _Session:
                 self.classes[name] = current
             else:
                 self.classes[name] = cls
-        names = {}
+        # The judge binds only the names its test code uses (the entry point, and for MBPP-style tests the
+        # names the dataset's reference defines): it gets a handle per callable name and the names bound to
+        # modules (which it imports itself, never taking the program's).
+        names, modules = {}, []
         for name, value in list(namespace.items()):
-            if name.startswith("__") or isinstance(value, types.ModuleType) or not callable(value):
+            if name.startswith("__") or (name in before and before[name] is value):
                 continue
-            if name in before and before[name] is value:
-                continue
-            names[name] = self.handle(value)[1]
-        self.send(("ready", names))
+            if isinstance(value, types.ModuleType):
+                modules.append(name)
+            elif callable(value):
+                names[name] = self.handle(value)
+        self.send(("ready", names, modules))
 
     def serve(self) -> None:
         while True:
             try:
-                request = _wire.decode(_read_frame(self.sock), self.classes)
-            except EOFError:
-                return
-            self.send(self.answer(request))
+                frame = _read_frame(self.sock)
+                request = _wire.decode(frame, self.classes, handle=self.target)
+                if type(request) is not tuple or len(request) < 2:
+                    return
+                target = self.target(request[1])
+            except (EOFError, _wire.WireError):
+                return  # the judge closed the session (or, impossibly, sent garbage)
+            self.send(self.answer(request[0], target, request[2:]))
 
-    def answer(self, request: Any) -> tuple[Any, ...]:
-        op, index = request[0], request[1]
-        target = self.handles[index]
+    def answer(self, op: str, target: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
         try:
             if op == "call":
-                result = target(*request[2], **request[3])
-                if isinstance(target, type):
-                    return self.handle(result)
+                result = target(*args[0], **args[1])
             elif op == "getattr":
-                result = getattr(target, request[2])
-                if callable(result):
-                    return self.handle(result)
+                result = getattr(target, args[0])
+            elif op == "setattr":
+                setattr(target, args[0], args[1])
+                result = None
             elif op == "iter":
                 result = list(target)
             elif op == "len":
                 result = len(target)
             elif op == "getitem":
-                result = target[request[2]]
+                result = target[args[0]]
+            elif op == "setitem":
+                target[args[0]] = args[1]
+                result = None
             elif op == "contains":
-                result = request[2] in target
+                result = args[0] in target
+            elif op == "str":
+                result = str(target)
             else:
                 return ("e", "ProtocolError", "unknown request")
         except BaseException as exc:  # noqa: BLE001 - the program's failures are reported, not fatal
             return _error(exc)
-        return ("v", result)  # send() answers NotPlain if the result is not plain data
+        return ("v", result)  # send() turns what is not plain data into handles
 
     def run_stdio(self) -> None:
         data = _read_frame(self.sock)
@@ -228,8 +251,14 @@ class _Session:
         _frame(self.sock, _wire.encode(("out", output, size > _STDOUT_CAP, status)))
 
 
-def _session(sock_fd: int, mode: str) -> None:
+def _session(sock_fd: int, mode: str, confinement: Any) -> None:
     sock = _socket.socket(fileno=sock_fd)
+    try:  # first of all, before the judge's texts are even read
+        if confinement is not None:
+            confinement.enter()
+    except OSError as exc:  # the sandbox's doing, not the program's: the judge retries on a fresh lane
+        _frame(sock, _wire.encode(("lane_error", f"session confinement failed: {exc}"[:300])))
+        return
     # Nothing a session writes reaches the sandbox's own output (which outlives it): descriptors 1 and 2
     # go nowhere (stdio mode puts a file on 1).
     null = os.open(os.devnull, os.O_WRONLY)
@@ -261,30 +290,86 @@ def _cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _null_session() -> float:
-    """Processor time of a session that runs nothing (fork, exit, reap): subtracted from every session's,
-    so that efficiency compares the programs rather than this server's own start-up of a session."""
+class _Restrict:
+    """Where no namespace can be made (the rlimits-only mode): the capability drop and the filter only."""
+
+    def __init__(self, confinement: Any) -> None:
+        self.confinement = confinement
+
+    def before_fork(self) -> None:
+        pass
+
+    def after_fork(self) -> None:
+        pass
+
+    def enter(self) -> None:
+        self.confinement.restrict()
+
+    def take(self) -> int:
+        return -1
+
+
+def _null_session(confinement: Any) -> float:
+    """Processor time of a session that runs nothing (confined fork, exit, reap): subtracted from every
+    session's, so that efficiency compares the programs rather than the start-up of a session."""
     costs = []
-    for _ in range(3):
+    for _ in range(5):
         before = _cpu()
+        if confinement is not None:
+            confinement.before_fork()
         pid = os.fork()
         if pid == 0:
-            os._exit(0)
+            try:
+                if confinement is not None:
+                    confinement.enter()
+            finally:
+                os._exit(0)
+        if confinement is not None:
+            confinement.after_fork()
         os.waitpid(pid, 0)
         costs.append(_cpu() - before)
+        if confinement is not None and (namespace := confinement.take()) >= 0:
+            os.close(namespace)  # as after a real session: the file systems go after the measurement
     return min(costs)
+
+
+def _confinement(config: dict[str, Any]) -> Any:
+    here = os.path.dirname(__file__)
+    with open(os.path.join(here, _FILTER), "rb") as handle:
+        bpf = handle.read()
+    if not config.get("confine"):
+        if not bpf:
+            return None
+        return _Restrict(
+            _zygote.Confinement(bpf, tmp_bytes=0, shm_bytes=0, tmp_inodes=0, shm_inodes=0, namespaces=False)
+        )
+    sizes = {key: int(config[key]) for key in ("tmp_bytes", "shm_bytes", "tmp_inodes", "shm_inodes")}
+    return _zygote.Confinement(bpf, **sizes)
 
 
 def _main() -> None:
     ctl = _socket.socket(fileno=int(os.environ["SERVER_FD"]))
+    with open(os.path.join(os.path.dirname(__file__), _CONFIG), "rb") as handle:
+        config = _wire.loads(handle.read())
+    try:
+        if config.get("confine"):
+            _zygote.own_pid_namespace()  # from here on, PID 1 of a namespace of our own
+        confinement = _confinement(config)
+    except OSError:
+        os._exit(3)  # no confinement, no sessions: the lane fails and the scorer starts another
+    os.chdir("/")
     _zygote.nodump()
+    _zygote.default_signals()
     for module in _WARM:  # what prompts import: loaded once here, not in every session
         try:
             __import__(module)
         except ImportError:
             pass
     used = 0.0
-    baseline = _null_session()
+    try:
+        baseline = _null_session(confinement)
+    except OSError:
+        os._exit(3)
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
@@ -305,17 +390,25 @@ def _main() -> None:
         request = _wire.loads(message)
         if request.get("op") == "start" and fds:
             used = _cpu()
-            child = os.fork()
+            try:
+                if confinement is not None:
+                    confinement.before_fork()
+                child = os.fork()
+            except OSError:
+                os._exit(3)  # the sandbox cannot start sessions any more: the lane is replaced
             if child == 0:
                 ctl.close()
                 try:
-                    if os.getpid() != 1:
-                        os.setpgid(0, 0)
-                    _session(fds[0], str(request.get("mode")))
+                    # A session (and process group) of its own: kill(0, ...) reaches only itself, and so
+                    # does a change of its scheduler autogroup (/proc/self/autogroup).
+                    os.setsid()
+                    _session(fds[0], str(request.get("mode")), confinement)
                 finally:
                     os._exit(0)
             for fd in fds:
                 os.close(fd)
+            if confinement is not None:
+                confinement.after_fork()
             pidfd = os.pidfd_open(child)
         elif request.get("op") == "end":
             for fd in fds:
@@ -323,9 +416,15 @@ def _main() -> None:
             if pidfd >= 0:
                 os.close(pidfd)
                 pidfd = -1
-            _zygote.clean(child)
+            _zygote.clean(child, wipe_tmp=not config.get("confine"))
+            # Its mount namespace is still held by our descriptor: the session's file systems outlive it
+            # until the close below.
+            namespace = confinement.take() if confinement is not None and child else -1
+            child = 0
             cpu = max(0.0, _cpu() - used - baseline)
             ctl.send(_wire.dumps({"event": "clean", "nonce": request.get("nonce"), "cpu": cpu}).encode())
+            if namespace >= 0:
+                os.close(namespace)  # the session's file systems go now, off the judge's critical path
 
 
 if __name__ == "__main__":

@@ -4,8 +4,9 @@ This file is imported by the scorer's tests and copied into every sandbox (``/sa
 directions use it, but only one matters for security: what a candidate sends back is decoded by the judge,
 and the decoder is the trust boundary. It builds nothing but ``None``, ``bool``, ``int``, ``float`` (inf and
 nan included), ``str``, ``bytes``, ``list``, ``tuple``, ``dict``, ``set``, ``frozenset`` and instances of the
-*judge's own* dataset classes (``ListNode``, ``TreeNode``: classes the trusted prompt defines), so no object
-of the candidate's ever reaches the judge and none of its methods can run there.
+*judge's own* dataset classes (``ListNode``, ``TreeNode``: classes the trusted prompt defines), and handles
+(a number that names an object the candidate's process keeps: the judge wraps it in a proxy whose every use
+is a request), so no object of the candidate's ever reaches the judge and none of its methods can run there.
 
 Format: JSON text of a flat list (no nesting, so the C parser never recurses) in prefix order::
 
@@ -15,6 +16,7 @@ Format: JSON text of a flat list (no nesting, so the C parser never recurses) in
     "d", count, (key, value) * count
     "o", class name, count, (attribute name, value) * count
     "r", index                              (the index-th list/dict/object opened so far: shared or cyclic)
+    "h", index                              (the index-th object in the candidate's table of handles)
 
 Decoding is a loop over the tokens with an explicit stack: linear time, no recursion, with limits on the
 payload size, the number of tokens, the nesting depth of plain containers and the length of big integers.
@@ -26,6 +28,7 @@ import math
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs every sandbox start-up more than the rest of this file
+    from collections.abc import Callable
     from typing import Any
 
 # The C halves of the json module, without ``json`` itself: it imports ``re``, ``enum`` and more, which
@@ -113,13 +116,17 @@ def prompt_classes(namespace: dict[str, Any], module: str) -> dict[str, type]:
     }
 
 
-def encode(value: Any, classes: dict[type, str] | None = None) -> bytes:
+def encode(
+    value: Any, classes: dict[type, str] | None = None, remote: Callable[[Any], int | None] | None = None
+) -> bytes:
     """Tokens of ``value``; raises ``NotPlain`` for anything else.
 
     Subclasses of the builtin types are encoded as their base type's value through the base type's own
     methods (a ``Counter`` becomes a ``dict``): this runs in the sender's process, and the receiver sees
     plain data only. Instances of a class in ``classes`` (class -> name) become objects of that name with
-    their ``__dict__``.
+    their ``__dict__``. Anything else becomes a handle, ``remote(item)``, where ``remote`` is given and
+    returns a number (the candidate's side registers every such object; the judge's side only its
+    proxies of the same session).
     """
     classes = classes or {}
     out: list[Any] = []
@@ -187,6 +194,8 @@ def encode(value: Any, classes: dict[type, str] | None = None) -> bytes:
                 stack += (val, _Name(key))
         elif kind is _Name:
             out.append(item.name)
+        elif remote is not None and (handle := remote(item)) is not None:
+            out += ("h", handle)
         else:
             raise NotPlain(f"{kind.__name__!s} is not plain data")
     try:
@@ -218,22 +227,30 @@ class _Frame:
 _NOKEY = object()
 
 
-def decode(data: bytes, classes: dict[str, type] | None = None, *, max_depth: int = MAX_DEPTH) -> Any:
+def decode(
+    data: bytes,
+    classes: dict[str, type] | None = None,
+    *,
+    max_depth: int = MAX_DEPTH,
+    handle: Callable[[int], Any] | None = None,
+) -> Any:
     """The value ``data`` encodes; raises ``WireError`` (never anything else) on any defect.
 
     Objects are built with ``object.__new__`` of the receiver's own class of that name (only names in
     ``classes``), their attributes set in their ``__dict__``; attribute names must be identifiers that do
-    not start with ``__``.
+    not start with ``__``. A handle becomes ``handle(index)`` (without ``handle``, a defect).
     """
     try:
-        return _decode(data, classes or {}, max_depth)
+        return _decode(data, classes or {}, max_depth, handle)
     except WireError:
         raise
     except Exception as exc:  # noqa: BLE001 - any defect (or a dataset class refusing an attribute) is one error
         raise WireError(f"{type(exc).__name__}: {str(exc)[:200]}") from None
 
 
-def _decode(data: bytes, classes: dict[str, type], max_depth: int) -> Any:
+def _decode(
+    data: bytes, classes: dict[str, type], max_depth: int, handle: Callable[[int], Any] | None
+) -> Any:
     if type(data) is not bytes or len(data) > MAX_BYTES:
         raise WireError("payload is not bytes within the size limit")
     tokens = loads(data)
@@ -304,6 +321,11 @@ def _decode(data: bytes, classes: dict[str, type], max_depth: int) -> Any:
             if type(index) is not int or not 0 <= index < len(opened):
                 raise WireError("bad reference")
             value = opened[index]
+        elif tag == "h":
+            index = take()
+            if handle is None or type(index) is not int or not 0 <= index < _SMALL:
+                raise WireError("bad handle")
+            value = handle(index)
         elif tag in _FLAT_TYPES:
             size = count()
             values = tokens[position : position + size]

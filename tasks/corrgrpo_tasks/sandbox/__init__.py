@@ -13,6 +13,24 @@ Examples
 'timeout'
 """
 
-from ._core import INSTALL_HINT, Limits, Running, RunResult, Sandbox, SandboxUnavailableError, probe
+from ._core import (
+    INSTALL_HINT,
+    SANDBOX_UIDS,
+    Limits,
+    Running,
+    RunResult,
+    Sandbox,
+    SandboxUnavailableError,
+    probe,
+)
 
-__all__ = ["INSTALL_HINT", "Limits", "RunResult", "Running", "Sandbox", "SandboxUnavailableError", "probe"]
+__all__ = [
+    "INSTALL_HINT",
+    "SANDBOX_UIDS",
+    "Limits",
+    "RunResult",
+    "Running",
+    "Sandbox",
+    "SandboxUnavailableError",
+    "probe",
+]

@@ -47,6 +47,12 @@ INSTALL_HINT = (
 # Uid the sandbox runs as when the caller is root: root is exempt from RLIMIT_NPROC, and a uid without
 # files of its own cannot read or signal anything outside the sandbox even if a namespace leaked.
 NOBODY = 65534
+#: Host uids a root scorer may hand to long-lived sandboxes (``Sandbox.start(uid=...)``), one per lane of
+#: the code judge, so that per-user kernel quotas (descriptors in flight, pipe buffers, inotify, pending
+#: signals) of one lane are never another's. No file on the host belongs to them.
+SANDBOX_UIDS = range(2_000_000_000, 2_000_000_000 + 4096)
+#: Where ``Sandbox(packages=...)`` binds the named packages (read-only, first on ``sys.path``).
+PACKAGES_DIR = "/sandbox-packages"
 _LAUNCHER = (Path(__file__).with_name("_launcher.py")).read_text()
 _SANDBOX_DIR = "/sandbox"
 _CHANNEL_CAP = 1 << 20
@@ -217,6 +223,33 @@ def _system_binds(python: str) -> list[str]:
     return args
 
 
+def package_paths(names: Sequence[str]) -> tuple[str, ...]:
+    """Host paths of the installed top-level packages or modules ``names`` (as this interpreter finds
+    them, nothing imported), with each package's bundled shared libraries (``numpy.libs`` beside
+    ``numpy``); raises ``ValueError`` naming a package that is not installed."""
+    import importlib.util
+
+    found: list[str] = []
+    for name in names:
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ValueError(f"packages takes top-level import names, got {name!r}")
+        spec = importlib.util.find_spec(name)
+        if spec is None:
+            raise ValueError(f"package {name!r} is not installed for {sys.executable}")
+        locations = list(spec.submodule_search_locations or ())
+        path = locations[0] if locations else spec.origin
+        if not path or not os.path.exists(path):
+            raise ValueError(f"package {name!r} has no directory or file to expose (found {path!r})")
+        path = os.path.realpath(path)
+        found.append(path)
+        parent, base = os.path.split(path)
+        stem = base.split(".", 1)[0].lower()
+        for sibling in sorted(os.listdir(parent)):
+            if sibling.endswith(".libs") and sibling[: -len(".libs")].lower() == stem:
+                found.append(os.path.join(parent, sibling))
+    return tuple(dict.fromkeys(found))
+
+
 def _site_dirs(python: str) -> tuple[str, ...]:
     """This interpreter's own site-packages, when the sandbox runs this interpreter (``-S`` skips ``site``,
     whose ``.pth`` processing costs more than the rest of the start-up)."""
@@ -351,6 +384,11 @@ class Sandbox:
     python_paths
         Host directories exposed read-only and put on the sandbox's ``PYTHONPATH`` (e.g. a
         site-packages holding ``sortedcontainers``, which some LeetCode solutions import).
+    packages
+        Top-level import names of installed packages (``("numpy",)``) exposed read-only at
+        ``/sandbox-packages/<name>``, first on ``sys.path``, each with its bundled libraries
+        (``numpy.libs``); nothing else of their site-packages. Default none. Binary packages must match
+        the sandbox's interpreter (``python``).
 
     Examples
     --------
@@ -367,6 +405,7 @@ class Sandbox:
         python: str | None = None,
         extra_ro_paths: Sequence[str] = (),
         python_paths: Sequence[str] = (),
+        packages: Sequence[str] = (),
         bwrap: str | None = None,
         _probe: bool = True,
         _userns_filter: bool = False,
@@ -384,6 +423,11 @@ class Sandbox:
         if missing:
             raise ValueError(f"python_paths must be existing directories, missing: {missing}")
         self._site = tuple(p for p in _site_dirs(self.python) if _traversable(p, self._uid))
+        self.packages = tuple(packages)
+        self._package_paths = package_paths(self.packages)
+        hidden = [p for p in self._package_paths if not _traversable(p, self._uid)]
+        if hidden:
+            raise ValueError(f"packages live where the sandbox user cannot read them: {hidden}")
         self.extra_ro_paths = (*(str(p) for p in extra_ro_paths), *self.python_paths)
         found = bwrap or shutil.which("bwrap")
         self._bwrap = os.path.realpath(found) if found else None
@@ -450,6 +494,8 @@ class Sandbox:
         as_init: bool = False,
         on_channel: Callable[[bytes], None] | None = None,
         background: bool = False,
+        uid: int | None = None,
+        keep_caps: Sequence[str] = (),
     ) -> Running:
         """Start a run without waiting for it (``run`` is ``start(...).wait()``).
 
@@ -459,6 +505,10 @@ class Sandbox:
         (no bubblewrap init beside it: it reaps its own orphans). ``on_channel`` is called with each
         chunk read from the channel as it arrives (from the thread that collects the run).
         ``background`` collects output in a thread of its own; ``Running.kill()`` stops the run early.
+        ``uid`` (one of ``SANDBOX_UIDS``) runs this sandbox as that host uid instead of 65534 when the
+        caller is root (ignored otherwise). ``keep_caps`` (e.g. ``("CAP_SYS_ADMIN",)``) are capabilities
+        the program keeps *inside its own user namespace* (bubblewrap only): a trusted harness that
+        mounts per-session file systems uses them and must drop them before running untrusted code.
         """
         limits = limits if limits is not None else Limits()
         source_bytes = source.encode() if isinstance(source, str) else bytes(source)
@@ -472,12 +522,21 @@ class Sandbox:
         for key, fd in extra.items():
             if not key.isidentifier() or not isinstance(fd, int) or fd < 3:
                 raise ValueError(f"pass_fds needs NAME=descriptor (>= 3) pairs, got {key!r}={fd!r}")
+        if uid is not None and uid not in SANDBOX_UIDS:
+            raise ValueError(f"uid must be one of SANDBOX_UIDS ({SANDBOX_UIDS}), got {uid!r}")
+        for cap in keep_caps:
+            if not (isinstance(cap, str) and cap.startswith("CAP_") and cap[4:].replace("_", "").isalnum()):
+                raise ValueError(f"keep_caps takes capability names such as 'CAP_SYS_ADMIN', got {cap!r}")
+        run_as = uid if uid is not None and self._uid is not None else self._uid
         if self.backend == "bwrap":
             running = self._start_bwrap(
-                named, stdin_bytes, limits, channel, tuple(argv), extra, as_init, on_channel
-            )
+                named, stdin_bytes, limits, channel, tuple(argv), extra, as_init, on_channel, run_as,
+                tuple(keep_caps),
+            )  # fmt: skip
         else:
-            running = self._start_rlimits(named, stdin_bytes, limits, channel, tuple(argv), extra, on_channel)
+            running = self._start_rlimits(
+                named, stdin_bytes, limits, channel, tuple(argv), extra, on_channel, run_as
+            )
         if background:
             running.collect_in_background()
         return running
@@ -492,8 +551,11 @@ class Sandbox:
             "PYTHONDONTWRITEBYTECODE": "1",
             "PYTHONIOENCODING": "utf-8",
         }
-        if self.python_paths or self._site:
-            env["PYTHONPATH"] = os.pathsep.join((*self.python_paths, *self._site))
+        packages: tuple[str, ...] = (PACKAGES_DIR,) if self._package_paths and self.backend == "bwrap" else ()
+        if self.backend == "rlimits":  # no namespace to bind them into: their parent directories
+            packages = tuple(dict.fromkeys(os.path.dirname(p) for p in self._package_paths))
+        if self.python_paths or self._site or packages:
+            env["PYTHONPATH"] = os.pathsep.join((*packages, *self.python_paths, *self._site))
         if channel_fd is not None:
             env["SANDBOX_CHANNEL_FD"] = str(channel_fd)
         for key, fd in extra.items():
@@ -513,6 +575,8 @@ class Sandbox:
         extra: dict[str, int],
         as_init: bool,
         on_channel: Callable[[bytes], None] | None,
+        uid: int | None,
+        keep_caps: tuple[str, ...],
     ) -> Running:
         assert self._bwrap is not None
         features = _bwrap_features(self._bwrap)
@@ -537,6 +601,8 @@ class Sandbox:
                 "--cap-drop",
                 "ALL",
             ]
+            for cap in keep_caps:
+                args += ["--cap-add", cap]
             if userns_flag:
                 args.append("--disable-userns")
             if as_init:
@@ -565,6 +631,8 @@ class Sandbox:
                 *self._site,
             ):  # after /tmp's tmpfs, which would hide paths below
                 args += ["--ro-bind", path, path]
+            for path in self._package_paths:
+                args += ["--ro-bind", path, f"{PACKAGES_DIR}/{os.path.basename(path)}"]
             for fd, name in zip(fds, named, strict=False):
                 args += ["--ro-bind-data", str(fd), f"{_SANDBOX_DIR}/{name}"]
             args += ["--hostname", "sandbox", "--clearenv"]
@@ -596,7 +664,7 @@ class Sandbox:
             channel_r=channel_r,
             env={},
             cwd="/",
-            uid=self._uid,
+            uid=uid,
             backend="bwrap",
             memory_mode=self.memory_mode,
             on_channel=on_channel,
@@ -613,14 +681,15 @@ class Sandbox:
         argv: tuple[str, ...],
         extra: dict[str, int],
         on_channel: Callable[[bytes], None] | None,
+        uid: int | None,
     ) -> Running:
         workdir = tempfile.mkdtemp(prefix="corrgrpo-unsafe-")
         channel_r, channel_w = os.pipe() if channel else (None, None)
         try:
             for name, data in named.items():
                 Path(workdir, name).write_bytes(data)
-            if self._uid is not None:
-                os.chown(workdir, self._uid, self._uid)
+            if uid is not None:
+                os.chown(workdir, uid, uid)
             env = {
                 **self._env(channel_w, extra),
                 "HOME": workdir,
@@ -643,7 +712,7 @@ class Sandbox:
             channel_r=channel_r,
             env=env,
             cwd=workdir,
-            uid=self._uid,
+            uid=uid,
             backend="rlimits",
             memory_mode="rlimits",
             on_channel=on_channel,

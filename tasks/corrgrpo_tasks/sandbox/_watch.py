@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import threading
 from collections.abc import Callable
 from typing import Self
@@ -156,9 +155,3 @@ def _loop() -> None:
                             os.waitpid(pid, os.WNOHANG)
         _wake.wait(INTERVAL if watches else 0.5)
         _wake.clear()
-
-
-def kill_tree(pid: int) -> None:
-    """SIGKILL ``pid``'s process group (a sandbox's outer bwrap leads one)."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)

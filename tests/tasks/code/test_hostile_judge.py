@@ -50,6 +50,8 @@ def solve(body: str, *, top: str = "", args: str = "self") -> str:
     return f"```python\nimport os, sys\n{top}\nclass Solution:\n    def solve({args}):\n{inner}\n```"
 
 
+# Sessions may not create processes: a timing attack that forks must still load (and stay correct).
+FORK = "def fork():\n    try:\n        return os.fork()\n    except OSError:\n        return -1\n"
 # Correct but twice the reference's work: honest efficiency is 0.
 TWICE = "t = 0\nfor i in range(n):\n    t += i\nfor i in range(n):\n    t += 0\nreturn t"
 CASES: dict[str, tuple[str, str]] = {}  # name -> (class, completion)
@@ -382,7 +384,8 @@ case(
     solve(
         TWICE,
         args="self, n",
-        top="for _ in range(4):\n    if os.fork() == 0:\n        os.setsid()\n        while True:\n            pass",
+        top=FORK
+        + "for _ in range(4):\n    if fork() == 0:\n        os.setsid()\n        while True:\n            pass",
     ),
 )
 case(
@@ -448,7 +451,7 @@ case(
     solve(
         TWICE,
         args="self, n",
-        top="import signal\nif os.fork() == 0:\n    os.setsid()\n    import time\n    time.sleep(0.05)\n"
+        top=FORK + "import signal\nif fork() == 0:\n    os.setsid()\n    import time\n    time.sleep(0.05)\n"
         "    for pid in set(range(1, 64)) - {os.getpid(), os.getppid()}:\n        try:\n"
         "            os.kill(pid, signal.SIGSTOP)\n"
         "        except OSError:\n            pass\n    time.sleep(30)",

@@ -105,8 +105,11 @@ def test_efficiency_fast_beats_slow(box: Sandbox) -> None:
     )
     assert fast["accuracy_reward"] == slow["accuracy_reward"] == 1.0
     assert fast["efficiency_applied"] == slow["efficiency_applied"] == 1.0
-    assert fast["efficiency_reward"] > 0.6  # the per-call protocol cost is in both processor times
-    assert slow["efficiency_reward"] == 0.0
+    # Only comparisons within this run (never a fixed threshold: the figures move with the machine's
+    # load): the O(1) program beats the O(n) reference and the 4n program, which loses to it.
+    assert fast["generated_runtime_seconds"] < fast["reference_runtime_seconds"]
+    assert fast["generated_runtime_seconds"] < slow["generated_runtime_seconds"]
+    assert fast["efficiency_reward"] > slow["efficiency_reward"] == 0.0
     assert slow["generated_runtime_seconds"] > slow["reference_runtime_seconds"]
 
 
