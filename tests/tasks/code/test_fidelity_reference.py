@@ -1,0 +1,310 @@
+"""The code reward against its reference (``code_rl/leetcodedataset_train_rl/reward.py``), read as rules.
+
+``Reference`` below is this project's own reading of the reference reward, written from its documented
+behaviour (docs/tasks/code.md, *Differences from the reference reward*): its fence pattern, its block
+choice, its substring format rule, its recursive node walk, its one-source compile, its exec of that
+source. Nothing of the reference is imported. The tests check, on generated completions, that the reward's
+static components (format, syntax, AST similarity) equal the reading wherever no documented deviation
+applies, and pin each deviation with both values (test_fidelity_rows.py).
+
+Run as a script to measure the agreement of all seven components end to end (real sandbox, real
+subprocesses for the reading), over generated completions of the LeetCodeDataset fixtures::
+
+    python tests/tasks/code/test_fidelity_reference.py [--samples 400] [--seed 0]
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from corrgrpo_tasks.code import _syntax
+from corrgrpo_tasks.code._extract import entry_name, extract_code
+from corrgrpo_tasks.code._reward import _format
+
+FIXTURES = Path(__file__).resolve().parents[3] / "tasks" / "corrgrpo_tasks" / "code" / "fixtures"
+
+
+def leetcode_rows() -> list[dict[str, Any]]:
+    rows = []
+    for split in ("train", "test"):
+        for line in (FIXTURES / f"leetcode_{split}.jsonl").read_text().splitlines():
+            row = json.loads(line)
+            rows.append(
+                {
+                    "prompt": row["prompt"],
+                    "test": row["test"],
+                    "entry_point": row["entry_point"],
+                    "reference_solution": row["completion"],
+                }
+            )
+    return rows
+
+
+class Reference:
+    """The reference reward's rules (its documented behaviour, in this project's own code)."""
+
+    # ```, then optionally python or py (any case), spaces, one optional newline; the body runs lazily to
+    # the next three backticks.
+    FENCE = re.compile(r"```(?:python|py)?[ \t]*\n?(.*?)```", re.IGNORECASE | re.DOTALL)
+
+    @classmethod
+    def extract(cls, completion: str) -> tuple[str, bool]:
+        text = completion.strip()
+        blocks = cls.FENCE.findall(text)
+        if blocks:
+            return max(blocks, key=lambda b: ("class Solution" in b, len(b))).strip(), True
+        if "</think>" in text:
+            text = text.rsplit("</think>", 1)[-1].strip()
+        start = text.find("class Solution")
+        return (text[start:] if start >= 0 else text), False
+
+    @staticmethod
+    def parses(code: str) -> bool:
+        try:
+            ast.parse(code)
+        except (SyntaxError, ValueError, TypeError, MemoryError):
+            return False
+        return True
+
+    @classmethod
+    def tokens(cls, code: str) -> list[str] | None:
+        """The recursive walk: RecursionError escapes (past ~1000 levels), as in the reference."""
+        if not code or not cls.parses(code):
+            return None
+        out: list[str] = []
+
+        def visit(node: ast.AST) -> None:
+            out.append(type(node).__name__)
+            for child in ast.iter_child_nodes(node):
+                visit(child)
+            out.append("/" + type(node).__name__)
+
+        visit(ast.parse(code))
+        return out
+
+    @classmethod
+    def similarity(cls, code: str, reference: str) -> tuple[float, float]:
+        text = reference.strip()
+        ref_code = cls.extract(text)[0] if cls.FENCE.search(text) else text
+        ref = cls.tokens(ref_code) if ref_code else None
+        if not ref:
+            return 0.0, 0.0
+        mine = cls.tokens(code) if code else None
+        if not mine:
+            return 0.0, 1.0
+        return difflib.SequenceMatcher(None, mine, ref, autojunk=False).ratio(), 1.0
+
+    @staticmethod
+    def source(code: str, verifier: dict[str, Any]) -> str:
+        parts = (verifier["prompt"].rstrip(), code.rstrip(), verifier["test"].rstrip())
+        return "\n\n".join((*parts, f"check({verifier['entry_point']})")) + "\n"
+
+    RUNNER = (
+        "import sys, io, contextlib\n"
+        "src = sys.stdin.read()\n"
+        "try:\n"
+        "    code = compile(src, '<candidate>', 'exec')\n"
+        "except BaseException:\n"
+        "    print('compile_error'); raise SystemExit\n"
+        "try:\n"
+        "    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
+        "        exec(code, {'__name__': '__candidate__'})\n"
+        "    print('passed')\n"
+        "except AssertionError:\n"
+        "    print('assertion_failed')\n"
+        "except MemoryError:\n"
+        "    print('memory_error')\n"
+        "except BaseException:\n"
+        "    print('runtime_error')\n"
+    )
+
+    @classmethod
+    def run(cls, source: str, seconds: float = 5.0) -> str:
+        try:
+            done = subprocess.run(
+                [sys.executable, "-I", "-c", cls.RUNNER],
+                input=source,
+                capture_output=True,
+                text=True,
+                timeout=seconds + 1.0,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            return "timeout"
+        lines = done.stdout.strip().splitlines()
+        return lines[-1] if done.returncode == 0 and lines else "worker_error"
+
+    @classmethod
+    def static(cls, completion: str, verifier: dict[str, Any]) -> dict[str, float]:
+        """format, syntax, compile and AST similarity (nothing executed)."""
+        code, fenced = cls.extract(completion)
+        out = {"format_reward": float(fenced and "class Solution" in code)}
+        out["syntax_reward"] = float(bool(code) and cls.parses(code))
+        out["compile_reward"] = 0.0
+        out["ast_similarity_reward"] = out["ast_reference_available"] = 0.0
+        try:
+            sim, available = cls.similarity(code, str(verifier.get("reference_solution", "")))
+            out["ast_similarity_reward"], out["ast_reference_available"] = sim, available
+            if out["syntax_reward"]:
+                compile(cls.source(code, verifier), "<candidate_with_tests>", "exec")
+                out["compile_reward"] = 1.0
+        except Exception:  # noqa: BLE001 - the reference's own catch-all: any failure is a compile failure
+            out["compile_reward"] = 0.0
+        out["_code"] = code  # type: ignore[assignment]
+        return out
+
+    @classmethod
+    def score(cls, completion: str, verifier: dict[str, Any]) -> dict[str, float]:
+        out = cls.static(completion, verifier)
+        code = out.pop("_code")
+        status = cls.run(cls.source(str(code), verifier)) if out["compile_reward"] else "compile_error"
+        out["runtime_reward"] = float(status in ("passed", "assertion_failed"))
+        out["accuracy_reward"] = float(status == "passed")
+        return out
+
+
+def ours_static(completion: str, verifier: dict[str, Any], cap: int = 20_000) -> dict[str, float]:
+    """The reward's format, syntax and AST similarity computed in process the way the judge and the scorer
+    compute them (the judge's parse, ``syntax_facts``, the scorer's ``_format`` and ``similarity``)."""
+    name = entry_name(verifier)
+    code, fenced = extract_code(completion, entry_name=name)
+    syntax: dict[str, Any] = {"ok": False}
+    if code.strip():
+        try:
+            tree = compile(code, "<unknown>", "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            pass
+        else:
+            syntax = {"ok": True, **_syntax.syntax_facts(tree, {"ast_token_cap": cap, "entry_top": name})}
+    out = {"format_reward": _format(fenced, code, name, syntax), "syntax_reward": float(syntax["ok"])}
+    ref_tokens = _syntax.ast_tokens(ast.parse(verifier["reference_solution"]), cap)
+    out["ast_similarity_reward"] = (
+        _syntax.similarity(syntax["tokens"], ref_tokens)[0] if syntax["ok"] else 0.0
+    )
+    return out
+
+
+# Generated completions: a program (honest, wrong, broken) in a wrapper (fences, prose, other languages).
+ROWS = leetcode_rows()
+BODIES = {
+    "correct": lambda ref: ref,
+    "renamed": lambda ref: re.sub(r"\b(nums|seen|total|best|prev|head)\b", lambda m: m.group(1) + "_", ref),
+    "wrong": lambda ref: ref.split("\n")[0] + "\n" + ref.split("\n")[1] + "\n        return None\n",
+    "crash": lambda ref: ref.split("\n")[0] + "\n" + ref.split("\n")[1] + "\n        return 1 // 0\n",
+    "no_colon": lambda ref: ref.replace("class Solution:", "class Solution", 1),
+    "helper": lambda ref: "import math\n\n\ndef helper(x):\n    return math.floor(x)\n\n\n" + ref,
+    "typed_import": lambda ref: "from typing import List, Optional\n" + ref,
+    "no_class": lambda ref: "def solve(x):\n    return x\n",
+    "long": lambda ref: (
+        ref + "".join(f"\n\ndef h{i}(a, b):\n    c = a + b\n    return c * {i}\n" for i in range(60))
+    ),
+}
+WRAPPERS = {
+    "python": lambda c: f"Here is the solution.\n```python\n{c}\n```\n",
+    "py": lambda c: f"```py\n{c}\n```",
+    "bare": lambda c: f"```\n{c}\n```\nThis runs in O(n).",
+    "think": lambda c: f"<think>\nI should use a dictionary.\n</think>\n```python\n{c}\n```",
+    "unfenced": lambda c: f"Solution:\n{c}",
+    "unfenced_think": lambda c: f"<think>draft</think>\n{c}",
+    "starter_first": lambda c: (
+        f"Starter:\n```python\nclass Solution:\n    pass\n```\nAnswer:\n```python\n{c}\n```"
+    ),
+    "usage_after": lambda c: f"```python\n{c}\n```\nUsage:\n```python\nprint(Solution())\n```",
+    "two_python": lambda c: f"```python\nx = 1\n```\n```python\n{c}\n```",
+}
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.sampled_from(ROWS), st.sampled_from(sorted(BODIES)), st.sampled_from(sorted(WRAPPERS)))
+def test_static_components_equal_the_reference_outside_the_deviations(
+    row: dict[str, Any], body: str, wrapper: str
+) -> None:
+    completion = WRAPPERS[wrapper](BODIES[body](row["reference_solution"]))
+    ref = Reference.static(completion, row)
+    ours = ours_static(completion, row)
+    assert ours["syntax_reward"] == ref["syntax_reward"]
+    assert ours["ast_similarity_reward"] == ref["ast_similarity_reward"]
+    # Format: the one deliberate difference here is a program that parses but has no top-level class
+    # (none of these bodies); a program that does not parse keeps the reference's substring rule.
+    assert ours["format_reward"] == ref["format_reward"]
+
+
+def _generated(samples: int, seed: int) -> list[tuple[str, dict[str, Any], str]]:
+    import random
+
+    from test_fidelity_rows import ROW_CASES  # the documented deviations, also measured
+
+    rng = random.Random(seed)
+    combos = [(r, b, w) for r in range(len(ROWS)) for b in sorted(BODIES) for w in sorted(WRAPPERS)]
+    rng.shuffle(combos)
+    out = [
+        (WRAPPERS[w](BODIES[b](ROWS[r]["reference_solution"])), ROWS[r], f"{b}/{w}")
+        for r, b, w in combos[:samples]
+    ]
+    for name, make in ROW_CASES.items():
+        for row in ROWS:
+            out.append((make(row["reference_solution"]), row, f"row:{name}"))
+    return out
+
+
+def main(argv: list[str]) -> None:
+    import argparse
+    import collections
+    import time
+
+    from corrgrpo_tasks.code import COMPONENTS, score_batch
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--samples", type=int, default=400)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args(argv)
+    cases = _generated(args.samples, args.seed)
+    started = time.monotonic()
+    ours = score_batch([c for c, _, _ in cases], [v for _, v, _ in cases], max_workers=args.workers)
+    refs = [Reference.score(c, v) for c, v, _ in cases]
+    # A lane that fails under load (issue 25, item 7) is not the reward's definition: score those again.
+    failed = [i for i, r in enumerate(ours) if r["sandbox_error"] or r["timeout"]]
+    again = score_batch([cases[i][0] for i in failed], [cases[i][1] for i in failed], max_workers=1)
+    for i, result in zip(failed, again, strict=True):
+        ours[i] = result
+    print(
+        f"{len(failed)} samples met a failing lane or a timeout and were scored again; "
+        f"{sum(1 for r in again if r['sandbox_error'] or r['timeout'])} did again"
+    )
+    compared = [k for k in COMPONENTS if k != "efficiency_reward"]
+    agree = collections.Counter()
+    differ: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    for (_, _, label), mine, theirs in zip(cases, ours, refs, strict=True):
+        for key in compared:
+            if mine[key] == theirs[key]:
+                agree[key] += 1
+            else:
+                differ[key][f"{label} {theirs[key]:.3g}->{mine[key]:.3g}"] += 1
+        agree["all six"] += all(mine[k] == theirs[k] for k in compared)
+    generated = sum(1 for _, _, label in cases if not label.startswith("row:"))
+    print(
+        f"{len(cases)} completions ({generated} generated, the rest the deviation rows), "
+        f"{time.monotonic() - started:.0f} s"
+    )
+    for key in [*compared, "all six"]:
+        print(f"{key:24s} {agree[key]:4d}/{len(cases)} = {100 * agree[key] / len(cases):5.1f}%")
+    for key, counts in differ.items():
+        print(f"\n{key} differs:")
+        for what, n in counts.most_common():
+            print(f"  {n:3d}  {what}")
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    main(sys.argv[1:])
