@@ -19,6 +19,7 @@ from ._syntax import ast_tokens, similarity
 __all__ = [
     "COMPONENTS",
     "DEFAULT_WEIGHTS",
+    "PROFILES",
     "CodeRewardConfig",
     "compute_score",
     "compute_score_batch",
@@ -34,6 +35,8 @@ COMPONENTS: tuple[str, ...] = (
     "ast_similarity_reward",
     "efficiency_reward",
 )
+#: ``CodeRewardConfig.profile`` values: the paper's definitions, or runtime paid only with accuracy.
+PROFILES: tuple[str, ...] = ("paper", "hardened")
 #: Weights of the paper's code launcher, aligned with ``COMPONENTS``.
 DEFAULT_WEIGHTS: tuple[float, ...] = (0.05, 0.05, 0.05, 0.25, 0.60, 0.30, 0.20)
 METADATA: tuple[str, ...] = (
@@ -87,6 +90,11 @@ class CodeRewardConfig:
         ``sortedcontainers``); default none: the sandbox interpreter's own standard library only.
     keep_timing
         Attach the raw per-round times as ``"_timing": (candidate, reference)`` (for ``evaluate``).
+    profile
+        ``"paper"`` (default): the reference reward's definitions. ``"hardened"``: ``runtime_reward`` is
+        paid only to a program that passes every test, so a program that gives up (``return None``) or
+        swallows its own exceptions earns no more than an honest attempt that fails (docs/tasks/code.md,
+        *Profiles*); every other component is the paper's.
     """
 
     weights: tuple[float, ...] = DEFAULT_WEIGHTS
@@ -100,6 +108,7 @@ class CodeRewardConfig:
     allow_unsafe: bool = False
     python_paths: tuple[str, ...] = ()
     keep_timing: bool = False
+    profile: str = "paper"
 
     def __post_init__(self) -> None:
         weights = tuple(float(w) for w in self.weights)
@@ -113,6 +122,8 @@ class CodeRewardConfig:
         object.__setattr__(self, "python_paths", tuple(str(p) for p in self.python_paths))
         if not self.timeout_seconds > 0 or not math.isfinite(self.timeout_seconds):
             raise ValueError(f"timeout_seconds must be positive, got {self.timeout_seconds}")
+        if self.profile not in PROFILES:
+            raise ValueError(f"profile must be one of {PROFILES}, got {self.profile!r}")
         if self.ast_token_cap < 1:
             raise ValueError(f"ast_token_cap must be at least 1, got {self.ast_token_cap}")
         if self.timing_rounds < 1 or self.timing_min_rounds < 1:
@@ -230,8 +241,9 @@ def _score_one(
     if outcome is None or outcome.get("status") == "timeout":
         values["timeout"] = float(outcome is not None or not clean)
         return _result(config, values)
-    values["runtime_reward"] = float(outcome.get("status") in ("passed", "wrong_answer"))
     values["accuracy_reward"] = float(outcome.get("status") == "passed")
+    ran = ("passed",) if config.profile == "hardened" else ("passed", "wrong_answer")
+    values["runtime_reward"] = float(outcome.get("status") in ran)
     if not values["accuracy_reward"]:
         return _result(config, values)
     timing = records.get("timing", {})

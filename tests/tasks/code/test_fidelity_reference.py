@@ -257,25 +257,92 @@ def _generated(samples: int, seed: int) -> list[tuple[str, dict[str, Any], str]]
     return out
 
 
+def _signature(ref: str) -> str:
+    return "\n".join(ref.split("\n")[:2])
+
+
+# Completions that do not solve the problem, against honest ones: what the paper's definitions pay them.
+CHEATS: dict[str, Any] = {
+    "honest correct": lambda ref: ref,
+    "honest crash (solves, then 1 // 0)": lambda ref: _crash_after(ref),
+    "honest crash wrapped in try/except": lambda ref: _wrapped(_crash_after(ref)),
+    "stub: return None": lambda ref: _signature(ref) + "\n        return None\n",
+    "skeleton: loop, if, return": lambda ref: (
+        _signature(ref)
+        + "\n        res = 0\n        for i in range(10):\n            if i % 2 == 0:\n                res += i\n"
+        "        return res\n"
+    ),
+    "stub + dead copy of a typical solution": lambda ref: (
+        _signature(ref) + "\n        return None\n        seen = {}\n        for i, x in enumerate(nums):\n"
+        "            if target - x in seen:\n                return [seen[target - x], i]\n"
+        "            seen[x] = i\n"
+    ),
+}
+
+
+def _crash_after(ref: str) -> str:
+    """The honest solution with one bug: it divides by zero before returning."""
+    lines = ref.rstrip("\n").split("\n")
+    return "\n".join([*lines[:2], "        _ = 1 // 0", *lines[2:]]) + "\n"
+
+
+def _wrapped(ref: str) -> str:
+    """The method body under ``try: ... except Exception: return None``."""
+    lines = ref.rstrip("\n").split("\n")
+    body = [
+        "        try:",
+        *("    " + line for line in lines[2:]),
+        "        except Exception:",
+        "            return None",
+    ]
+    return "\n".join([*lines[:2], *body]) + "\n"
+
+
+def cheats() -> None:
+    """Mean over the LeetCodeDataset fixtures of the weighted score (GRPO's scalar), the unweighted sum
+    (what the paper's CorrGRPO run optimised) and each component, under both profiles."""
+    import statistics
+
+    from corrgrpo_tasks.code import COMPONENTS, compute_score
+
+    names = list(CHEATS)
+    texts = [f"```python\n{CHEATS[n](row['reference_solution'])}```" for n in names for row in ROWS]
+    truths = [row for _ in names for row in ROWS]
+    head = " ".join(f"{k.split('_')[0][:6]:>6s}" for k in COMPONENTS)
+    for profile in ("paper", "hardened"):
+        results = [compute_score("x", t, v, profile=profile) for t, v in zip(texts, truths, strict=True)]
+        print(f"\nprofile={profile}\n{'completion':40s} {'score':>6s} {'sum':>6s} {head}")
+        for index, name in enumerate(names):
+            mine = results[index * len(ROWS) : (index + 1) * len(ROWS)]
+            unweighted = statistics.mean(sum(r[k] for k in COMPONENTS) for r in mine)
+            values = [statistics.mean(r[k] for r in mine) for k in ("score", *COMPONENTS)]
+            print(
+                f"{name:40s} {values[0]:6.3f} {unweighted:6.3f} " + " ".join(f"{v:6.3f}" for v in values[1:])
+            )
+
+
 def main(argv: list[str]) -> None:
     import argparse
     import collections
     import time
 
-    from corrgrpo_tasks.code import COMPONENTS, score_batch
+    from corrgrpo_tasks.code import COMPONENTS, compute_score
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--samples", type=int, default=400)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--cheats", action="store_true", help="what non-solutions earn instead")
     args = parser.parse_args(argv)
+    if args.cheats:
+        cheats()
+        return
     cases = _generated(args.samples, args.seed)
     started = time.monotonic()
-    ours = score_batch([c for c, _, _ in cases], [v for _, v, _ in cases], max_workers=args.workers)
+    ours = [compute_score("leetcodedataset", c, v) for c, v, _ in cases]
     refs = [Reference.score(c, v) for c, v, _ in cases]
     # A lane that fails under load (issue 25, item 7) is not the reward's definition: score those again.
     failed = [i for i, r in enumerate(ours) if r["sandbox_error"] or r["timeout"]]
-    again = score_batch([cases[i][0] for i in failed], [cases[i][1] for i in failed], max_workers=1)
+    again = [compute_score("leetcodedataset", cases[i][0], cases[i][1]) for i in failed]
     for i, result in zip(failed, again, strict=True):
         ours[i] = result
     print(
