@@ -176,3 +176,52 @@ def test_deep_programs_are_walked(box: Sandbox) -> None:
     assert result["accuracy_reward"] == 1.0
     assert 0.0 < result["ast_similarity_reward"] < 1.0
     assert json.dumps(result)
+
+
+def cost() -> None:
+    """What the 20,000-token cap and the work budget cost: the judge's walk and record, the scorer's ratio
+    (processor time, min of 2-3), for realistic and crafted candidates against references of several sizes.
+
+    Run: ``python tests/tasks/code/test_ast_similarity.py``."""
+    import time
+
+    from corrgrpo_tasks.code._syntax import syntax_facts
+
+    def best(f: object, repeat: int = 3) -> float:
+        times = []
+        for _ in range(repeat):
+            start = time.process_time()
+            f()  # type: ignore[operator]
+            times.append(time.process_time() - start)
+        return min(times)
+
+    program = _long_program(178)
+    tree = ast.parse(program)
+    job = {"ast_token_cap": 20_000, "entry_top": "Solution"}
+    facts = syntax_facts(tree, job)
+    record = json.dumps(facts)
+    print(
+        f"judge: {len(facts['tokens'])} tokens, walk {1e3 * best(lambda: syntax_facts(tree, job)):.1f} ms, "
+        f"record {len(record) / 1024:.0f} KiB, decode {1e3 * best(lambda: json.loads(record)):.1f} ms"
+    )
+    sources = "\n\n".join(stdlib_sources())
+    pool = ast_tokens(ast.parse(sources), 200_000)
+    name_load = ["Name", "Load", "/Load", "/Name"]
+    candidates = {
+        "real program": pool[-20_000:],
+        "reference repeated": None,
+        "Name Load /Load /Name x5000": name_load * 5000,
+    }
+    print(f"{'reference tokens':>16s} " + " ".join(f"{k:>28s}" for k in candidates))
+    for size in (200, 500, 1000, 2000, 4000):
+        reference = pool[:size]
+        cells = []
+        for candidate in candidates.values():
+            a = candidate if candidate is not None else (reference * (20_000 // size + 1))[:20_000]
+            seconds = best(lambda a=a, reference=reference: similarity(a, reference), 2)
+            cells.append(f"{seconds:7.3f} s cut={similarity(a, reference)[1]!s:5s}")
+        print(f"{size:16d} " + " ".join(f"{c:>28s}" for c in cells))
+
+
+if __name__ == "__main__":
+    cost()
