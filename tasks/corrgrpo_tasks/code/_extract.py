@@ -152,11 +152,6 @@ def _definition_pattern(name: str) -> re.Pattern[str]:
     return re.compile(rf"^[ \t\f\v\r]*(?:class|def)[ \t]+{re.escape(name)}(?!\w)", re.MULTILINE)
 
 
-@functools.lru_cache(maxsize=256)
-def _mention_pattern(name: str) -> re.Pattern[str]:
-    return re.compile(rf"(?:class|def)[ \t]+{re.escape(name)}(?!\w)")
-
-
 def _definition(code: str, name: str) -> int:
     """Offset of the first line that defines ``name`` (``class name`` / ``def name``, indented or not),
     else -1."""
@@ -167,18 +162,17 @@ def _definition(code: str, name: str) -> int:
 
 
 def _mention(code: str, name: str) -> int:
-    """Offset of the first ``class name`` / ``def name`` anywhere (after prose on its line too), else -1."""
-    if name not in code:
-        return -1
-    match = _mention_pattern(name).search(code)
-    return -1 if match is None else match.start()
+    """Offset of the first ``class name`` (else ``def name``) anywhere, as plain text: the reference's
+    ``text.find("class Solution")`` for any entry name. -1 when there is none."""
+    found = code.find(f"class {name}")
+    return found if found >= 0 else code.find(f"def {name}")
 
 
 def _defines(code: str, name: str | None) -> bool:
-    """Whether ``code`` has ``class name`` / ``def name`` anywhere (the reference's ``"class Solution" in
-    code``, for any entry name): how a block is chosen, and the format rule of a program that does not
+    """Whether ``code`` mentions ``class name`` / ``def name`` anywhere (the reference's ``"class Solution"
+    in code``, for any entry name): how a block is chosen, and the format rule of a program that does not
     parse."""
-    return bool(name) and str(name) in code and _mention_pattern(str(name)).search(code) is not None
+    return bool(name) and _mention(code, str(name)) >= 0
 
 
 def entry_name(verifier: Mapping[str, Any]) -> str | None:

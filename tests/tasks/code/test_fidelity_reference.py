@@ -10,7 +10,9 @@ applies, and pin each deviation with both values (test_fidelity_rows.py).
 Run as a script to measure the agreement of all seven components end to end (real sandbox, real
 subprocesses for the reading), over generated completions of the LeetCodeDataset fixtures::
 
-    python tests/tasks/code/test_fidelity_reference.py [--samples 400] [--seed 0]
+    python tests/tasks/code/test_fidelity_reference.py [--samples 405] [--seed 0]
+    python tests/tasks/code/test_fidelity_reference.py --fuzz 20000   # static components, fuzzed text
+    python tests/tasks/code/test_fidelity_reference.py --cheats      # what non-solutions earn
 """
 
 from __future__ import annotations
@@ -321,6 +323,74 @@ def cheats() -> None:
             )
 
 
+FUZZ_TOKENS = [
+    *("```", "```python", "```py", "```Python3", "```java", "```text", "``` python", "`", "\n", "\n", "\n"),
+    *(" ", "    ", "\t", "x = 1", "class Solution:", "class Solution", "    def twoSum(self, nums, target):"),
+    *("        return [0, 1]", "        pass", "</think>", "<think>", "Here is the code:", "import heapq"),
+    *("def helper():", "return", "# class Solution", "if True:", "print(1)"),
+]
+
+
+def _tagged(text: str) -> bool:
+    """Whether a fence opens with something the reference reads as code: a word other than python/py
+    (```` ```java ````, ```` ```Python3 ````), a space before the tag, or more than three backticks."""
+    from corrgrpo_tasks.code._extract import _FENCE, _INFO
+
+    for fence in _FENCE.finditer(text):
+        info = _INFO.match(text, fence.end())
+        word = info.group(1).lower() if info else ""
+        if (word and word not in ("python", "py")) or text[fence.end() : fence.end() + 1] in (" ", "\t"):
+            return True
+        if len(fence.group()) > 3:
+            return True
+    return False
+
+
+def fuzz(samples: int, seed: int) -> None:
+    """Static components (format, syntax, AST similarity) on random concatenations of fence, code and
+    prose fragments, against the reading; differences split by cause."""
+    import collections
+    import random
+    import warnings
+
+    warnings.simplefilter("ignore", SyntaxWarning)
+    rng = random.Random(seed)
+    keys = ("format_reward", "syntax_reward", "ast_similarity_reward")
+    agree: collections.Counter[str] = collections.Counter()
+    causes: collections.Counter[str] = collections.Counter()
+    examples: list[str] = []
+    for _ in range(samples):
+        text = "".join(rng.choice(FUZZ_TOKENS) for _ in range(rng.randint(1, 16)))
+        theirs, mine = Reference.static(text, ROWS[0]), ours_static(text, ROWS[0])
+        differ = [k for k in keys if theirs[k] != mine[k]]
+        tagged = _tagged(text)
+        for key in keys:
+            agree[key] += key not in differ
+        agree["untagged"] += not tagged
+        agree["untagged, all three equal"] += not tagged and not differ
+        if not differ:
+            continue
+        if tagged:
+            causes["a fence tag the reference reads as code (other language, python3, space, ````)"] += 1
+        elif differ == ["format_reward"] and mine["syntax_reward"]:
+            causes["format from the parse tree (no top-level class)"] += 1
+        else:
+            causes["other (dedent, cut at the next fence, ...)"] += 1
+            examples.append(text)
+    print(f"{samples} fuzzed completions (seed {seed}):")
+    for key in keys:
+        print(f"  {key:24s} {100 * agree[key] / samples:5.1f}%")
+    untagged = agree["untagged"]
+    print(
+        f"  without such a tag ({untagged} texts): all three equal on "
+        f"{100 * agree['untagged, all three equal'] / max(1, untagged):.2f}%"
+    )
+    for cause, n in causes.most_common():
+        print(f"  differ: {n:5d}  {cause}")
+    for text in examples[:5]:
+        print("   ", repr(text))
+
+
 def main(argv: list[str]) -> None:
     import argparse
     import collections
@@ -332,9 +402,13 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--samples", type=int, default=400)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--cheats", action="store_true", help="what non-solutions earn instead")
+    parser.add_argument("--fuzz", type=int, default=0, help="static components on N fuzzed texts")
     args = parser.parse_args(argv)
     if args.cheats:
         cheats()
+        return
+    if args.fuzz:
+        fuzz(args.fuzz, args.seed)
         return
     cases = _generated(args.samples, args.seed)
     started = time.monotonic()
