@@ -115,35 +115,23 @@ def _python_blocks(text: str) -> list[str]:
 
 
 _UNINDENTED = re.compile(r"^\S", re.MULTILINE)
+# The indentation of each line with something on it (``line.lstrip(" \t")`` of a line that is not blank).
+_INDENT = re.compile(r"^([ \t]*)(?=[^\n]*\S)", re.MULTILINE)
 
 
 def _clean(code: str) -> str:
-    """The code without the leading whitespace all its lines share, stripped."""
+    """The code without the leading whitespace all its lines share, stripped (blank lines do not count)."""
     if _UNINDENTED.search(code):  # a line starts at column 0: nothing to dedent
         return code.strip()
-    lines = code.split("\n")
-    margin: str | None = None
-    for line in lines:
-        body = line.lstrip(" \t")
-        if not body.strip():
-            continue  # blank lines do not count
-        indent = line[: len(line) - len(body)]
-        margin = indent if margin is None else _common_prefix(margin, indent)
-        if not margin:
-            return code.strip()
+    indents = _INDENT.findall(code)
+    # The common prefix of all of them is that of the least and the greatest.
+    low, high = (min(indents), max(indents)) if indents else ("", "")
+    margin = low[: next((i for i, (x, y) in enumerate(zip(low, high, strict=False)) if x != y), len(low))]
     if not margin:
         return code.strip()
-    cut = len(margin)
-    return "\n".join(line[cut:] if line.startswith(margin) else line.lstrip(" \t") for line in lines).strip()
-
-
-def _common_prefix(a: str, b: str) -> str:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return a[:n]
+    # Each line loses the margin (every line with something on it starts with it); a blank line that
+    # does not loses its leading spaces and tabs.
+    return re.sub(rf"^(?:{re.escape(margin)}|[ \t]+)", "", code, flags=re.MULTILINE).strip()
 
 
 @functools.lru_cache(maxsize=256)

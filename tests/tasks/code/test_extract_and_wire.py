@@ -148,6 +148,33 @@ def test_block_choice_is_the_references() -> None:
     assert extract_code(text) == ("class Solution:\n    pass", False)
 
 
+def dedent_by_lines(code: str) -> str:
+    """The dedent rule line by line: the common leading spaces/tabs of the lines with something on them."""
+    lines = code.split("\n")
+    indents = [line[: len(line) - len(line.lstrip(" \t"))] for line in lines if line.strip()]
+    margin = min(indents, default="")
+    while margin and not all(i.startswith(margin) for i in indents):
+        margin = margin[:-1]
+    if not margin:
+        return code.strip()
+    return "\n".join(
+        line[len(margin) :] if line.startswith(margin) else line.lstrip(" \t") for line in lines
+    ).strip()
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from([" ", "\t", "  ", "x", "y = 1", "\n", "\n", "\r", "\x0c", "\u2028"]), max_size=16
+    )
+)
+def test_dedent_is_the_line_by_line_rule(parts: list[str]) -> None:
+    from corrgrpo_tasks.code._extract import _clean
+
+    code = "".join(parts)
+    assert _clean(code) == dedent_by_lines(code)
+
+
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 def test_extraction_is_linear_on_pathological_shapes(shape: str) -> None:
     text = SHAPES[shape]
