@@ -52,6 +52,9 @@ ROW_CASES: dict[str, Callable[[str], str]] = {
     "indented_fence_with_import": lambda c: (
         "1. The code:\n   ```python\n" + _indented("from typing import List\n" + c, "   ") + "\n   ```"
     ),
+    "unfenced_indented_then_code": lambda c: (
+        "Here it is:\n" + _indented(c + "\n\nprint(Solution().twoSum([2, 7], 9))", "    ")
+    ),
     "prose_mentions_the_class": lambda c: f"I will write class Solution with a dictionary.\n\n{c}",
     "example_block_after_unfenced": lambda c: f"{c}\n```text\nOutput: [0, 1]\n```",
     "future_import": lambda c: f"```python\nfrom __future__ import annotations\n\n{c}\n```",
@@ -101,6 +104,14 @@ ROWS: dict[str, dict[str, tuple[float, float]]] = {
         R: (0, 1),
         A: (0, 1),
         T: (0, ratio("from typing import List\n" + SOLUTION)),
+    },
+    # The reference cuts at "class Solution", so the class loses its indent and what follows keeps it.
+    "unfenced_indented_then_code": {
+        S: (0, 1),
+        C: (0, 1),
+        R: (0, 1),
+        A: (0, 1),
+        T: (0, ratio(SOLUTION + "\nprint(Solution().twoSum([2, 7], 9))")),
     },
     # The reference cuts from the first "class Solution", inside the prose.
     "prose_mentions_the_class": {S: (0, 1), C: (0, 1), R: (0, 1), A: (0, 1), T: (0, 1)},
