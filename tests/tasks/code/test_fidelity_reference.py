@@ -461,6 +461,7 @@ def main(argv: list[str]) -> None:
     clean = [i for i, (_, _, label) in enumerate(cases) if not label.startswith("row:")]
     for key in compared:
         agree[f"{key} outside rows"] = sum(ours[i][key] == refs[i][key] for i in clean)
+    agree["all six outside rows"] = sum(all(ours[i][k] == refs[i][k] for k in compared) for i in clean)
     print(
         f"{len(cases)} completions ({generated} generated, the rest the deviation rows), "
         f"{time.monotonic() - started:.0f} s"
