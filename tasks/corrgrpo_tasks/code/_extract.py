@@ -115,8 +115,12 @@ def _python_blocks(text: str) -> list[str]:
 
 
 _UNINDENTED = re.compile(r"^\S", re.MULTILINE)
-# The indentation of each line with something on it (``line.lstrip(" \t")`` of a line that is not blank).
-_INDENT = re.compile(r"^([ \t]*)(?=[^\n]*\S)", re.MULTILINE)
+# The indentation of a line whose first character after spaces and tabs is visible; of one where it is
+# other white space (``\r``, ``\f``, ...: counted when something visible follows on the line). Each
+# pattern tries a line start once and fails after one character (no lookahead to the line's end, which
+# made one long blank line quadratic).
+_INDENT = re.compile(r"^([ \t]*)\S", re.MULTILINE)
+_ODD_INDENT = re.compile(r"^([ \t]*)(?=[^\S \t\n])", re.MULTILINE)
 
 
 def _clean(code: str) -> str:
@@ -124,6 +128,10 @@ def _clean(code: str) -> str:
     if _UNINDENTED.search(code):  # a line starts at column 0: nothing to dedent
         return code.strip()
     indents = _INDENT.findall(code)
+    for odd in _ODD_INDENT.finditer(code):
+        end = code.find("\n", odd.end())
+        if not code[odd.end() : end if end >= 0 else len(code)].isspace():
+            indents.append(odd.group(1))
     # The common prefix of all of them is that of the least and the greatest.
     low, high = (min(indents), max(indents)) if indents else ("", "")
     margin = low[: next((i for i, (x, y) in enumerate(zip(low, high, strict=False)) if x != y), len(low))]

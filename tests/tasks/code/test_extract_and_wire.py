@@ -39,6 +39,10 @@ SHAPES = {
     "class_then_spaces": "class" + " " * MB + "Solutio",
     "long_tag_word": "```" + "a" * MB,
     "other_blocks": "```text\nx\n```\n" * (MB // 14) + "class Solution:\n pass",
+    "spaces_only": " " * MB,
+    "long_blank_lines": (" " * 4096 + "\n") * (MB // 4097),
+    "spaces_then_cr": (" " * 1000 + "\r\n") * (MB // 1002),
+    "spaces_then_formfeed_text": (" " * 1000 + "\x0cx\n") * (MB // 1003),
     "unclosed_after_blocks": "```\nx\n```\n" * 300 + "```python\n" + "class Solution\n" * (MB // 15),
 }
 
