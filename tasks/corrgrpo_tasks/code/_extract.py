@@ -41,18 +41,18 @@ def extract_code(text: str, *, entry_name: str | None = "Solution") -> tuple[str
     opening line carries ``python``/``py``/``python3`` (any case, spaces allowed before it) or no word at
     all; code on the opening line after the tag (```` ```python class Solution: ````) or in place of it
     (```` ```class Solution: ````) belongs to the block. A block in another language (```` ```text ````,
-    ```` ```json ````, ```` ```cpp ````) is never the program. Among the Python blocks the one that defines
-    ``entry_name`` (``class``/``def`` then the name) wins, then the longest (the first of equals): the
+    ```` ```json ````, ```` ```cpp ````) is never the program. Among the Python blocks the one that
+    mentions ``class``/``def`` ``entry_name`` wins, then the longest (the first of equals): the
     reference's choice. Without a Python block: the text after the last ``</think>``, from the first line
-    outside other-language blocks that defines ``entry_name`` (else its first mention, as in ``Answer: class
-    Solution:``) to the next fence. Either way the code is dedented
-    (the common leading whitespace of its lines) and stripped. Linear in the text's length (a megabyte of
-    fences or blank lines costs milliseconds).
+    outside other-language blocks that defines ``entry_name`` (else its first mention, as in ``Answer:
+    class Solution:``) to the next fence. Either way the code is dedented (the leading whitespace all its
+    lines share) and stripped. Linear in the text's length (a megabyte of fences or blank lines costs
+    milliseconds).
 
-    >>> extract_code("Example:\n```text\n[1, 2]\n```\n```python\nclass Solution:\n    pass\n```")
-    ('class Solution:\n    pass', True)
-    >>> extract_code("Here it is:\n    class Solution:\n        pass\n")
-    ('class Solution:\n    pass', False)
+    >>> extract_code("Example:\\n```text\\n[1, 2]\\n```\\n```python\\nclass Solution:\\n    pass\\n```")
+    ('class Solution:\\n    pass', True)
+    >>> extract_code("Here it is:\\n    class Solution:\\n        pass\\n")
+    ('class Solution:\\n    pass', False)
     """
     blocks = _python_blocks(text)
     if blocks:
