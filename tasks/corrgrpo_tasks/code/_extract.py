@@ -15,9 +15,21 @@ from typing import Any
 
 __all__ = ["entry_name", "extract_code", "parse_verifier"]
 
-# The optional language and its trailing space are one group, so a long run of spaces is matched once
-# (``[^\S\n]*(?:python3?|py)?[^\S\n]*`` splits it two ways at every length: quadratic).
-_FENCE = re.compile(r"```[^\S\n]*(?:(?:python3?|py)[^\S\n]*)?\n(.*?)```", re.IGNORECASE | re.DOTALL)
+# A fence is a run of three or more backticks; fences pair up left to right (opening, closing, opening,
+# ...), as the reference's non-greedy pattern pairs them, wherever they stand in a line.
+_FENCE = re.compile(r"`{3,}")
+# The opening fence's info string: an optional language word (after optional horizontal space).
+_INFO = re.compile(r"[ \t]*([A-Za-z0-9_+#.\-]*)")
+_PYTHON_TAGS = frozenset({"python", "py", "python3", "py3", "ipython", "ipython3", "sage"})
+# Words that name another language even when text follows them on the fence line (```` ```java class
+# Solution { ````); any other single word alone on the fence line names a language too.
+_OTHER_TAGS = frozenset(
+    {
+        *("bash", "c", "c++", "cpp", "cs", "csharp", "console", "go", "java", "javascript", "js", "json"),
+        *("kotlin", "markdown", "md", "none", "output", "php", "plaintext", "rb", "ruby", "rust", "scala"),
+        *("sh", "shell", "sql", "swift", "text", "ts", "txt", "typescript", "xml", "yaml"),
+    }
+)
 # A real completion has a handful of code blocks; beyond this many the rest are not looked at.
 _MAX_BLOCKS = 256
 
@@ -25,30 +37,109 @@ _MAX_BLOCKS = 256
 def extract_code(text: str, *, entry_name: str | None = "Solution") -> tuple[str, bool]:
     """The program in a completion: ``(code, fenced)``.
 
-    Among fenced blocks (```` ``` ````, ```` ```python ````, ```` ```py ````) the one that defines
-    ``entry_name`` wins, then the longest. Without fences: the text after the last ``</think>``, from
-    the first definition of ``entry_name`` when there is one. Linear in the text's length (no
-    backtracking pattern: a megabyte of unclosed fences or blank lines costs milliseconds).
+    Fenced blocks: runs of three or more backticks pair up left to right. A block is Python when its
+    opening line carries ``python``/``py``/``python3`` (any case, spaces allowed before it) or no word at
+    all; code on the opening line after the tag (```` ```python class Solution: ````) or in place of it
+    (```` ```class Solution: ````) belongs to the block. A block in another language (```` ```text ````,
+    ```` ```json ````, ```` ```cpp ````) is never the program. Among the Python blocks the one that
+    mentions ``class``/``def`` ``entry_name`` wins, then the longest (the first of equals): the
+    reference's choice. Without a Python block: the text after the last ``</think>``, from the first line
+    outside other-language blocks that defines ``entry_name`` (else its first mention, as in ``Answer:
+    class Solution:``) to the next fence. Either way the code is dedented (the leading whitespace all its
+    lines share) and stripped. Linear in the text's length (a megabyte of fences or blank lines costs
+    milliseconds).
+
+    >>> extract_code("Example:\\n```text\\n[1, 2]\\n```\\n```python\\nclass Solution:\\n    pass\\n```")
+    ('class Solution:\\n    pass', True)
+    >>> extract_code("Here it is:\\n    class Solution:\\n        pass\\n")
+    ('class Solution:\\n    pass', False)
     """
-    blocks = _fenced_blocks(text)
+    blocks = _python_blocks(text)
     if blocks:
-        by_length = sorted(blocks, key=len, reverse=True)  # stable: the first of equally long blocks wins
-        return next((b for b in by_length if _defines(b, entry_name)), by_length[0]), True
+        defining = [b for b in blocks if _defines(b, entry_name)] or blocks
+        return _clean(max(defining, key=len)), True  # max keeps the first of equally long blocks
     tail = text.rsplit("</think>", 1)[-1]
     if entry_name:
-        start = _definition(tail, entry_name)
-        if start >= 0:
-            tail = tail[start:].lstrip("\n")
-    return tail.strip("\n"), False
+        spans = _outside_blocks(tail)
+        for find in (_definition, _mention):  # a line that defines it, else its first mention
+            for begin, end in spans:
+                start = find(tail[begin:end], entry_name)
+                if start >= 0:
+                    return _clean(tail[begin + start : end]), False
+    return _clean(tail), False
 
 
-def _fenced_blocks(text: str) -> list[str]:
-    """Bodies of the closed Python fences, left to right, at most ``_MAX_BLOCKS``.
+def _outside_blocks(text: str) -> list[tuple[int, int]]:
+    """The spans of ``text`` outside its closed fenced blocks (and apart from an unclosed fence's line
+    opening), left to right."""
+    fences = [m.span() for m in itertools.islice(_FENCE.finditer(text), 2 * _MAX_BLOCKS + 1)]
+    spans, begin = [], 0
+    for index, (opening, closing) in enumerate(fences):
+        if index % 2 == 0:
+            spans.append((begin, opening))
+            if index == len(fences) - 1:  # unclosed: its body runs to the end
+                newline = text.find("\n", closing)
+                begin = len(text) if newline < 0 else newline + 1
+        else:
+            begin = closing
+    spans.append((begin, len(text)))
+    return spans
 
-    One pass of a pattern without nested quantifiers: a fence that finds no closing backticks has no
-    fence after it either (every fence opening contains backticks), so no body is scanned twice.
+
+def _python_blocks(text: str) -> list[str]:
+    """Bodies of the closed Python (or untagged) blocks, left to right, among the first ``_MAX_BLOCKS``.
+
+    One pass: every character is looked at a bounded number of times (the fence scan, then at most once
+    more inside its own block's opening line and body).
     """
-    return [match.group(1) for match in itertools.islice(_FENCE.finditer(text), _MAX_BLOCKS)]
+    fences = [m.span() for m in itertools.islice(_FENCE.finditer(text), 2 * _MAX_BLOCKS)]
+    found = []
+    for (_, opened), (closing, _) in zip(fences[::2], fences[1::2], strict=False):
+        newline = text.find("\n", opened, closing)
+        line_end = closing if newline < 0 else newline
+        info = _INFO.match(text, opened, line_end)
+        word = info.group(1) if info else ""
+        rest = text[info.end() if info else opened : line_end]
+        tag = word.lower()
+        if tag in _PYTHON_TAGS or not word:
+            first = rest
+        elif not rest.strip() or tag in _OTHER_TAGS:
+            continue  # another language
+        else:
+            first = text[opened:line_end]  # code in place of a tag: ```class Solution:
+        body = text[line_end + 1 : closing] if newline >= 0 else ""
+        if first.strip():
+            body = first.lstrip(" \t") + ("\n" + body if newline >= 0 else "")
+        found.append(body)
+    return found
+
+
+_UNINDENTED = re.compile(r"^\S", re.MULTILINE)
+# The indentation of a line whose first character after spaces and tabs is visible; of one where it is
+# other white space (``\r``, ``\f``, ...: counted when something visible follows on the line). Each
+# pattern tries a line start once and fails after one character (no lookahead to the line's end, which
+# made one long blank line quadratic).
+_INDENT = re.compile(r"^([ \t]*)\S", re.MULTILINE)
+_ODD_INDENT = re.compile(r"^([ \t]*)(?=[^\S \t\n])", re.MULTILINE)
+
+
+def _clean(code: str) -> str:
+    """The code without the leading whitespace all its lines share, stripped (blank lines do not count)."""
+    if _UNINDENTED.search(code):  # a line starts at column 0: nothing to dedent
+        return code.strip()
+    indents = _INDENT.findall(code)
+    for odd in _ODD_INDENT.finditer(code):
+        end = code.find("\n", odd.end())
+        if not code[odd.end() : end if end >= 0 else len(code)].isspace():
+            indents.append(odd.group(1))
+    # The common prefix of all of them is that of the least and the greatest.
+    low, high = (min(indents), max(indents)) if indents else ("", "")
+    margin = low[: next((i for i, (x, y) in enumerate(zip(low, high, strict=False)) if x != y), len(low))]
+    if not margin:
+        return code.strip()
+    # Each line loses the margin (every line with something on it starts with it); a blank line that
+    # does not loses its leading spaces and tabs.
+    return re.sub(rf"^(?:{re.escape(margin)}|[ \t]+)", "", code, flags=re.MULTILINE).strip()
 
 
 @functools.lru_cache(maxsize=256)
@@ -66,8 +157,18 @@ def _definition(code: str, name: str) -> int:
     return -1 if match is None else match.start()
 
 
+def _mention(code: str, name: str) -> int:
+    """Offset of the first ``class name`` (else ``def name``) anywhere, as plain text: the reference's
+    ``text.find("class Solution")`` for any entry name. -1 when there is none."""
+    found = code.find(f"class {name}")
+    return found if found >= 0 else code.find(f"def {name}")
+
+
 def _defines(code: str, name: str | None) -> bool:
-    return bool(name) and str(name) in code and _definition(code, str(name)) >= 0
+    """Whether ``code`` mentions ``class name`` / ``def name`` anywhere (the reference's ``"class Solution"
+    in code``, for any entry name): how a block is chosen, and the format rule of a program that does not
+    parse."""
+    return bool(name) and _mention(code, str(name)) >= 0
 
 
 def entry_name(verifier: Mapping[str, Any]) -> str | None:

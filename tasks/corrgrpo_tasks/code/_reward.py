@@ -19,6 +19,7 @@ from ._syntax import ast_tokens, similarity
 __all__ = [
     "COMPONENTS",
     "DEFAULT_WEIGHTS",
+    "PROFILES",
     "CodeRewardConfig",
     "compute_score",
     "compute_score_batch",
@@ -34,12 +35,15 @@ COMPONENTS: tuple[str, ...] = (
     "ast_similarity_reward",
     "efficiency_reward",
 )
+#: ``CodeRewardConfig.profile`` values: the paper's definitions, or runtime paid only with accuracy.
+PROFILES: tuple[str, ...] = ("paper", "hardened")
 #: Weights of the paper's code launcher, aligned with ``COMPONENTS``.
 DEFAULT_WEIGHTS: tuple[float, ...] = (0.05, 0.05, 0.05, 0.25, 0.60, 0.30, 0.20)
 METADATA: tuple[str, ...] = (
     "timeout",
     "sandbox_error",
     "ast_reference_available",
+    "ast_truncated",
     "efficiency_applied",
     "generated_runtime_seconds",
     "reference_runtime_seconds",
@@ -75,7 +79,8 @@ class CodeRewardConfig:
         the test suite for the candidate and the reference, at least ``timing_min_rounds`` (2) when time
         allows, stopping once ``timing_budget_seconds`` (1.0) are spent.
     ast_token_cap
-        Longest AST token sequence compared (default 4000), bounding the similarity's quadratic cost.
+        AST similarity compares at most this many tokens of each node sequence (default 20000); a longer
+        program is compared on its first ``ast_token_cap`` tokens and flagged ``ast_truncated``.
     max_code_chars
         Longer extracted programs are not run and score 0 beyond format (default 100000).
     allow_unsafe
@@ -85,6 +90,11 @@ class CodeRewardConfig:
         ``sortedcontainers``); default none: the sandbox interpreter's own standard library only.
     keep_timing
         Attach the raw per-round times as ``"_timing": (candidate, reference)`` (for ``evaluate``).
+    profile
+        ``"paper"`` (default): the reference reward's definitions. ``"hardened"``: ``runtime_reward`` is
+        paid only to a program that passes every test, so a program that gives up (``return None``) or
+        swallows its own exceptions earns no more than an honest attempt that fails (docs/tasks/code.md,
+        *Profiles*); every other component is the paper's.
     """
 
     weights: tuple[float, ...] = DEFAULT_WEIGHTS
@@ -93,11 +103,12 @@ class CodeRewardConfig:
     timing_rounds: int = 5
     timing_min_rounds: int = 2
     timing_budget_seconds: float = 1.0
-    ast_token_cap: int = 4000
+    ast_token_cap: int = 20_000
     max_code_chars: int = 100_000
     allow_unsafe: bool = False
     python_paths: tuple[str, ...] = ()
     keep_timing: bool = False
+    profile: str = "paper"
 
     def __post_init__(self) -> None:
         weights = tuple(float(w) for w in self.weights)
@@ -111,6 +122,10 @@ class CodeRewardConfig:
         object.__setattr__(self, "python_paths", tuple(str(p) for p in self.python_paths))
         if not self.timeout_seconds > 0 or not math.isfinite(self.timeout_seconds):
             raise ValueError(f"timeout_seconds must be positive, got {self.timeout_seconds}")
+        if self.profile not in PROFILES:
+            raise ValueError(f"profile must be one of {PROFILES}, got {self.profile!r}")
+        if self.ast_token_cap < 1:
+            raise ValueError(f"ast_token_cap must be at least 1, got {self.ast_token_cap}")
         if self.timing_rounds < 1 or self.timing_min_rounds < 1:
             raise ValueError("timing_rounds and timing_min_rounds must be at least 1")
 
@@ -139,13 +154,24 @@ class CodeRewardConfig:
         return cls(**config)
 
 
+def _reference_code(reference: str, name: str | None) -> str:
+    """The reference solution's program: a fenced reference is extracted, any other is taken as it is."""
+    code, fenced = extract_code(reference, entry_name=name) if "```" in reference else (reference, False)
+    return code if fenced else reference.strip()
+
+
 @functools.lru_cache(maxsize=4096)
-def _reference_tokens(reference: str, cap: int) -> tuple[str, ...] | None:
-    code = extract_code(reference, entry_name=None)[0] if "```" in reference else reference
+def _reference_tokens(reference: str, name: str | None, cap: int) -> tuple[tuple[str, ...], bool] | None:
+    """The reference's node sequence (at most ``cap`` tokens) and whether it was longer; None when the
+    reference does not parse or is empty (no AST similarity then, as in the reference)."""
+    code = _reference_code(reference, name)
+    if not code:
+        return None
     try:
-        return tuple(ast_tokens(ast.parse(code), cap))
+        tokens = ast_tokens(ast.parse(code), cap + 1)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
+    return tuple(tokens[:cap]), len(tokens) > cap
 
 
 def _finite_positive(value: Any) -> float | None:
@@ -168,16 +194,13 @@ def _score_one(
     name = entry_name(verifier) if verifier["kind"] == "check" else None
     code, fenced = extract_code(solution_str or "", entry_name=name)
     values: dict[str, float] = {}
-    values["format_reward"] = float(fenced and (name is None or _defines(code, name)) and bool(code.strip()))
     values["memory_cgroup"] = float(sandbox.memory_mode == "cgroup")
     reference = verifier.get("reference_solution") or None
-    ref_tokens = _reference_tokens(reference, config.ast_token_cap) if isinstance(reference, str) else None
-    values["ast_reference_available"] = float(ref_tokens is not None)
+    ref = _reference_tokens(reference, name, config.ast_token_cap) if isinstance(reference, str) else None
+    values["ast_reference_available"] = float(ref is not None)
     if len(code) > config.max_code_chars:
         return _result(config, values)
-    ref_code = None
-    if isinstance(reference, str):
-        ref_code = extract_code(reference, entry_name=name)[0] if "```" in reference else reference
+    ref_code = _reference_code(reference, name) if isinstance(reference, str) else None
     stored_ref_time = _finite_positive(verifier.get("reference_runtime_seconds"))
     prompt = verifier.get("prompt") or ""
     job = {
@@ -190,7 +213,7 @@ def _score_one(
         "tests": verifier.get("tests"),
         "reference": ref_code,
         "seconds": config.timeout_seconds,
-        "ast_token_cap": config.ast_token_cap if ref_tokens is not None else 0,
+        "ast_token_cap": config.ast_token_cap if ref is not None else 0,
         "timing": None,
     }
     if ref_code is not None or stored_ref_time is not None:
@@ -202,13 +225,15 @@ def _score_one(
     records, clean = run_job(job, sandbox=sandbox, memory_mb=config.memory_mb, seconds=config.timeout_seconds)
     values["sandbox_error"] = float(not records and not clean)
     syntax = records.get("syntax", {})
+    values["format_reward"] = _format(fenced, code, name, syntax)
     if not syntax.get("ok"):
         return _result(config, values)
     values["syntax_reward"] = 1.0
-    if ref_tokens is not None:
+    if ref is not None:
         tokens = syntax.get("tokens")
         tokens = [t for t in tokens if isinstance(t, str)] if isinstance(tokens, list) else []
-        values["ast_similarity_reward"] = similarity(tokens, ref_tokens)
+        values["ast_similarity_reward"], cut = similarity(tokens, ref[0])
+        values["ast_truncated"] = float(cut or ref[1] or syntax.get("tokens_truncated") is True)
     if records.get("compile", {}).get("ok") is not True:
         return _result(config, values)
     values["compile_reward"] = 1.0
@@ -216,8 +241,9 @@ def _score_one(
     if outcome is None or outcome.get("status") == "timeout":
         values["timeout"] = float(outcome is not None or not clean)
         return _result(config, values)
-    values["runtime_reward"] = float(outcome.get("status") in ("passed", "wrong_answer"))
     values["accuracy_reward"] = float(outcome.get("status") == "passed")
+    ran = ("passed",) if config.profile == "hardened" else ("passed", "wrong_answer")
+    values["runtime_reward"] = float(outcome.get("status") in ran)
     if not values["accuracy_reward"]:
         return _result(config, values)
     timing = records.get("timing", {})
@@ -234,6 +260,19 @@ def _score_one(
     if config.keep_timing and candidate and references:
         result["_timing"] = (candidate, references)
     return result
+
+
+def _format(fenced: bool, code: str, name: str | None, syntax: Mapping[str, Any]) -> float:
+    """Fenced, non-empty, and the entry point a top-level ``class``/``def`` of the parsed program (the
+    judge's ``entry_defined``). A program that does not parse has no tree: there the reference's rule
+    (``class name`` / ``def name`` anywhere in the code) decides; it earns nothing else."""
+    if not fenced or not code.strip():
+        return 0.0
+    if name is None:
+        return 1.0
+    if syntax.get("ok") is True:
+        return float(syntax.get("entry_defined") is True)
+    return float(syntax.get("ok") is False and _defines(code, name))
 
 
 def _times(values: Any) -> list[float]:

@@ -166,7 +166,7 @@ def test_invalid_ground_truth_is_a_clear_error() -> None:
 def test_extract_code() -> None:
     assert extract_code("no code here", entry_name="Solution") == ("no code here", False)
     text = "```\nprint(1)\n```\n```python\nclass Solution:\n    pass\n```\n```py\nx = 1\n```"
-    assert extract_code(text) == ("class Solution:\n    pass\n", True)
+    assert extract_code(text) == ("class Solution:\n    pass", True)
     assert extract_code("<think>class Solution: bad</think>\nSure:\nclass Solution:\n    pass\n") == (
         "class Solution:\n    pass",
         False,
