@@ -401,7 +401,7 @@ def _read_names(tree: _ast.AST) -> set[str]:
         node = stack.pop()
         if isinstance(node, _ast.Name) and isinstance(node.ctx, _ast.Load):
             found.add(node.id)
-        stack.extend(_syntax._children(node))  # the code task's one walk over child nodes
+        stack.extend(_syntax.children(node))  # the code task's one walk over child nodes
     return found
 
 

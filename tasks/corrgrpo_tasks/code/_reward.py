@@ -88,6 +88,10 @@ class CodeRewardConfig:
     python_paths
         Host directories put read-only on the sandbox's ``PYTHONPATH`` (e.g. a site-packages with
         ``sortedcontainers``); default none: the sandbox interpreter's own standard library only.
+    sandbox_packages
+        Names of installed packages exposed read-only inside the candidate's sandbox (e.g.
+        ``("numpy",)``, as HumanEval's own harness allows), each with the libraries it bundles; default
+        none. A name that is not an importable package is a ``ValueError``.
     keep_timing
         Attach the raw per-round times as ``"_timing": (candidate, reference)`` (for ``evaluate``).
     profile
@@ -107,6 +111,7 @@ class CodeRewardConfig:
     max_code_chars: int = 100_000
     allow_unsafe: bool = False
     python_paths: tuple[str, ...] = ()
+    sandbox_packages: tuple[str, ...] = ()
     keep_timing: bool = False
     profile: str = "paper"
 
@@ -120,6 +125,8 @@ class CodeRewardConfig:
             raise ValueError(f"weights must be finite, non-negative and not all zero, got {weights}")
         object.__setattr__(self, "weights", weights)
         object.__setattr__(self, "python_paths", tuple(str(p) for p in self.python_paths))
+        packages = (self.sandbox_packages,) if isinstance(self.sandbox_packages, str) else self.sandbox_packages
+        object.__setattr__(self, "sandbox_packages", tuple(str(p) for p in packages))
         if not self.timeout_seconds > 0 or not math.isfinite(self.timeout_seconds):
             raise ValueError(f"timeout_seconds must be positive, got {self.timeout_seconds}")
         if self.profile not in PROFILES:
@@ -314,7 +321,7 @@ def compute_score(
     """
     config = CodeRewardConfig.from_kwargs(kwargs)
     verifier = parse_verifier(ground_truth)
-    return _score_one(solution_str, verifier, config, sandbox_for(config.allow_unsafe, config.python_paths))
+    return _score_one(solution_str, verifier, config, sandbox_for(config.allow_unsafe, config.python_paths, config.sandbox_packages))
 
 
 def _zero(config: CodeRewardConfig, **flags: float) -> dict[str, float]:
@@ -337,7 +344,7 @@ def score_batch(
     if len(solution_strs) != len(ground_truths):
         raise ValueError(f"{len(solution_strs)} solutions but {len(ground_truths)} ground truths")
     config = CodeRewardConfig.from_kwargs(kwargs)
-    sandbox = sandbox_for(config.allow_unsafe, config.python_paths)
+    sandbox = sandbox_for(config.allow_unsafe, config.python_paths, config.sandbox_packages)
     workers = max_workers if max_workers is not None else len(os.sched_getaffinity(0))
     if workers < 1:
         raise ValueError(f"max_workers must be at least 1, got {workers}")

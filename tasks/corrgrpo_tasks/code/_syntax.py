@@ -19,7 +19,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # no typing import at the judge's start-up
     from typing import Any
 
-__all__ = ["ast_tokens", "entry_defined", "similarity", "syntax_facts"]
+__all__ = ["ast_tokens", "children", "entry_defined", "similarity", "syntax_facts"]
 
 #: Work of one similarity (``difflib``'s inner-loop steps, see ``similarity``) before it is recomputed on
 #: shorter prefixes: 0.2-0.5 s of a loaded core (measured in docs/tasks/code.md). Every pair of realistic
@@ -28,7 +28,7 @@ WORK_BUDGET = 5_000_000
 _DEFINITIONS = (_ast.ClassDef, _ast.FunctionDef, _ast.AsyncFunctionDef)
 
 
-def _children(node: _ast.AST) -> list[_ast.AST]:
+def children(node: _ast.AST) -> list[_ast.AST]:
     """``ast.iter_child_nodes`` without importing ``ast`` (and its imports) into the judge."""
     found: list[_ast.AST] = []
     for name in node._fields:
@@ -59,7 +59,7 @@ def ast_tokens(tree: _ast.AST, cap: int) -> list[str]:
             continue
         tokens.append(name)
         stack.append((node, True))
-        stack.extend((child, False) for child in reversed(_children(node)))
+        stack.extend((child, False) for child in reversed(children(node)))
     return tokens
 
 
