@@ -9,6 +9,7 @@ their sums equal the core's covariance and correlation sums.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -33,7 +34,6 @@ __all__ = [
     "explain_file",
     "explain_shown",
     "group_matrices",
-    "group_slices",
     "group_table",
     "is_group_local",
     "overflow_check",
@@ -97,36 +97,40 @@ class Explanation:
     advantages: dict[str, Array]
 
 
-def group_matrices(x: Array, ids: npt.NDArray[np.int64], n_groups: int) -> tuple[Array, Array]:
-    """``(G, K, K)`` sample covariance and Pearson matrices of every group, vectorised over groups.
+def group_matrices(x: Array, sizes: npt.NDArray[np.int64]) -> tuple[Array, Array]:
+    """``(G, K, K)`` sample covariance and Pearson matrices of groups of consecutive rows
+    (``sizes[g]`` rows in group g), vectorised over groups.
 
     Missing (NaN) entries are left out: means over each component's present values, products
     over the rows where both are present. Components that do not vary in a group (the core's
     scale-relative test) get zero rows and columns in its correlation matrix, as in CorrGRPO.
     """
-    k = x.shape[1]
-    valid = ~np.isnan(x)
+    k, present = x.shape[1], sizes > 0
+    starts = (np.cumsum(sizes) - sizes)[present]
+
+    def sums(v: npt.NDArray[Any]) -> Array:  # per group, over its rows (reduceat: rows are sorted)
+        out = np.zeros(sizes.size)
+        out[present] = np.add.reduceat(v, starts) if starts.size else 0.0
+        return out
+
+    xt = np.ascontiguousarray(x.T)  # one contiguous row per component
+    valid = ~np.isnan(xt)
     has_nan = not bool(valid.all())
-    centred = np.where(valid, x, 0.0) if has_nan else x.copy()
-    count = np.stack([np.bincount(ids, valid[:, j], minlength=n_groups) for j in range(k)], axis=1)
-    sums = np.stack([np.bincount(ids, centred[:, j], minlength=n_groups) for j in range(k)], axis=1)
-    squares = np.stack([np.bincount(ids, centred[:, j] ** 2, minlength=n_groups) for j in range(k)], axis=1)
-    means = sums / np.maximum(count, 1)
-    centred -= means[ids]
+    clean = np.where(valid, xt, 0.0) if has_nan else xt
+    count = np.stack([sums(v) for v in valid]) if has_nan else np.tile(sizes.astype(np.float64), (k, 1))
+    centred = clean - np.repeat(np.stack([sums(c) for c in clean]) / np.maximum(count, 1), sizes, axis=1)
     if has_nan:
         centred[~valid] = 0.0
-    cov = np.zeros((n_groups, k, k))
+    cov = np.zeros((sizes.size, k, k))
     for a in range(k):
         for b in range(a, k):
-            pairs = (
-                np.bincount(ids, valid[:, a] & valid[:, b], minlength=n_groups) if has_nan else count[:, a]
-            )
-            total = np.bincount(ids, centred[:, a] * centred[:, b], minlength=n_groups)
+            pairs = sums(valid[a] & valid[b]) if has_nan else count[a]
+            total = sums(centred[a] * centred[b])
             cov[:, a, b] = cov[:, b, a] = np.where(pairs > 1, total / np.maximum(pairs - 1, 1), 0.0)
-    sum_sq = np.stack([np.bincount(ids, centred[:, j] ** 2, minlength=n_groups) for j in range(k)], axis=1)
-    varies = (count > 1) & (sum_sq > _ZERO_VAR_RTOL**2 * squares)
+    sum_sq = np.stack([sums(c * c) for c in centred])
+    varies = (count > 1) & (sum_sq > _ZERO_VAR_RTOL**2 * np.stack([sums(c * c) for c in clean]))
     diag = np.diagonal(cov, axis1=1, axis2=2)
-    inv = np.where(varies, 1.0 / np.sqrt(np.where(varies, diag, 1.0)), 0.0)
+    inv = np.where(varies.T, 1.0 / np.sqrt(np.where(varies.T, diag, 1.0)), 0.0)
     return cov, cov * inv[:, :, None] * inv[:, None, :]
 
 
@@ -142,12 +146,21 @@ class _GroupStats:
     degenerate: npt.NDArray[np.bool_]
     total_varies: npt.NDArray[np.bool_]
 
+    @staticmethod
+    def zeros(n_groups: int, k: int) -> _GroupStats:
+        n, z = n_groups, np.zeros
+        return _GroupStats(z(n), z(n), z(n), z((n, k)), z(n, np.int64), z(n, np.bool_), z(n, np.bool_))
+
+    def part(self, lo: int, hi: int) -> _GroupStats:
+        """Groups [lo, hi): views, written through."""
+        return _GroupStats(*(getattr(self, f.name)[lo:hi] for f in dataclasses.fields(_GroupStats)))
+
 
 @dataclass(frozen=True)
 class GroupTable(_GroupStats):
     """Per-group diagnostics of a batch (index g = group g), from :func:`corrgrpo_core.advantage_stats`
     run over slices of whole groups, so the core's temporaries are bounded by a slice, not by the
-    batch; ``advantages`` holds the group-local estimators' advantages (every row, file order).
+    batch; ``advantages[e]`` holds every row's advantage under estimator e (file order).
 
     ``order``/``starts``/``sizes`` give each group's rows (``order[starts[g]:starts[g] + sizes[g]]``).
     """
@@ -181,7 +194,7 @@ class GroupTable(_GroupStats):
 
 
 #: Rows per slice handed to the core at once (its temporaries are a few times a slice).
-SLICE_ROWS = 1 << 14
+SLICE_ROWS = 1 << 16
 #: Bits of magnitude that one call to the core may span: it scales a batch by one power of two, so
 #: a group 2**-256 below the batch's largest value still has normal squares.
 SCALE_BITS = 256
@@ -195,17 +208,6 @@ def whole_group_ranges(sizes: npt.NDArray[np.int64], rows: int) -> list[tuple[in
     cuts = np.unique(np.searchsorted(ends, np.arange(rows, total, rows)))
     bounds = [0, *[int(c) + 1 for c in cuts if c + 1 < n_groups], n_groups]
     return [(lo, hi) for lo, hi in itertools.pairwise(bounds) if hi > lo]
-
-
-def group_slices(
-    ids: npt.NDArray[np.int64], n_groups: int
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64], list[tuple[int, int]]]:
-    """Rows sorted by group (stable), group sizes and starts, and ranges [lo, hi) of whole groups
-    holding about :data:`SLICE_ROWS` rows each."""
-    order = np.argsort(ids, kind="stable")
-    sizes = np.bincount(ids, minlength=n_groups).astype(np.int64)
-    starts = np.cumsum(sizes) - sizes
-    return order, sizes, starts, whole_group_ranges(sizes, SLICE_ROWS)
 
 
 def is_group_local(name: str, options: Mapping[str, Any] | None = None) -> bool:
@@ -229,18 +231,21 @@ class _Piece:
     unit: float  # a power of two near the piece's largest weighted magnitude
 
 
-def _scale_pieces(x: Array, ids: npt.NDArray[np.int64], n_groups: int, weights: Array) -> list[_Piece]:
-    """The groups of a slice split by magnitude so that no call spans more than :data:`SCALE_BITS`
-    bits: the core scales each call by one power of two, and a group of 1e-162 next to one of 1e34
-    would otherwise lose its squares below float64's range. Usually one piece (no copy)."""
-    row_top = np.fmax.reduce(np.abs(x) * np.abs(weights), axis=1) if x.shape[1] else np.zeros(x.shape[0])
-    first = _run_starts(ids)
-    top = np.zeros(n_groups)
-    if first.size:
-        top[ids[first]] = np.fmax.reduceat(np.nan_to_num(row_top, nan=0.0), first)
+def _scale_pieces(x: Array, sizes: npt.NDArray[np.int64], weights: Array) -> list[_Piece]:
+    """The groups of a slice (rows sorted by group, ``sizes`` rows each) split by magnitude so that
+    no call spans more than :data:`SCALE_BITS` bits: the core scales each call by one power of two,
+    and a group of 1e-162 next to one of 1e34 would otherwise lose its squares below float64's
+    range. Usually one piece (no copy)."""
+    ids = np.repeat(np.arange(sizes.size), sizes)
+    row_top = np.zeros(x.shape[0])  # column by column: a reduction along rows of K is slow
+    for j in range(x.shape[1]):
+        row_top = np.fmax(row_top, np.abs(x[:, j]) * abs(float(weights[j])))
+    top, present = np.zeros(sizes.size), sizes > 0
+    top[present] = np.fmax.reduceat(row_top, (np.cumsum(sizes) - sizes)[present])
     exponent = np.frexp(top)[1]
     high = int(exponent.max(initial=0))
-    bucket = (exponent - high) // SCALE_BITS
+    exponent[top == 0] = high  # a group of zeros has no scale: it goes with any piece
+    bucket = (high - exponent) // SCALE_BITS  # 0: within SCALE_BITS bits of the largest
     if bucket.size == 0 or bucket.min() == bucket.max():
         return [_Piece(None, None, ids, math.ldexp(1.0, high))]
     pieces = []
@@ -252,47 +257,21 @@ def _scale_pieces(x: Array, ids: npt.NDArray[np.int64], n_groups: int, weights: 
     return pieces
 
 
-def _run_starts(ids: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-    """Index of each group's first row (``ids`` sorted)."""
-    return np.flatnonzero(np.diff(ids, prepend=-1))
-
-
-@dataclass(frozen=True)
-class _SliceStats(_GroupStats):
-    """Per-group diagnostics of one slice of whole groups (index = slice-local group) and the
-    display matrices."""
-
-    covariance: Array
-    correlation: Array
-
-
 def _slice_stats(
     x: Array,
-    ids: npt.NDArray[np.int64],
-    n_groups: int,
     pieces: Sequence[_Piece],
+    out: _GroupStats,
     *,
     weights: Array,
     nan_policy: cc.NanPolicy,
-    min_correlation_sum: float = 0.0,
-) -> _SliceStats:
-    """:func:`corrgrpo_core.advantage_stats` and the display matrices of each group of a slice
-    (rows sorted by group), piece by piece."""
-    k = x.shape[1]
-    out = _SliceStats(
-        covariance_sum=np.zeros(n_groups),
-        correlation_sum=np.zeros(n_groups),
-        c_q=np.zeros(n_groups),
-        variance_share=np.zeros((n_groups, k)),
-        zero_variance=np.zeros(n_groups, dtype=np.int64),
-        degenerate=np.zeros(n_groups, dtype=bool),
-        total_varies=np.zeros(n_groups, dtype=bool),
-        covariance=np.zeros((n_groups, k, k)),
-        correlation=np.zeros((n_groups, k, k)),
-    )
+    min_correlation_sum: float,
+) -> tuple[Array, Array]:
+    """:func:`corrgrpo_core.advantage_stats` of each group of a slice (rows sorted by group), piece
+    by piece, written into ``out``; returns the display matrices (covariance, correlation)."""
+    n, k = out.c_q.size, x.shape[1]
+    covariance, correlation = np.zeros((n, k, k)), np.zeros((n, k, k))
     for piece in pieces:
         sub = x if piece.rows is None else x[piece.rows]
-        m = n_groups if piece.groups is None else piece.groups.size
         try:
             st = cc.advantage_stats(
                 sub,
@@ -303,8 +282,8 @@ def _slice_stats(
             )
         except (ValueError, TypeError, OverflowError) as err:
             raise CliError(f"cannot compute the diagnostics: {err}") from None
-        first = _run_starts(piece.ids)
-        local = piece.ids[first]
+        first = np.flatnonzero(np.diff(piece.ids, prepend=-1))
+        local = piece.ids[first]  # the piece's groups that have rows
         at = local if piece.groups is None else piece.groups[local]
         out.covariance_sum[at] = np.asarray(st.covariance_sum)[first]
         out.correlation_sum[at] = np.asarray(st.correlation_sum)[first]
@@ -315,27 +294,27 @@ def _slice_stats(
         out.total_varies[at] = np.asarray(st.total_varies)[first]
         del st
         # scaled by a power of two (exact) so that tiny groups keep their correlations
-        cov, corr = group_matrices(sub * (weights / piece.unit), piece.ids, m)
-        out.covariance[at] = cov[local] * piece.unit * piece.unit
-        out.correlation[at] = corr[local]
-    return out
+        cov, corr = group_matrices(sub * (weights / piece.unit), np.bincount(piece.ids)[local])
+        covariance[at] = cov * piece.unit * piece.unit
+        correlation[at] = corr
+    return covariance, correlation
+
+
+def _advantages(x: Array, ids: npt.NDArray[np.int64], name: str, options: dict[str, Any]) -> Array:
+    try:
+        adv = cc.compute_advantages(x, ids, estimator=name, **options)
+    except (ValueError, TypeError, OverflowError) as err:
+        raise CliError(f"estimator {name!r} rejected the batch: {err}") from None
+    return np.asarray(adv, dtype=np.float64)
 
 
 def _slice_advantages(x: Array, pieces: Sequence[_Piece], name: str, options: dict[str, Any]) -> Array:
-    """``cc.compute_advantages`` of a group-local estimator over a slice, piece by piece."""
-    out = np.empty(x.shape[0], dtype=np.float64) if len(pieces) > 1 else None
+    """A group-local estimator's advantages over a slice, piece by piece."""
+    if len(pieces) == 1:
+        return _advantages(x, pieces[0].ids, name, options)
+    out = np.empty(x.shape[0], dtype=np.float64)
     for piece in pieces:
-        sub = x if piece.rows is None else x[piece.rows]
-        try:
-            adv = np.asarray(
-                cc.compute_advantages(sub, piece.ids, estimator=name, **options), dtype=np.float64
-            )
-        except (ValueError, TypeError, OverflowError) as err:
-            raise CliError(f"estimator {name!r} rejected the batch: {err}") from None
-        if out is None:
-            return adv
-        out[piece.rows] = adv
-    assert out is not None
+        out[piece.rows] = _advantages(x[piece.rows], piece.ids, name, options)
     return out
 
 
@@ -350,58 +329,53 @@ def group_table(
     min_correlation_sum: float = 0.0,
     estimators: Sequence[str] = (),
 ) -> GroupTable:
-    """Per-group diagnostics of ``scores`` (N, K) grouped by ``ids`` (0..G-1), slice by slice, and
-    the advantages of the group-local ``estimators`` on the same slices.
+    """Per-group diagnostics of ``scores`` (N, K) grouped by ``ids`` (0..G-1) and the advantages
+    of ``estimators``: the rows are sorted by group once; the diagnostics and the group-local
+    estimators go to the core in slices of whole groups, any other estimator (GDPO's batch
+    z-score) gets the whole batch in one call.
 
     ``detail`` groups also keep their covariance and correlation matrices (for display).
     """
     k = scores.shape[1]
     options: dict[str, Any] = {"weights": weights, "nan_policy": nan_policy}
-    advantages = {name: np.empty(ids.size) for name in estimators}
-    order, sizes, starts, slices = group_slices(ids, n_groups)
-    ends = starts + sizes
-    cov_sum, corr_sum, c_q = (np.zeros(n_groups) for _ in range(3))
-    share = np.zeros((n_groups, k))
-    zero_var = np.zeros(n_groups, dtype=np.int64)
-    degenerate = np.zeros(n_groups, dtype=bool)
-    varies = np.zeros(n_groups, dtype=bool)
+    n = ids.size  # rows sorted by group, stably: sorting the distinct keys id * n + row is ~10x
+    order = np.sort(ids * n + np.arange(n)) % n  # faster than argsort(kind="stable") (SIMD sort)
+    sizes = np.bincount(ids, minlength=n_groups).astype(np.int64)
+    starts = np.cumsum(sizes) - sizes
+    x = np.take(scores, order, axis=0)  # sorted by group: each slice is a view
+    names = list(dict.fromkeys(estimators))
+    by_row = {}  # advantages of the sorted rows
+    for name in names:  # the batch estimators first, while their core temporaries have room
+        if not is_group_local(name):
+            by_row[name] = _advantages(x, np.repeat(np.arange(n_groups), sizes), name, options)
+    local = [e for e in names if e not in by_row]
+    by_row.update({e: np.empty(n) for e in local})
+    stats = _GroupStats.zeros(n_groups, k)
     corr_total = np.zeros((k, k))
-    wanted = set(detail)
     matrices: dict[int, tuple[Array, Array]] = {}
-    for lo, hi in slices:
-        rows = order[starts[lo] : ends[hi - 1]]
-        local = ids[rows] - lo
-        sub = scores[rows]
-        pieces = _scale_pieces(sub, local, hi - lo, weights)
-        for name, out in advantages.items():
-            out[rows] = _slice_advantages(sub, pieces, name, options)
-        st = _slice_stats(
-            sub,
-            local,
-            hi - lo,
+    for lo, hi in whole_group_ranges(sizes, SLICE_ROWS):
+        rows = slice(int(starts[lo]), int(starts[hi - 1] + sizes[hi - 1]))
+        pieces = _scale_pieces(x[rows], sizes[lo:hi], weights)
+        for name in local:
+            by_row[name][rows] = _slice_advantages(x[rows], pieces, name, options)
+        cov, corr = _slice_stats(
+            x[rows],
             pieces,
+            stats.part(lo, hi),
             weights=weights,
             nan_policy=nan_policy,
             min_correlation_sum=min_correlation_sum,
         )
-        cov_sum[lo:hi] = st.covariance_sum
-        corr_sum[lo:hi] = st.correlation_sum
-        c_q[lo:hi] = st.c_q
-        share[lo:hi] = st.variance_share
-        zero_var[lo:hi] = st.zero_variance
-        degenerate[lo:hi] = st.degenerate
-        varies[lo:hi] = st.total_varies
-        corr_total += st.correlation.sum(axis=0)
-        for g in wanted.intersection(range(lo, hi)):
-            matrices[g] = (st.covariance[g - lo], st.correlation[g - lo])
+        corr_total += corr.sum(axis=0)
+        for g in set(detail).intersection(range(lo, hi)):
+            matrices[g] = (cov[g - lo], corr[g - lo])
+    del x
+    advantages = {}
+    for name in names:  # back to file order
+        advantages[name] = np.empty(n)
+        advantages[name][order] = by_row.pop(name)
     return GroupTable(
-        covariance_sum=cov_sum,
-        correlation_sum=corr_sum,
-        c_q=c_q,
-        variance_share=share,
-        zero_variance=zero_var,
-        degenerate=degenerate,
-        total_varies=varies,
+        **{f.name: getattr(stats, f.name) for f in dataclasses.fields(_GroupStats)},
         sizes=sizes,
         starts=starts,
         order=order,
@@ -421,8 +395,8 @@ def overflow_check(
     overflow: the core would refuse their covariance sum with a message that cannot name the file.
     """
     too_big = _squares_overflow(scores, weights)
-    if not too_big and not values:
-        return
+    if not too_big and all(math.isfinite(float(np.sum(v))) for v in values):
+        return  # a finite sum: every value is finite
     missing = bool(np.isnan(scores).any())
     if not too_big and all(bool(np.all(np.isfinite(v) | (np.isnan(v) & missing))) for v in values):
         return
@@ -438,11 +412,14 @@ def overflow_check(
 
 
 def _squares_overflow(scores: Array, weights: Array) -> bool:
-    """Whether some weighted value's square passes float64's largest (column reductions, no copy)."""
-    if scores.size == 0:
-        return False
-    top = np.maximum(np.abs(np.fmax.reduce(scores, axis=0)), np.abs(np.fmin.reduce(scores, axis=0)))
-    return bool(np.nanmax(np.append(top * np.abs(weights), 0.0)) > np.sqrt(np.finfo(np.float64).max))
+    """Whether some weighted value's square passes float64's largest (column by column, no copy)."""
+    limit = math.sqrt(float(np.finfo(np.float64).max))
+    for j in range(scores.shape[1] if scores.size else 0):
+        column = scores[:, j]
+        top = max(abs(float(np.fmax.reduce(column))), abs(float(np.fmin.reduce(column))))
+        if top * abs(float(weights[j])) > limit:  # NaN (a column of missing values) compares False
+            return True
+    return False
 
 
 def _check_options(estimators: Sequence[str], k: int, weights: Array | None) -> Array:
@@ -473,16 +450,12 @@ def explain(
     w = _check_options(estimators, len(batch.components), weights)
     shown = list(range(batch.n_groups)) if detail is None else sorted(set(detail))
     scores, ids = batch.scores, batch.group_ids
-    local = [e for e in dict.fromkeys(estimators) if is_group_local(e)]
     with np.errstate(all="ignore"):
         overflow_check(batch.source, batch.components, scores, w, [])
         table = group_table(
-            scores, ids, batch.n_groups, weights=w, nan_policy=nan_policy, detail=shown, estimators=local
+            scores, ids, batch.n_groups, weights=w, nan_policy=nan_policy, detail=shown, estimators=estimators
         )
-        advantages = dict(table.advantages)
-        for name in dict.fromkeys(estimators):
-            if name not in advantages:  # a batch statistic (GDPO's z-score): the whole batch at once
-                advantages[name] = _whole_advantages(scores, ids, name, w, nan_policy)
+        advantages = table.advantages
         results = [table.c_q, table.covariance_sum, table.mean_correlation, *advantages.values()]
         overflow_check(
             batch.source, batch.components, scores, w, results + [m for g in shown for m in table.matrices[g]]
@@ -521,16 +494,6 @@ def explain(
         magnitude=magnitude,
         advantages=advantages,
     )
-
-
-def _whole_advantages(
-    scores: Array, ids: npt.NDArray[np.int64], name: str, weights: Array, nan_policy: cc.NanPolicy
-) -> Array:
-    try:
-        adv = cc.compute_advantages(scores, ids, estimator=name, weights=weights, nan_policy=nan_policy)
-    except (ValueError, TypeError, OverflowError) as err:
-        raise CliError(f"estimator {name!r} rejected the batch: {err}") from None
-    return np.asarray(adv, dtype=np.float64)
 
 
 def explain_file(

@@ -533,7 +533,10 @@ def read_rewards(
     want = None if components is None else [group_col, *components]
     cols = read_columns(path, fmt=file_format, want=want, text=[group_col])
     names = [c for c in cols.header if c != group_col] if components is None else list(components)
-    return batch_from_columns(cols, group_col=group_col, components=names, allow_nan=allow_nan, consume=True)
+    batch = batch_from_columns(cols, group_col=group_col, components=names, allow_nan=allow_nan, consume=True)
+    del cols
+    _pa().default_memory_pool().release_unused()  # the file's buffers are numpy arrays now
+    return batch
 
 
 def batch_from_columns(
