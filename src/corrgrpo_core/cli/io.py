@@ -54,7 +54,7 @@ FORMATS = {
 _DELIMITER = {"csv": ",", "tsv": "\t"}
 _TRUE = {"true", "yes"}
 _FALSE = {"false", "no"}
-_BLOCK = 1 << 22  # bytes per pyarrow block (grown for a longer field or line)
+_BLOCK = 1 << 20  # bytes per pyarrow block, its default (grown for a longer field or line)
 _MISSING = "(pass --nan-policy ignore to leave it out of the statistics)"
 
 
