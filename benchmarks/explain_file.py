@@ -130,11 +130,13 @@ def main(argv: list[str] | None = None) -> int:
         read_t, read_call = min(r[0] for r in reads), min(r[1] for r in reads)
         read_m = min(r[2] for r in reads)
         best_t, best_m = min(e[0] for e in explains), min(e[2] for e in explains)
+        paired = sorted(e[0] / r[0] for r, e in zip(reads, explains, strict=True))
         print(
             f"min: explain {best_t:.2f} s = {best_t / read_t:.1f}x pyarrow's process ({read_t:.2f} s) and "
-            f"{best_t / read_call:.1f}x its read call alone ({read_call:.2f} s); peak RSS {best_m / 1e6:.0f} MB "
-            f"= {best_m / size:.2f}x the file (pyarrow's process {read_m / 1e6:.0f} MB = {read_m / size:.2f}x); "
-            f"load average now {os.getloadavg()[0]:.2f}"
+            f"{best_t / read_call:.1f}x its read call alone ({read_call:.2f} s); per repeat "
+            f"{', '.join(f'{p:.1f}x' for p in paired)} (median {paired[len(paired) // 2]:.1f}x); peak RSS "
+            f"{best_m / 1e6:.0f} MB = {best_m / size:.2f}x the file (pyarrow's process {read_m / 1e6:.0f} MB = "
+            f"{read_m / size:.2f}x); load average now {os.getloadavg()[0]:.2f}"
         )
         print(explains[-1][3].splitlines()[0])
     return 0

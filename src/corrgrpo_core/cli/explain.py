@@ -122,12 +122,14 @@ def group_matrices(x: Array, sizes: npt.NDArray[np.int64]) -> tuple[Array, Array
     if has_nan:
         centred[~valid] = 0.0
     cov = np.zeros((sizes.size, k, k))
+    sum_sq = np.zeros((k, sizes.size))
     for a in range(k):
         for b in range(a, k):
             pairs = sums(valid[a] & valid[b]) if has_nan else count[a]
             total = sums(centred[a] * centred[b])
             cov[:, a, b] = cov[:, b, a] = np.where(pairs > 1, total / np.maximum(pairs - 1, 1), 0.0)
-    sum_sq = np.stack([sums(c * c) for c in centred])
+            if a == b:
+                sum_sq[a] = total
     varies = (count > 1) & (sum_sq > _ZERO_VAR_RTOL**2 * np.stack([sums(c * c) for c in clean]))
     diag = np.diagonal(cov, axis1=1, axis2=2)
     inv = np.where(varies.T, 1.0 / np.sqrt(np.where(varies.T, diag, 1.0)), 0.0)
@@ -414,7 +416,12 @@ def overflow_check(
 def _squares_overflow(scores: Array, weights: Array) -> bool:
     """Whether some weighted value's square passes float64's largest (column by column, no copy)."""
     limit = math.sqrt(float(np.finfo(np.float64).max))
-    for j in range(scores.shape[1] if scores.size else 0):
+    if (
+        scores.size == 0
+        or max(float(np.max(scores)), -float(np.min(scores))) * np.max(np.abs(weights)) <= limit
+    ):
+        return False  # the common case, in two passes over the matrix (NaN: a missing value, look closer)
+    for j in range(scores.shape[1]):
         column = scores[:, j]
         top = max(abs(float(np.fmax.reduce(column))), abs(float(np.fmin.reduce(column))))
         if top * abs(float(weights[j])) > limit:  # NaN (a column of missing values) compares False

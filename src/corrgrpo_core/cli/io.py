@@ -501,7 +501,7 @@ def probe_columns(path: str | Path, fmt: str | None = None) -> dict[str, str]:
         pcsv = importlib.import_module("pyarrow.csv")
         header = _csv_header(path, fmt)
         try:  # the streaming reader infers the types from its first block only
-            with pcsv.open_csv(path, **_csv_options(pcsv, fmt, header, 1 << 20)) as reader:
+            with pcsv.open_csv(path, **_csv_options(pcsv, fmt, header, _BLOCK)) as reader:
                 schema = reader.schema
         except (pa.ArrowException, OSError) as err:
             raise CliError(f"{path}: unreadable {fmt.upper()} ({_arrow_problem(err)})") from None
