@@ -1,7 +1,8 @@
-"""Reading reward batches: the three formats, and an error that names the row for every bad file."""
+"""Reading reward batches: the four formats, byte-order marks, CRLF, and an error that names the row for every bad file."""
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 
@@ -198,3 +199,16 @@ def test_tsv_by_suffix_and_by_format(run_cli, tmp_path):
     code, _, err = run_cli("explain", str(tmp_path / "r.txt"), "--format", "csv")
     assert code == 2
     assert "group column 'group' not found; columns are ['group\\tr1\\tr2']" in err
+
+
+def test_jsonl_whole_numbers_then_a_fraction_stay_with_pyarrow(tmp_path, monkeypatch):
+    # the schema comes from the first 200 lines: a reward of 0/1 there may be 0.5 further down
+    import corrgrpo_core.cli.io as cio
+
+    rows = [{"group": i // 4, "r": i % 2} for i in range(400)] + [{"group": 100, "r": 0.5}]
+    path = tmp_path / "r.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    monkeypatch.setattr(cio, "_read_jsonl_lines", lambda *a, **k: pytest.fail("read line by line"))
+    batch = read_rewards(path)
+    assert batch.group_labels[:3] == ("0", "1", "2")  # whole-number labels stay whole
+    assert batch.scores[-1, 0] == 0.5

@@ -238,8 +238,8 @@ def read_columns(
     """Read the columns ``want`` (default: all) of a CSV, TSV, JSONL or Parquet file.
 
     Columns in ``want`` that the file does not have are left out of ``data``; the caller decides
-    whether that is an error. ``text`` columns of a CSV/TSV file are read as text (group labels:
-    ``007`` and ``7`` are two groups). With ``skip_bad_lines`` a JSONL line that is not a JSON
+    whether that is an error. ``text`` columns are labels: read as text in a CSV/TSV file (``007``
+    and ``7`` are two groups), whole numbers kept whole in JSONL. With ``skip_bad_lines`` a JSONL line that is not a JSON
     object is left out and listed in ``skipped`` instead of being an error (a run killed mid-write).
     """
     path = Path(path)
@@ -252,7 +252,7 @@ def read_columns(
         return _read_parquet(pa, path, want)
     _check_text(path, fmt)
     if fmt == "jsonl":
-        return _read_jsonl(pa, path, want, skip_bad_lines=skip_bad_lines)
+        return _read_jsonl(pa, path, want, text, skip_bad_lines=skip_bad_lines)
     return _read_csv(pa, path, fmt, want, text)
 
 
@@ -350,22 +350,26 @@ def _json_sample(path: Path, limit: int = 200) -> list[dict[str, Any]]:
     return rows
 
 
-def _arrow_type(pa: Any, values: list[Any]) -> Any:
+def _arrow_type(pa: Any, values: list[Any], *, label: bool = False) -> Any:
+    """The type of JSON ``values``: numbers are float64 (a column of whole numbers may hold a
+    fraction further down), except the whole numbers of a label column."""
     seen = [v for v in values if v is not None]
     if not seen:
         return None
     if all(isinstance(v, bool) for v in seen):
         return pa.bool_()
     if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in seen):
-        if all(isinstance(v, int) for v in seen):
-            return pa.int64() if all(abs(v) < 2**63 for v in seen) else pa.float64()
+        if label and all(isinstance(v, int) and abs(v) < 2**63 for v in seen):
+            return pa.int64()
         return pa.float64()
     if all(isinstance(v, str) for v in seen):
         return pa.string()
     return None
 
 
-def _read_jsonl(pa: Any, path: Path, want: Sequence[str] | None, *, skip_bad_lines: bool) -> Columns:
+def _read_jsonl(
+    pa: Any, path: Path, want: Sequence[str] | None, text: Sequence[str], *, skip_bad_lines: bool
+) -> Columns:
     """pyarrow's ``read_json`` with the types of the first rows, always explicit: its type inference
     recurses into nested values (a line nested 20,000 deep crashes the process), while with a schema
     it skips keys it is not asked for and refuses a value of another type. Anything it refuses
@@ -375,7 +379,7 @@ def _read_jsonl(pa: Any, path: Path, want: Sequence[str] | None, *, skip_bad_lin
     header = list(dict.fromkeys(k for row in sample[:1] for k in row))
     keys = list(dict.fromkeys(k for row in sample for k in row))
     cols = [c for c in (want if want is not None else header) if c in keys]
-    types = {c: _arrow_type(pa, [row.get(c) for row in sample]) for c in cols}
+    types = {c: _arrow_type(pa, [row.get(c) for row in sample], label=c in text) for c in cols}
     if sample and all(t is not None for t in types.values()):
         schema = pa.schema([(c, types[c]) for c in cols])
 
