@@ -618,18 +618,8 @@ def numeric_column(
             raise CliError(f"{where(0)}: missing value {_MISSING}")
         result[:] = np.nan
         return result
-    column = cols.data[name]
-    if rows is not None:
-        chunks = [_take(pa, column, rows)]
-    else:
-        chunks = list(column.chunks) if isinstance(column, pa.ChunkedArray) else [column]
-    offset = 0
-    for chunk in chunks:
-        size = len(chunk)
-        result[offset : offset + size] = _floats(
-            pa, cols, name, chunk, lambda i, at=offset: where(at + i), rows, offset, allow_nan=allow_nan
-        )
-        offset += size
+    column = cols.data[name] if rows is None else _take(pa, cols.data[name], rows)
+    result[:] = _floats(pa, cols, name, column, where, rows, allow_nan=allow_nan)
     return result
 
 
@@ -638,16 +628,15 @@ def _floats(
     cols: Columns,
     name: str,
     arr: Any,
-    where: Any,
+    where: Callable[[int], str],
     rows: npt.NDArray[np.int64] | None,
-    offset: int,
     *,
     allow_nan: bool,
 ) -> npt.NDArray[np.float64]:
-    """One pyarrow array as float64 (see :func:`numeric_column`); ``where(i)`` names local row i."""
+    """One pyarrow (chunked) array as float64 (see :func:`numeric_column`); ``where(i)`` names row i."""
     pc = importlib.import_module("pyarrow.compute")
     if pa.types.is_dictionary(arr.type):
-        arr = arr.dictionary_decode()
+        arr = arr.cast(arr.type.value_type)
     text = None
     if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
         text = arr
@@ -697,7 +686,7 @@ def _floats(
         inf_rows = np.isinf(values)
         if inf_rows.any():
             i = int(np.argmax(inf_rows))
-            row = offset + i if rows is None else int(rows[offset + i])
+            row = i if rows is None else int(rows[i])
             raw = text[i].as_py() if text is not None else _csv_cell(cols, row, name)
             if raw is not None:
                 raise CliError(f"{where(i)}: {raw.strip()!r} is infinite")
