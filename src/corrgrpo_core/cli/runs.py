@@ -2,7 +2,7 @@
 
 A run is a folder of verl rollout dumps (``trainer.rollout_data_dir``: one ``<step>.jsonl`` per step,
 rows with ``input``, ``output``, ``gts``, ``score``, ``step`` and the reward function's extra keys),
-a folder of logs that ``corrgrpo train`` or anything else writes, or one CSV/JSONL/Parquet file with a
+a folder of logs that ``corrgrpo train`` or anything else writes, or one CSV/TSV/JSONL/Parquet file with a
 step column. A group is the rows of one step that share the group column (``input`` for verl dumps).
 
 A verl dump is read one file (one step) at a time; a log file is read whole, only the needed
@@ -103,7 +103,7 @@ def is_run(path: Path, *, step_col: str, file_format: str | None) -> bool:
 
 
 def find_run(path: Path, *, group_col: str | None, step_col: str, file_format: str | None) -> RunSource:
-    """Recognise the layout: verl dumps (``<step>.jsonl``) or logs (CSV/JSONL/Parquet)."""
+    """Recognise the layout: verl dumps (``<step>.jsonl``) or logs (CSV/TSV/JSONL/Parquet)."""
     if not path.is_dir():
         group = group_col or _group_column(path, file_format)
         return RunSource(path, "log", (path,), group, step_col, file_format)
