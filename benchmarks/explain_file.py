@@ -10,7 +10,9 @@ processes one after the other, pyarrow's reader alone (``pyarrow.csv.read_csv``,
 to the end (``import pyarrow`` and the read for the baseline; the CLI's imports, the read and every
 number for ``explain``); the baseline also times the read call alone. The figures are the min over
 repeats, and the ratios are taken within this one run, since the machine is shared (the load
-average is printed beside each repeat). Peak memory is the process's own high-water mark
+average is printed beside each repeat). The CPU seconds of each process (user + system, every
+thread, from ``getrusage``) move less with the load than its wall time. Peak memory is the
+process's own high-water mark
 (``VmHWM``: the interpreter and its libraries included); ``ru_maxrss`` is not used, since Linux
 carries the parent's peak into a child across ``exec``.
 """
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -75,8 +78,10 @@ def write_file(path: Path, rows: int, group_size: int, fmt: str, seed: int = 0) 
             handle.write("".join(lines))
 
 
-def run_once(code: str, *argv: str) -> tuple[float, float, int, str]:
-    """Wall seconds (from the first import, and of the read alone) and peak RSS bytes of a process."""
+def run_once(code: str, *argv: str) -> tuple[float, float, int, float, str]:
+    """Wall seconds (from the first import, and of the read alone), peak RSS bytes and CPU seconds
+    (user + system, every thread) of a process."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     proc = subprocess.run(
         [sys.executable, "-c", code, *argv],
         capture_output=True,
@@ -84,11 +89,13 @@ def run_once(code: str, *argv: str) -> tuple[float, float, int, str]:
         env=dict(os.environ, OMP_NUM_THREADS="1"),
         check=False,
     )
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise SystemExit(f"{argv[0]} failed:\n{proc.stderr}")
     marker = next(line for line in proc.stderr.splitlines() if line.startswith("@@"))
     _, seconds, call, kib = marker.split()
-    return float(seconds), float(call), int(kib) * 1024, proc.stdout
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    return float(seconds), float(call), int(kib) * 1024, cpu, proc.stdout
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -122,10 +129,11 @@ def main(argv: list[str] | None = None) -> int:
             load = os.getloadavg()[0]
             reads.append(run_once(baseline, str(path)))
             explains.append(run_once(_EXPLAIN, "explain", str(path), "--max-groups", "3"))
-            (r, rc, rm, _), (e, _, em, _) = reads[-1], explains[-1]
+            (r, rc, rm, rcpu, _), (e, _, em, ecpu, _) = reads[-1], explains[-1]
             print(
-                f"  repeat {i + 1} (load average {load:.2f}): pyarrow {r:.2f} s (the read call {rc:.2f} s), "
-                f"peak {rm / 1e6:.0f} MB; explain {e:.2f} s, peak {em / 1e6:.0f} MB"
+                f"  repeat {i + 1} (load average {load:.2f}): pyarrow {r:.2f} s (the read call {rc:.2f} s, "
+                f"CPU {rcpu:.2f} s), peak {rm / 1e6:.0f} MB; explain {e:.2f} s (CPU {ecpu:.2f} s), "
+                f"peak {em / 1e6:.0f} MB"
             )
         read_t, read_call = min(r[0] for r in reads), min(r[1] for r in reads)
         read_m = min(r[2] for r in reads)
@@ -138,7 +146,9 @@ def main(argv: list[str] | None = None) -> int:
             f"{best_m / 1e6:.0f} MB = {best_m / size:.2f}x the file (pyarrow's process {read_m / 1e6:.0f} MB = "
             f"{read_m / size:.2f}x); load average now {os.getloadavg()[0]:.2f}"
         )
-        print(explains[-1][3].splitlines()[0])
+        read_cpu, explain_cpu = min(r[3] for r in reads), min(e[3] for e in explains)
+        print(f"min CPU seconds: explain {explain_cpu:.2f}, pyarrow's process {read_cpu:.2f}")
+        print(explains[-1][4].splitlines()[0])
     return 0
 
 
