@@ -1,21 +1,27 @@
-"""``corrgrpo explain`` on a large reward file: wall time and peak memory against the file's size.
+"""``corrgrpo explain`` on a large reward file against pyarrow's own reader of the same file.
 
-    python -m benchmarks.explain_file                 # 1.9M rows, 238k groups, ~50 MB CSV (issue 17)
+    python -m benchmarks.explain_file                 # 1.9M rows, 238k groups, ~47 MB CSV (issue 28)
     python -m benchmarks.explain_file --format jsonl --rows 500000 --repeats 3
 
-The file is generated into a temporary folder (never committed), then ``corrgrpo explain`` runs in a
-fresh process per repeat; the numbers are the min over repeats of its wall time and of its peak
-resident memory (the child's own high-water mark, ``VmHWM``: the interpreter and its libraries
-included). ``ru_maxrss`` is not used: Linux carries the parent's peak into a child across
-``exec``, so a child of this (large) generating process would report the parent's memory. The
-load average is printed with them because the machine is shared. A Parquet file is much smaller
-than the same rows as CSV, so its peak is also given against that CSV's size.
+The file is generated into a temporary folder (never committed). Each repeat runs, in fresh
+processes one after the other, pyarrow's reader alone (``pyarrow.csv.read_csv``, ``read_json`` or
+``pyarrow.parquet.read_table`` of the whole file, threads on: what a user would otherwise run) and
+``corrgrpo explain FILE --max-groups 3``. Each process times itself from before its first import
+to the end (``import pyarrow`` and the read for the baseline; the CLI's imports, the read and every
+number for ``explain``); the baseline also times the read call alone. The figures are the min over
+repeats, and the ratios are taken within this one run, since the machine is shared (the load
+average is printed beside each repeat). The CPU seconds of each process (user + system, every
+thread, from ``getrusage``) move less with the load than its wall time. Peak memory is the
+process's own high-water mark
+(``VmHWM``: the interpreter and its libraries included); ``ru_maxrss`` is not used, since Linux
+carries the parent's peak into a child across ``exec``.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -23,6 +29,29 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+_PEAK = (
+    "hwm = [l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM')];"
+    "import resource; kib = hwm[0] if hwm else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss;"
+)
+_EXPLAIN = (
+    "import sys, time; t = time.perf_counter();"
+    "from corrgrpo_core.cli import main; rc = main(sys.argv[1:]); s = time.perf_counter() - t;"
+    + _PEAK
+    + "print(f'@@ {s:.3f} {s:.3f} {kib}', file=sys.stderr); sys.exit(rc)"
+)
+_READ = {
+    "csv": "import pyarrow.csv as r; read = r.read_csv",
+    "tsv": "import pyarrow.csv as r; read = lambda p: r.read_csv(p, parse_options=r.ParseOptions(delimiter='\\t'))",
+    "jsonl": "import pyarrow.json as r; read = r.read_json",
+    "parquet": "import pyarrow.parquet as r; read = r.read_table",
+}
+_BASELINE = (
+    "import sys, time; t = time.perf_counter(); {imports}; c = time.perf_counter();"
+    "table = read(sys.argv[1]); e = time.perf_counter();"
+    + _PEAK
+    + "print(f'@@ {{e - t:.3f}} {{e - c:.3f}} {{kib}}', file=sys.stderr)"
+)
 
 
 def write_file(path: Path, rows: int, group_size: int, fmt: str, seed: int = 0) -> None:
@@ -35,46 +64,38 @@ def write_file(path: Path, rows: int, group_size: int, fmt: str, seed: int = 0) 
     r2 = (rng.random(ids.size) < 0.5).astype(int)
     r3 = (rng.random(ids.size) * 10).round(4)
     chunk = 200_000
+    sep = "\t" if fmt == "tsv" else ","
     with path.open("w") as handle:
-        if fmt == "csv":
-            handle.write("group,r1,r2,r3\n")
+        if fmt != "jsonl":
+            handle.write(sep.join(["group", "r1", "r2", "r3"]) + "\n")
         for start in range(0, ids.size, chunk):
             part = slice(start, start + chunk)
-            if fmt == "csv":
-                lines = [
-                    f"p{g:06d},{a},{b},{c}\n"
-                    for g, a, b, c in zip(ids[part], r1[part], r2[part], r3[part], strict=False)
-                ]
+            values = zip(ids[part], r1[part], r2[part], r3[part], strict=False)
+            if fmt == "jsonl":
+                lines = [f'{{"group":"p{g:06d}","r1":{a},"r2":{b},"r3":{c}}}\n' for g, a, b, c in values]
             else:
-                lines = [
-                    f'{{"group":"p{g:06d}","r1":{a},"r2":{b},"r3":{c}}}\n'
-                    for g, a, b, c in zip(ids[part], r1[part], r2[part], r3[part], strict=False)
-                ]
+                lines = [f"p{g:06d}{sep}{a}{sep}{b}{sep}{c}\n" for g, a, b, c in values]
             handle.write("".join(lines))
 
 
-def run_once(path: Path) -> tuple[float, int, str]:
-    """Wall seconds and peak RSS bytes of one ``corrgrpo explain`` process."""
-    code = (
-        "import resource, sys, time; t = time.perf_counter();"
-        "from corrgrpo_core.cli import main; rc = main(sys.argv[1:]); s = time.perf_counter() - t;"
-        "hwm = [l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM')];"
-        "kib = hwm[0] if hwm else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss;"
-        "print(f'@@ {s:.3f} {kib}', file=sys.stderr); sys.exit(rc)"
-    )
-    env = dict(os.environ, OMP_NUM_THREADS="1")
+def run_once(code: str, *argv: str) -> tuple[float, float, int, float, str]:
+    """Wall seconds (from the first import, and of the read alone), peak RSS bytes and CPU seconds
+    (user + system, every thread) of a process."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     proc = subprocess.run(
-        [sys.executable, "-c", code, "explain", str(path), "--max-groups", "3"],
+        [sys.executable, "-c", code, *argv],
         capture_output=True,
         text=True,
-        env=env,
+        env=dict(os.environ, OMP_NUM_THREADS="1"),
         check=False,
     )
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
-        raise SystemExit(f"corrgrpo explain failed:\n{proc.stderr}")
+        raise SystemExit(f"{argv[0]} failed:\n{proc.stderr}")
     marker = next(line for line in proc.stderr.splitlines() if line.startswith("@@"))
-    _, seconds, kib = marker.split()
-    return float(seconds), int(kib) * 1024, proc.stdout
+    _, seconds, call, kib = marker.split()
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    return float(seconds), float(call), int(kib) * 1024, cpu, proc.stdout
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -83,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--rows", type=int, default=1_904_000)
     parser.add_argument("--group-size", type=int, default=8)
-    parser.add_argument("--format", choices=("csv", "jsonl", "parquet"), default="csv")
+    parser.add_argument("--format", choices=tuple(_READ), default="csv")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
@@ -98,34 +119,36 @@ def main(argv: list[str] | None = None) -> int:
         else:
             write_file(path, args.rows, args.group_size, args.format)
         size = path.stat().st_size
-        as_csv = (Path(tmp) / "r.csv").stat().st_size if args.format == "parquet" else size
         print(
             f"{path.name}: {args.rows} rows, {args.rows // args.group_size} groups, {size / 1e6:.1f} MB "
-            f"(written in {time.perf_counter() - start:.1f} s)"
-            + (f"; the same rows as CSV: {as_csv / 1e6:.1f} MB" if as_csv != size else "")
+            f"(written in {time.perf_counter() - start:.1f} s); {os.cpu_count()} CPUs"
         )
-        runs = []
+        baseline = _BASELINE.format(imports=_READ[args.format])
+        reads, explains = [], []
         for i in range(args.repeats):
             load = os.getloadavg()[0]
-            seconds, peak, out = run_once(path)
-            runs.append((seconds, peak))
-            print(f"  run {i + 1}: {seconds:.2f} s, peak RSS {peak / 1e6:.0f} MB, load average {load:.2f}")
-        best_t = min(t for t, _ in runs)
-        best_m = min(m for _, m in runs)
-        tiny = Path(tmp) / f"tiny.{args.format}"
-        if args.format == "parquet":
-            pq.write_table(pcsv.read_csv(Path(tmp) / "r.csv").slice(0, 80), tiny)
-        else:
-            write_file(tiny, 80, args.group_size, args.format)
-        _, floor, _ = run_once(tiny)
-        csv_ratio = f" ({best_m / as_csv:.2f}x the same rows as CSV)" if as_csv != size else ""
+            reads.append(run_once(baseline, str(path)))
+            explains.append(run_once(_EXPLAIN, "explain", str(path), "--max-groups", "3"))
+            (r, rc, rm, rcpu, _), (e, _, em, ecpu, _) = reads[-1], explains[-1]
+            print(
+                f"  repeat {i + 1} (load average {load:.2f}): pyarrow {r:.2f} s (the read call {rc:.2f} s, "
+                f"CPU {rcpu:.2f} s), peak {rm / 1e6:.0f} MB; explain {e:.2f} s (CPU {ecpu:.2f} s), "
+                f"peak {em / 1e6:.0f} MB"
+            )
+        read_t, read_call = min(r[0] for r in reads), min(r[1] for r in reads)
+        read_m = min(r[2] for r in reads)
+        best_t, best_m = min(e[0] for e in explains), min(e[2] for e in explains)
+        paired = sorted(e[0] / r[0] for r, e in zip(reads, explains, strict=True))
         print(
-            f"min: {best_t:.2f} s, peak RSS {best_m / 1e6:.0f} MB = {best_m / size:.2f}x the file{csv_ratio}; "
-            f"the same command on an 80-row file: {floor / 1e6:.0f} MB (interpreter, numpy, pyarrow, the "
-            f"core), so the file itself costs {(best_m - floor) / 1e6:.0f} MB = {(best_m - floor) / size:.2f}x "
-            f"(load average now {os.getloadavg()[0]:.2f}, {os.cpu_count()} CPUs)"
+            f"min: explain {best_t:.2f} s = {best_t / read_t:.1f}x pyarrow's process ({read_t:.2f} s) and "
+            f"{best_t / read_call:.1f}x its read call alone ({read_call:.2f} s); per repeat "
+            f"{', '.join(f'{p:.1f}x' for p in paired)} (median {paired[len(paired) // 2]:.1f}x); peak RSS "
+            f"{best_m / 1e6:.0f} MB = {best_m / size:.2f}x the file (pyarrow's process {read_m / 1e6:.0f} MB = "
+            f"{read_m / size:.2f}x); load average now {os.getloadavg()[0]:.2f}"
         )
-        print(out.splitlines()[0])
+        read_cpu, explain_cpu = min(r[3] for r in reads), min(e[3] for e in explains)
+        print(f"min CPU seconds: explain {explain_cpu:.2f}, pyarrow's process {read_cpu:.2f}")
+        print(explains[-1][4].splitlines()[0])
     return 0
 
 

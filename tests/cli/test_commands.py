@@ -67,3 +67,16 @@ def test_demo_writes_its_plots(run_cli, tmp_path):
     scenarios = ["anticorrelated", "code_chain", "dominant_scale", "duplicated", "utility_security"]
     plots = [f"simulate/{s}{suffix}.png" for s in scenarios for suffix in ("", "_vs_grpo")]
     assert written == sorted(["explain_fig2.png", *plots, "simulate/report.md", "simulate/summary.csv"])
+
+
+def test_a_long_report_piped_into_head_exits_0(tmp_path):
+    # more output than a pipe holds, so the write itself meets the closed pipe
+    path = tmp_path / "r.csv"
+    path.write_text("group,a,b\n" + "".join(f"g{i // 4},{i % 3},{i % 2}\n" for i in range(4000)))
+    command = f"{sys.executable} -m corrgrpo_core.cli explain {path} --max-groups 1000 | head -3"
+    proc = subprocess.run(
+        ["bash", "-o", "pipefail", "-c", command], capture_output=True, text=True, check=False, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+    assert proc.stdout.startswith(f"Reward batch: {path}: 4000 rollouts, 1000 group(s)")

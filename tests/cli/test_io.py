@@ -1,7 +1,8 @@
-"""Reading reward batches: the three formats, and an error that names the row for every bad file."""
+"""Reading reward batches: the four formats, byte-order marks, CRLF, and an error that names the row for every bad file."""
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 
@@ -143,3 +144,71 @@ def test_markdown_table_aligns_columns():
     assert lines[0] == "| a   | long header |"
     assert lines[1] == "|-----|-------------|"
     assert len({len(line) for line in lines}) == 1
+
+
+# What spreadsheet programs and Windows write: a UTF-8 byte-order mark, CRLF line ends, tabs.
+
+_BOM = "\ufeff"
+
+
+@pytest.mark.parametrize("bom", ["", _BOM])
+@pytest.mark.parametrize("newline", ["\n", "\r\n"])
+@pytest.mark.parametrize("fmt", ["csv", "tsv"])
+def test_byte_order_mark_crlf_and_tabs(tmp_path, bom, newline, fmt):
+    sep = "," if fmt == "csv" else "\t"
+    rows = [sep.join(["prompt", "r1", "r2", "r3"])] + [
+        sep.join(["p0", *map(str, r)]) for r in EXAMPLE.tolist()
+    ]
+    path = tmp_path / f"rewards.{fmt}"
+    path.write_bytes((bom + newline.join(rows) + newline).encode("utf-8"))
+    batch = read_rewards(path, group_col="prompt")
+    assert batch.components == ("r1", "r2", "r3")
+    assert batch.group_labels == ("p0",)
+    np.testing.assert_array_equal(batch.scores, EXAMPLE)
+    # a bad value is still named by its row and line
+    path.write_bytes((bom + newline.join([*rows, sep.join(["p1", "1", "x", "2"])]) + newline).encode())
+    with pytest.raises(CliError, match=r"row 5 \(line 6\): column 'r2': 'x' is not a number"):
+        read_rewards(path, group_col="prompt")
+
+
+@pytest.mark.parametrize("bom", ["", _BOM])
+@pytest.mark.parametrize("newline", ["\n", "\r\n"])
+def test_jsonl_with_byte_order_mark_and_crlf(tmp_path, bom, newline):
+    lines = ['{"group": "g", "r": 1}', '{"group": "g", "r": 3}', '{"group": "h", "r": 2}']
+    path = tmp_path / "rewards.jsonl"
+    path.write_bytes((bom + newline.join(lines) + newline).encode("utf-8"))
+    batch = read_rewards(path)
+    assert batch.group_labels == ("g", "h")
+    np.testing.assert_array_equal(batch.scores[:, 0], [1, 3, 2])
+    path.write_bytes((bom + newline.join([*lines, '{"group": "h", "r": "x"}']) + newline).encode())
+    with pytest.raises(CliError, match=r"row 4 \(line 4\): column 'r': 'x' is not a number"):
+        read_rewards(path)
+
+
+def test_tsv_by_suffix_and_by_format(run_cli, tmp_path):
+    text = "group\tr1\tr2\ng\t1\t0\ng\t2\t1\n"
+    (tmp_path / "r.tsv").write_text(text)
+    (tmp_path / "r.txt").write_text(text)
+    code, out, err = run_cli("explain", str(tmp_path / "r.tsv"))
+    assert code == 0, err
+    assert "2 rollouts, 1 group(s), 2 components (r1, r2)" in out
+    code, out2, err = run_cli("explain", str(tmp_path / "r.txt"), "--format", "tsv")
+    assert code == 0, err
+    assert out2.replace("r.txt", "r.tsv") == out
+    # a tab-separated file read as CSV is one column: the error says which columns there are
+    code, _, err = run_cli("explain", str(tmp_path / "r.txt"), "--format", "csv")
+    assert code == 2
+    assert "group column 'group' not found; columns are ['group\\tr1\\tr2']" in err
+
+
+def test_jsonl_whole_numbers_then_a_fraction_stay_with_pyarrow(tmp_path, monkeypatch):
+    # the schema comes from the first 200 lines: a reward of 0/1 there may be 0.5 further down
+    import corrgrpo_core.cli.io as cio
+
+    rows = [{"group": i // 4, "r": i % 2} for i in range(400)] + [{"group": 100, "r": 0.5}]
+    path = tmp_path / "r.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    monkeypatch.setattr(cio, "_read_jsonl_lines", lambda *a, **k: pytest.fail("read line by line"))
+    batch = read_rewards(path)
+    assert batch.group_labels[:3] == ("0", "1", "2")  # whole-number labels stay whole
+    assert batch.scores[-1, 0] == 0.5

@@ -162,7 +162,7 @@ def test_each_step_is_read_alone_and_text_columns_are_not_kept(verl_run, monkeyp
     monkeypatch.setattr("corrgrpo_core.cli.runs.read_columns", spy)
     source = find_run(verl_run, group_col=None, step_col="step", file_format=None)
     analyse_run(source, components=["acc", "fmt"], nan_policy="ignore")
-    assert [name for name, _ in calls[1:]] == ["1.jsonl", "2.jsonl", "3.jsonl", "4.jsonl"]
+    assert [name for name, _ in calls] == ["1.jsonl", "2.jsonl", "3.jsonl", "4.jsonl"]  # once each
     assert all("output" not in keys and "gts" not in keys for _, keys in calls)
 
 
@@ -277,14 +277,19 @@ def _reports_equal(a, b):
             np.testing.assert_allclose(x.changes[e].rank, y.changes[e].rank)
 
 
-@pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet"])
-def test_log_in_step_order_is_streamed_one_step_at_a_time(tmp_path, monkeypatch, fmt):
+@pytest.mark.parametrize("fmt", ["csv", "tsv", "jsonl", "parquet"])
+def test_a_log_is_cut_into_steps_in_every_format(tmp_path, monkeypatch, fmt):
     from corrgrpo_core.cli import runs
 
     rows = _log_rows(np.random.default_rng(3))
     path = tmp_path / f"log.{fmt}"
-    if fmt == "csv":
-        path.write_text("step,group,r1,r2\n" + "".join(f"{s},{g},{a},{b}\n" for s, g, a, b in rows))
+    if fmt in ("csv", "tsv"):
+        sep = "," if fmt == "csv" else "\t"
+        path.write_text(
+            sep.join(["step", "group", "r1", "r2"])
+            + "\n"
+            + "".join(sep.join(map(str, row)) + "\n" for row in rows)
+        )
     elif fmt == "jsonl":
         path.write_text(
             "".join(json.dumps({"step": s, "group": g, "r1": a, "r2": b}) + "\n" for s, g, a, b in rows)
@@ -295,23 +300,21 @@ def test_log_in_step_order_is_streamed_one_step_at_a_time(tmp_path, monkeypatch,
 
         columns = list(zip(*rows, strict=True))
         pq.write_table(pa.table(dict(zip(["step", "group", "r1", "r2"], columns, strict=True))), path)
-    monkeypatch.setattr(cli_io, "_BLOCK", 256)  # several batches per step, steps across batches
-    monkeypatch.setattr(cli_io, "_STREAM_ROWS", 7)
+    monkeypatch.setattr(cli_io, "_BLOCK", 256)  # several pyarrow blocks per step
     seen = []
     real = runs.batch_from_columns
 
     def spy(cols, **kw):
-        seen.append(cols.num_rows)
+        seen.append(kw["rows"].size)
         return real(cols, **kw)
 
     monkeypatch.setattr(runs, "batch_from_columns", spy)
-    monkeypatch.setattr(runs, "read_columns", lambda *a, **k: pytest.fail("read whole"))
     source = find_run(path, group_col=None, step_col="step", file_format=None)
-    streamed = analyse_run(source)
-    assert seen == [20, 20, 20]  # each step alone, never the file
-    monkeypatch.undo()
-    monkeypatch.setattr(runs, "_contiguous_steps", lambda *a: False)
-    _reports_equal(streamed, analyse_run(source))
+    report = analyse_run(source)
+    assert seen == [20, 20, 20]  # each step alone
+    text = tmp_path / "log.txt"
+    text.write_text("step,group,r1,r2\n" + "".join(",".join(map(str, row)) + "\n" for row in rows))
+    _reports_equal(report, analyse_run(find_run(text, group_col=None, step_col="step", file_format="csv")))
 
 
 def test_log_with_interleaved_steps_is_read_whole_with_the_same_numbers(write_csv):
@@ -350,7 +353,7 @@ def test_the_docs_example_run(run_cli, tmp_path):
     code, out, err = run_cli("explain", str(tmp_path / "rollouts"))
     assert code == 0, err
     assert "weights: acc=1, format=0.2, length=0.5" in out
-    assert "Switching matters for this run: acc is" in out
+    assert "Switching matters for this run: acc's variance is" in out
     assert "Set min_correlation_sum=1" in out
 
 

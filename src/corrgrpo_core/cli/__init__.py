@@ -63,8 +63,8 @@ def _parser(plugins: Sequence[str] = ()) -> tuple[argparse.ArgumentParser, dict[
     ex.add_argument(
         "file",
         nargs="?",
-        help="CSV, JSONL or Parquet file; a file with a step column, or a folder (verl rollout dumps "
-        "<step>.jsonl, corrgrpo train logs, any CSV/JSONL/Parquet logs), is read as a run, step by step",
+        help="CSV, TSV, JSONL or Parquet file; a file with a step column, or a folder (verl rollout dumps "
+        "<step>.jsonl, corrgrpo train logs, any CSV/TSV/JSONL/Parquet logs), is read as a run, step by step",
     )
     ex.add_argument(
         "--example", action="store_true", help="use the paper's Figure 2 example instead of a file"
@@ -103,7 +103,7 @@ def _parser(plugins: Sequence[str] = ()) -> tuple[argparse.ArgumentParser, dict[
     ex.add_argument(
         "--format",
         dest="file_format",
-        choices=("csv", "jsonl", "parquet"),
+        choices=("csv", "tsv", "jsonl", "parquet"),
         default=None,
         help="file format [from the suffix]",
     )
@@ -197,16 +197,6 @@ def _simulate_options(sim: argparse.ArgumentParser) -> None:
 
 
 def _cmd_explain(args: argparse.Namespace, out: TextIO) -> int:
-    from .io import jemalloc_default, returning_pool
-
-    if args.example or args.file is None:
-        return _explain(args, out)
-    jemalloc_default()
-    with returning_pool():  # before the first read: pyarrow's default pool keeps what it frees
-        return _explain(args, out)
-
-
-def _explain(args: argparse.Namespace, out: TextIO) -> int:
     from .explain import DEFAULT_ESTIMATORS, example_batch, explain_file, explain_shown, render_explanation
     from .io import parse_weights
 

@@ -2,18 +2,17 @@
 
 A run is a folder of verl rollout dumps (``trainer.rollout_data_dir``: one ``<step>.jsonl`` per step,
 rows with ``input``, ``output``, ``gts``, ``score``, ``step`` and the reward function's extra keys),
-a folder of logs that ``corrgrpo train`` or anything else writes, or one CSV/JSONL/Parquet file with a
+a folder of logs that ``corrgrpo train`` or anything else writes, or one CSV/TSV/JSONL/Parquet file with a
 step column. A group is the rows of one step that share the group column (``input`` for verl dumps).
 
-Steps are read one at a time (one verl file, or one step's rows of the needed columns of a log), and
-each becomes a small :class:`StepReport`; memory is bounded by one step. Every number that feeds an
+A verl dump is read one file (one step) at a time; a log file is read whole, only the needed
+columns, and cut into steps. Each step becomes a small :class:`StepReport`. Every number that feeds an
 advantage comes from the core (:func:`corrgrpo_core.compute_advantages`,
 :func:`corrgrpo_core.advantage_stats`); this module only aggregates and compares.
 """
 
 from __future__ import annotations
 
-import importlib
 import itertools
 import re
 from collections.abc import Callable, Iterator, Sequence
@@ -27,18 +26,15 @@ import corrgrpo_core as cc
 
 from .explain import group_table, overflow_check
 from .io import (
-    _FORMATS,
+    FORMATS,
     CliError,
     Columns,
-    NoStream,
     RewardBatch,
     batch_from_columns,
     markdown_table,
     numeric_column,
     probe_columns,
     read_columns,
-    release_arrow_memory,
-    stream_columns,
 )
 
 __all__ = [
@@ -80,6 +76,7 @@ class RunSource:
     files: tuple[Path, ...]
     group_col: str
     step_col: str
+    file_format: str | None = None  # --format, else each file's suffix
 
     def describe(self) -> str:
         if self.kind == "verl":
@@ -106,9 +103,10 @@ def is_run(path: Path, *, step_col: str, file_format: str | None) -> bool:
 
 
 def find_run(path: Path, *, group_col: str | None, step_col: str, file_format: str | None) -> RunSource:
-    """Recognise the layout: verl dumps (``<step>.jsonl``) or logs (CSV/JSONL/Parquet)."""
+    """Recognise the layout: verl dumps (``<step>.jsonl``) or logs (CSV/TSV/JSONL/Parquet)."""
     if not path.is_dir():
-        return RunSource(path, "log", (path,), group_col or _group_column(path, file_format), step_col)
+        group = group_col or _group_column(path, file_format)
+        return RunSource(path, "log", (path,), group, step_col, file_format)
     try:
         entries = sorted(p for p in path.iterdir() if p.is_file())
     except OSError as err:
@@ -116,15 +114,16 @@ def find_run(path: Path, *, group_col: str | None, step_col: str, file_format: s
     dumps = [(int(m.group(1)), p) for p in entries if (m := _VERL_FILE.match(p.name))]
     if dumps and file_format in (None, "jsonl"):
         files = tuple(p for _, p in sorted(dumps))
-        return RunSource(path, "verl", files, group_col or "input", step_col)
-    suffixes = {s for s, f in _FORMATS.items() if file_format in (None, f)}
+        return RunSource(path, "verl", files, group_col or "input", step_col, "jsonl")
+    suffixes = {s for s, f in FORMATS.items() if file_format in (None, f)}
     logs = sorted((p for p in entries if p.suffix.lower() in suffixes), key=_natural)
     if not logs:
         raise CliError(
             f"{path}: is a folder with no verl rollout dumps (<step>.jsonl, from trainer.rollout_data_dir) "
-            "and no CSV/JSONL/Parquet logs"
+            "and no CSV/TSV/JSONL/Parquet logs"
         )
-    return RunSource(path, "log", tuple(logs), group_col or _group_column(logs[0], file_format), step_col)
+    group = group_col or _group_column(logs[0], file_format)
+    return RunSource(path, "log", tuple(logs), group, step_col, file_format)
 
 
 #: Group columns tried in order when --group-col is not given (``input``: verl's dumps).
@@ -234,93 +233,16 @@ def _steps_of_file(
 def _file_steps(
     source: RunSource, path: Path, want: Sequence[str], skipped: list[str]
 ) -> Iterator[tuple[str, Columns, npt.NDArray[np.int64] | None]]:
-    """(step, columns, rows) for each step of one file, holding one step at a time where the file
-    allows: a verl dump is one step; a log whose steps are contiguous is streamed batch by batch;
-    any other log is read whole (only the needed columns)."""
+    """(step, columns, rows) for each step of one file: a verl dump is one step (its name says
+    which); a log is read whole (only the needed columns) and cut by its step column."""
     match = _VERL_FILE.match(path.name) if source.kind == "verl" else None
-    if match is not None:
-        cols = read_columns(path, fmt="jsonl", want=want, skip_bad_lines=True)
-        skipped += [f"{path.name} {s}" for s in cols.skipped]
-        if cols.num_rows:
-            yield match.group(1), cols, None
-        return
-    done: set[str] = set()
-    if _contiguous_steps(path, source.step_col):
-        try:
-            for step, cols in _streamed_steps(path, want, source.step_col):
-                yield step, cols, None
-                done.add(step)
-            return
-        except NoStream:
-            pass  # read whole below; steps already reported were complete (contiguous)
-    cols = read_columns(path, want=want, skip_bad_lines=True)
+    cols = read_columns(path, fmt=source.file_format, want=want, text=[source.group_col], skip_bad_lines=True)
     skipped += [f"{path.name} {s}" for s in cols.skipped]
-    if not cols.num_rows:
-        return
-    for step, rows in _steps_of_file(cols, source.step_col, None):
-        if step not in done:
+    if cols.num_rows:
+        for step, rows in _steps_of_file(
+            cols, source.step_col, None if match is None else int(match.group(1))
+        ):
             yield step, cols, rows
-
-
-def _step_values(cols: Columns, step_col: str) -> Array:
-    return numeric_column(cols, step_col, allow_nan=False)
-
-
-def _contiguous_steps(path: Path, step_col: str) -> bool:
-    """Whether each step's rows are one run of lines (logs written step after step)."""
-    seen: set[float] = set()
-    last: float | None = None
-    try:
-        for part in stream_columns(path, want=[step_col]):
-            if step_col not in part.data:
-                return False
-            values = _step_values(part, step_col)
-            starts = np.flatnonzero(np.diff(values, prepend=np.nan if last is None else last) != 0)
-            for v in values[starts]:
-                if float(v) in seen:
-                    return False
-                seen.add(float(v))
-            if values.size:
-                last = float(values[-1])
-    except (NoStream, CliError):
-        return False
-    return True
-
-
-def _streamed_steps(path: Path, want: Sequence[str], step_col: str) -> Iterator[tuple[str, Columns]]:
-    pa = importlib.import_module("pyarrow")
-    pending: list[Columns] = []
-    current: float | None = None
-
-    def flush() -> tuple[str, Columns]:
-        first = pending[0]
-        names = {n for part in pending for n in part.data}
-        data = {}
-        for name in names:
-            arrays = [part.data[name] for part in pending if name in part.data]
-            merged = pa.chunked_array(arrays) if len(arrays) == len(pending) else None
-            if merged is not None and merged.null_count < len(merged):
-                data[name] = merged
-        rows = sum(part.num_rows for part in pending)
-        return f"{current:g}", Columns(first.source, first.fmt, first.header, data, rows, offset=first.offset)
-
-    for part in stream_columns(path, want=want):
-        values = _step_values(part, step_col)
-        cuts = [0, *np.flatnonzero(np.diff(values) != 0) + 1, values.size]
-        for a, b in itertools.pairwise(cuts):
-            if a == b:
-                continue
-            value = float(values[a])
-            if current is not None and value != current:
-                yield flush()
-                pending.clear()
-            current = value
-            piece = {n: arr.slice(int(a), int(b - a)) for n, arr in part.data.items()}
-            pending.append(
-                Columns(part.source, part.fmt, part.header, piece, int(b - a), offset=part.offset + int(a))
-            )
-    if pending:
-        yield flush()
 
 
 def _choose_components(source: RunSource, first: Path, given: Sequence[str] | None) -> tuple[str, ...]:
@@ -328,7 +250,7 @@ def _choose_components(source: RunSource, first: Path, given: Sequence[str] | No
         return tuple(given)
     kinds: dict[str, str] = {}
     for path in source.files:  # the first file with rows names the columns
-        kinds = probe_columns(path, "jsonl" if source.kind == "verl" else None)
+        kinds = probe_columns(path, source.file_format)
         if kinds:
             first = path
             break
@@ -363,54 +285,48 @@ def analyse_run(
     names = _choose_components(source, source.files[0], components)
     if parse_weights is not None:  # --weights can name components only once they are known
         weights = parse_weights(names)
-    fitted = _fit_weights(source, names, nan_policy)
-    w = np.ones(len(names)) if weights is None else np.asarray(weights, dtype=np.float64)
-    if weights is None and fitted is not None:
-        w = fitted  # score is exactly a weighted sum: compare like with like
-    if w.shape != (len(names),):
+    w = None if weights is None else np.asarray(weights, dtype=np.float64)
+    if w is not None and w.shape != (len(names),):
         raise CliError(f"{w.size} weights for {len(names)} reward components {list(names)}")
-    compare = tuple(e for e in estimators if e != run_estimator)
-    report = RunReport(source, names, w, run_estimator, False, compare, fitted_weights=fitted)
+    skipped: list[str] = []
     want = [source.group_col, source.step_col, "score", *names]
-    for path in source.files:
-        for step, cols, rows in _file_steps(source, path, want, report.skipped):
-            batch = batch_from_columns(
-                cols,
-                group_col=source.group_col,
-                components=names,
-                allow_nan=nan_policy == "ignore",
-                rows=rows,
-                source=str(path),
-            )
-            score = None
-            if "score" in cols.data and "score" not in names:
-                score = numeric_column(cols, "score", allow_nan=True, rows=rows)
-            report.steps.append(_analyse_step(step, batch, w, report, score, nan_policy))
-            del cols, batch
-        release_arrow_memory()
-    if not report.steps:
+    steps = (step for path in source.files for step in _file_steps(source, path, want, skipped))
+    first = next(steps, None)
+    if first is None:
         raise CliError(f"{source.path}: no data rows in the run")
+    fitted = _fit_weights(first[1], first[2], names)
+    if w is None:  # score is exactly a weighted sum: compare like with like
+        w = np.ones(len(names)) if fitted is None else fitted
+    compare = tuple(e for e in estimators if e != run_estimator)
+    report = RunReport(
+        source, names, w, run_estimator, False, compare, skipped=skipped, fitted_weights=fitted
+    )
+    for step, cols, rows in itertools.chain([first], steps):
+        path = cols.source
+        batch = batch_from_columns(
+            cols,
+            group_col=source.group_col,
+            components=names,
+            allow_nan=nan_policy == "ignore",
+            rows=rows,
+            source=str(path),
+        )
+        score = None
+        if "score" in cols.data and "score" not in names:
+            score = numeric_column(cols, "score", allow_nan=True, rows=rows)
+        report.steps.append(_analyse_step(step, batch, w, report, score, nan_policy))
     return report
 
 
-def _fit_weights(source: RunSource, names: Sequence[str], nan_policy: str) -> Array | None:
-    """The weights w with score = sum_k w_k R_k on the first step file, when some fit exactly
-    (to 1e-6 relative, rounded to 4 significant digits); None when score is something else."""
-    if "score" in names:
+def _fit_weights(cols: Columns, rows: npt.NDArray[np.int64] | None, names: Sequence[str]) -> Array | None:
+    """The weights w with score = sum_k w_k R_k on the first step, when some fit exactly (to 1e-6
+    relative, rounded to 4 significant digits); None when score is something else."""
+    n = cols.num_rows if rows is None else rows.size
+    if "score" in names or "score" not in cols.data or n <= len(names):
         return None
-    want = ["score", *names]
     try:
-        if source.kind == "verl":  # one step
-            cols = read_columns(source.files[0], fmt="jsonl", want=want, skip_bad_lines=True)
-        else:  # the first batch of a log, not the whole file
-            try:
-                cols = next(stream_columns(source.files[0], want=want))
-            except (NoStream, StopIteration):
-                return None
-        if "score" not in cols.data or cols.num_rows <= len(names):
-            return None
-        y = numeric_column(cols, "score", allow_nan=True)
-        x = np.column_stack([numeric_column(cols, n, allow_nan=True) for n in names])
+        y = numeric_column(cols, "score", allow_nan=True, rows=rows)
+        x = np.column_stack([numeric_column(cols, c, allow_nan=True, rows=rows) for c in names])
     except CliError:
         return None  # the step loop reports the problem with the file
     ok = np.isfinite(y) & np.all(np.isfinite(x), axis=1)
@@ -507,12 +423,6 @@ def _finite(values: Sequence[float] | Array) -> Array:
     return arr[np.isfinite(arr)]
 
 
-def _nanmean(values: Sequence[float] | Array) -> float:
-    """Mean of the finite values; NaN (quietly) when there are none."""
-    arr = _finite(values)
-    return float(np.mean(arr)) if arr.size else float("nan")
-
-
 def _nanmedian(values: Sequence[float] | Array) -> float:
     arr = _finite(values)
     return float(np.median(arr)) if arr.size else float("nan")
@@ -555,11 +465,17 @@ def _verdict(r: RunReport) -> list[str]:
             "components (verl: trainer.use_v1=False dumps the reward function's extra keys) to compare more."
         )
     elif share[top] > DOMINANT:
-        reasons.append(f"{top} is {100 * share[top]:.0f}% of GRPO's denominator")
+        reasons.append(f"{top}'s variance is {100 * share[top]:.0f}% of GRPO's denominator^2")
+        over = (
+            " (more than all of it: negative covariances between components take away from the sum)"
+            if share[top] > 1
+            else ""
+        )
         lines.append(
-            f"- {top} takes {100 * share[top]:.0f}% of GRPO's denominator^2 in the median group: GRPO divides every "
-            f"component by {top}'s spread, so the other components ({', '.join(n for n in names if n != top)}) "
-            "barely move the update. CorrGRPO's correlation sum counts each component once."
+            f"- {top}'s variance is {100 * share[top]:.1f}% of GRPO's denominator^2 in the median group{over}: "
+            f"GRPO divides every component by {top}'s spread, so the other components "
+            f"({', '.join(n for n in names if n != top)}) barely move the update. CorrGRPO's correlation sum "
+            "counts each component once."
         )
     else:
         lines.append(
