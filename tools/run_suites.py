@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import hashlib
 import functools
+import hashlib
 import os
 import shlex
 import shutil
@@ -49,7 +49,9 @@ def _uv() -> str | None:
     uv = tool / "bin" / "uv"
     if not uv.is_file():
         try:
-            subprocess.run([sys.executable, "-m", "venv", "--clear", str(tool)], check=True, capture_output=True)
+            subprocess.run(
+                [sys.executable, "-m", "venv", "--clear", str(tool)], check=True, capture_output=True
+            )
             subprocess.run(
                 [str(tool / "bin" / "python"), "-m", "pip", "install", "-q", "uv"],
                 check=True,

@@ -125,7 +125,9 @@ class CodeRewardConfig:
             raise ValueError(f"weights must be finite, non-negative and not all zero, got {weights}")
         object.__setattr__(self, "weights", weights)
         object.__setattr__(self, "python_paths", tuple(str(p) for p in self.python_paths))
-        packages = (self.sandbox_packages,) if isinstance(self.sandbox_packages, str) else self.sandbox_packages
+        packages = (
+            (self.sandbox_packages,) if isinstance(self.sandbox_packages, str) else self.sandbox_packages
+        )
         object.__setattr__(self, "sandbox_packages", tuple(str(p) for p in packages))
         if not self.timeout_seconds > 0 or not math.isfinite(self.timeout_seconds):
             raise ValueError(f"timeout_seconds must be positive, got {self.timeout_seconds}")
@@ -321,7 +323,12 @@ def compute_score(
     """
     config = CodeRewardConfig.from_kwargs(kwargs)
     verifier = parse_verifier(ground_truth)
-    return _score_one(solution_str, verifier, config, sandbox_for(config.allow_unsafe, config.python_paths, config.sandbox_packages))
+    return _score_one(
+        solution_str,
+        verifier,
+        config,
+        sandbox_for(config.allow_unsafe, config.python_paths, config.sandbox_packages),
+    )
 
 
 def _zero(config: CodeRewardConfig, **flags: float) -> dict[str, float]:
