@@ -25,11 +25,14 @@ def trl_reward_functions(
     ground_truth_key: str = "ground_truth",
     allow_missing_think_open: bool = False,
     profile: str = "paper",
+    tokenizer: Any = None,
 ) -> list[Callable[..., list[float]]]:
     """One TRL reward function per component, named after it (TRL logs ``rewards/<name>/mean``).
 
     Each function takes ``completions`` (text, or chat messages whose last content is scored) and the
-    dataset column ``ground_truth_key`` that TRL forwards as a keyword argument. ``profile`` is
+    dataset column ``ground_truth_key`` that TRL forwards as a keyword argument. With a ``tokenizer``
+    the completion scored is TRL's ``completion_ids`` decoded without special tokens (verl's decoding),
+    so a chat parser that moved tool calls out of the message text loses nothing. ``profile`` is
     :func:`compute_score`'s (``"paper"`` or ``"hardened"``).
 
     >>> fns = trl_reward_functions()
@@ -47,9 +50,16 @@ def trl_reward_functions(
             if ground_truth_key not in kwargs:
                 raise KeyError(f"the dataset has no {ground_truth_key!r} column for the tool-calling reward")
             truths = kwargs[ground_truth_key]
+            ids = kwargs.get("completion_ids")
+            if tokenizer is not None and ids is not None:
+                texts = [
+                    str(t) for t in tokenizer.batch_decode([list(i) for i in ids], skip_special_tokens=True)
+                ]
+            else:
+                texts = [_as_text(c) for c in completions]
             return [
-                _cached_score(_as_text(c), str(t), allow_missing_think_open, profile)[component]
-                for c, t in zip(completions, truths, strict=True)
+                _cached_score(text, str(t), allow_missing_think_open, profile)[component]
+                for text, t in zip(texts, truths, strict=True)
             ]
 
         reward.__name__ = reward.__qualname__ = component
