@@ -28,9 +28,7 @@ HEDGE = GT.replace("}}\n", '}}\n{"name": "f", "parameters": {"a": 2}}\n')
 
 @pytest.fixture(scope="module")
 def tokenizer() -> Any:
-    tok = byte_chat_tokenizer(QWEN_STYLE_TEMPLATE, markers=("<tool_call>", "</tool_call>"))
-    tok.add_special_tokens({"additional_special_tokens": ["<|im_start|>"]})
-    return tok
+    return byte_chat_tokenizer(QWEN_STYLE_TEMPLATE)  # <|im_end|> is its EOS special token
 
 
 class Engine:
@@ -41,8 +39,9 @@ class Engine:
         self.tokenizer, self.completions = tokenizer, list(completions)
 
     async def generate(self, tokens: list[int], sampling_params: Any, multi_modal_data: Any = None) -> Any:
-        ids = self.tokenizer.encode(self.completions.pop(0), add_special_tokens=False) + [
-            self.tokenizer.eos_token_id
+        ids = [
+            *self.tokenizer.encode(self.completions.pop(0), add_special_tokens=False),
+            self.tokenizer.eos_token_id,
         ]
         text = self.tokenizer.decode(ids, skip_special_tokens=False)
         return SimpleNamespace(
@@ -83,7 +82,7 @@ def test_completion_text_equals_a_decode_without_special_tokens(tokenizer: Any) 
     )
     prompt_ids = prompt_ids if isinstance(prompt_ids, list) else prompt_ids["input_ids"]
     for completion in (GT, "plain answer", "<think>x</think>\n<response>y</response>"):
-        action = tokenizer.encode(completion, add_special_tokens=False) + [tokenizer.eos_token_id]
+        action = [*tokenizer.encode(completion, add_special_tokens=False), tokenizer.eos_token_id]
         # What OpenRLHF's executor hands reward_func: both decoded with special tokens kept.
         query = tokenizer.decode(prompt_ids + action, skip_special_tokens=False)
         prompt = tokenizer.decode(prompt_ids, skip_special_tokens=False)

@@ -25,9 +25,7 @@ HEDGE = GT.replace("}}\n", '}}\n{"name": "f", "parameters": {"a": 2}}\n')
 
 @pytest.fixture(scope="module")
 def tokenizer() -> Any:
-    tok = byte_chat_tokenizer(QWEN_STYLE_TEMPLATE, markers=("<tool_call>", "</tool_call>"))
-    tok.add_special_tokens({"additional_special_tokens": ["<|im_start|>"]})
-    return tok
+    return byte_chat_tokenizer(QWEN_STYLE_TEMPLATE)  # <|im_end|> is its EOS special token
 
 
 def _score(tokenizer: Any, completion: str, profile: str) -> dict[str, Any]:
@@ -51,7 +49,7 @@ def _score(tokenizer: Any, completion: str, profile: str) -> dict[str, Any]:
         [{"role": "user", "content": "call f"}], add_generation_prompt=True
     )
     prompt_ids = torch.tensor(prompt if isinstance(prompt, list) else prompt["input_ids"])
-    response = tokenizer.encode(completion, add_special_tokens=False) + [tokenizer.eos_token_id]
+    response = [*tokenizer.encode(completion, add_special_tokens=False), tokenizer.eos_token_id]
     pad = [tokenizer.pad_token_id] * 5
     responses = torch.tensor(response + pad)
     mask = torch.cat([torch.ones(len(prompt_ids) + len(response)), torch.zeros(len(pad))]).long()
