@@ -219,9 +219,7 @@ def _turns(case: Mapping[str, Any], policy: str) -> list[str]:
     if policy == "no_arguments":
         return ['<tool_call>\n{"name": "get_channels"}\n</tool_call>', "Done."]
     calls, output = _calls(case, policy)
-    blocks = [
-        f"<tool_call>\n{_call_text(c.function, dict(c.args), policy)}\n</tool_call>" for c in calls
-    ]
+    blocks = [f"<tool_call>\n{_call_text(c.function, dict(c.args), policy)}\n</tool_call>" for c in calls]
     return ["\n".join(blocks), output] if policy == "parallel" else [*blocks, output]
 
 
