@@ -39,9 +39,9 @@ _OPENRLHF_ENV_DEFAULTS = {
     "NCCL_DEBUG": "WARN",
     "RAY_ENABLE_ZERO_COPY_TORCH_TENSORS": "1",
 }
-# Variables of the launcher's environment that Ray actors need too (the AgentDojo agent file's limits,
-# read inside the vLLM actors): forwarded into the runtime_env unless it sets them itself.
-_FORWARDED_PREFIX = "CORRGRPO_AGENT_"
+# Variables of the launcher's environment that Ray actors need too (the AgentDojo agent file's limits
+# and the reward profile, read inside the actors): forwarded into the runtime_env unless it sets them.
+_FORWARDED_PREFIX = ("CORRGRPO_AGENT_", "CORRGRPO_REWARD_")
 # Strings OpenRLHF's CLI must contain for the argument layout this launcher rewrites.
 _CLI_LAYOUT = ('"--algo.advantage.estimator"', f'"{HOST_ESTIMATOR}"', '"--rollout.n_samples_per_prompt"')
 
@@ -185,8 +185,8 @@ def merge_runtime_env(
 
     A ``worker_process_setup_hook`` among them is kept and called by ours (Ray allows one hook);
     ``env_vars`` are merged key by key, over the defaults OpenRLHF's own ``ray.init`` takes from
-    ``environ`` and over ``environ``'s ``CORRGRPO_AGENT_*`` variables (so they reach actors on any
-    cluster). Returns the runtime_env and the config that records the hook.
+    ``environ`` and over ``environ``'s ``CORRGRPO_AGENT_*`` and ``CORRGRPO_REWARD_*`` variables (so they
+    reach actors on any cluster). Returns the runtime_env and the config that records the hook.
     """
     environ = os.environ if environ is None else environ
     merged: dict[str, Any] = {}

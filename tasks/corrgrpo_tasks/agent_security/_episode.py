@@ -6,12 +6,15 @@ every parsed tool call and :meth:`result` at the end). Needs the ``agentdojo`` p
 
 from __future__ import annotations
 
+import ast
 import functools
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from corrgrpo_tasks.agent_security._reward import checker_result, invalid_result, tool_call_format_is_valid
+from corrgrpo_tasks.agent_security._answer import hardened_answer
+from corrgrpo_tasks.agent_security._reward import checker_result, invalid_result
+from corrgrpo_tasks.agent_security._tool_calls import ParsedTurn, parse_turn, tool_parameters
 
 
 @functools.lru_cache(maxsize=16)
@@ -37,6 +40,33 @@ def suite_tool_schemas(benchmark_version: str, suite: str) -> list[dict[str, Any
     """OpenAI-style function schemas of a suite's tools, as AgentDojo gives them to API models (a fresh
     copy each call; built once per suite)."""
     return list(json.loads(_schemas(benchmark_version, suite)))
+
+
+def suite_tool_parameters(benchmark_version: str, suite: str) -> dict[str, dict[str, Any]]:
+    """``{tool name: reduced parameter schema}`` of a suite, the schemas the paper's loop validates
+    calls against (:func:`~corrgrpo_tasks.agent_security.tool_parameters`)."""
+    return {
+        s["function"]["name"]: tool_parameters(s["function"]["parameters"])
+        for s in suite_tool_schemas(benchmark_version, suite)
+    }
+
+
+def _listed(value: Any) -> Any:
+    """A string argument that reads as a Python list literal becomes that list (the paper's tool does
+    this before running any call); anything else is left alone."""
+    if not isinstance(value, str):
+        return value
+    try:
+        parsed = ast.literal_eval(value)
+    except Exception:  # noqa: BLE001 -- not a literal: an ordinary string
+        return value
+    return parsed if isinstance(parsed, list) else value
+
+
+def _yaml_dump(data: Any) -> str:
+    import yaml  # type: ignore[import-untyped,unused-ignore]  # a dependency of agentdojo
+
+    return str(yaml.safe_dump(data, allow_unicode=True))
 
 
 def truncate_middle(text: str, limit: int) -> str:
@@ -72,37 +102,63 @@ class AgentDojoEpisode:
         self.pre_environment = self.environment.model_copy(deep=True)
         self.runtime = FunctionsRuntime(self.suite.tools)
         self.calls: list[Any] = []
+        self.tool_outputs: list[str] = []
         self.format_valid = True
 
     @property
     def tool_names(self) -> list[str]:
         return list(self.runtime.functions)
 
+    @property
+    def benchmark_version(self) -> str:
+        return str(self.case.get("benchmark_version") or "v1.2.2")
+
     def tool_schemas(self) -> list[dict[str, Any]]:
         """OpenAI-style function schemas of the suite's tools (for the chat template's tool list)."""
-        return suite_tool_schemas(self.case.get("benchmark_version") or "v1.2.2", self.case["suite"])
+        return suite_tool_schemas(self.benchmark_version, self.case["suite"])
 
-    def record_turn(
-        self, text: str, *, tool_names: Sequence[str] | None = None, require_arguments: bool = False
-    ) -> None:
-        """Note one assistant turn; a malformed tool call in any turn makes the trajectory invalid.
+    def tool_parameters(self, tool_names: Sequence[str] | None = None) -> dict[str, dict[str, Any]]:
+        """The reduced parameter schemas of ``tool_names`` (default: every tool of the suite)."""
+        schemas = suite_tool_parameters(self.benchmark_version, self.case["suite"])
+        return schemas if tool_names is None else {n: schemas[n] for n in tool_names if n in schemas}
 
-        A call must name one of ``tool_names`` (default: every tool of the suite), the tools offered.
+    def parse_turn(self, text: str, *, tool_names: Sequence[str] | None = None) -> ParsedTurn:
+        """One assistant turn read as the paper's loop reads it, against the offered tools' schemas."""
+        return parse_turn(text, self.tool_parameters(tool_names))
+
+    def record_turn(self, text: str, *, tool_names: Sequence[str] | None = None) -> ParsedTurn:
+        """Parse one assistant turn and note its validity; one invalid turn invalidates the trajectory.
+
+        A call must name one of ``tool_names`` (default: every tool of the suite), the tools offered,
+        carry ``arguments`` and match the tool's schema. Returns the parsed turn (its calls are the
+        ones the paper's loop would execute, in order).
         """
-        names = self.tool_names if tool_names is None else tool_names
-        self.format_valid = self.format_valid and tool_call_format_is_valid(
-            text, tool_names=names, require_arguments=require_arguments
-        )
+        turn = self.parse_turn(text, tool_names=tool_names)
+        self.record_validity(turn.format_valid)
+        return turn
+
+    def record_validity(self, valid: bool) -> None:
+        """Note one parsed turn's validity (for loops that parse the turn themselves)."""
+        self.format_valid = self.format_valid and bool(valid)
 
     def call(self, name: str, arguments: Mapping[str, Any]) -> str:
-        """Run one tool call on the environment; returns the tool's output (or its error) as text."""
+        """Run one tool call on the environment as the paper's tool does; returns its output as text.
+
+        String arguments that read as a Python list become lists; the call enters the trace before it
+        runs; a failure comes back as ``{"error": "..."}`` JSON, a result as AgentDojo's YAML.
+        """
         from agentdojo.agent_pipeline.tool_execution import tool_result_to_str
         from agentdojo.functions_runtime import FunctionCall
 
-        args = dict(arguments)
+        args = {key: _listed(value) for key, value in arguments.items()}
         self.calls.append(FunctionCall(function=name, args=args))
         result, error = self.runtime.run_function(self.environment, name, args)
-        return error if error is not None else str(tool_result_to_str(result))
+        if error is not None:
+            text = json.dumps({"error": error}, ensure_ascii=False)
+        else:
+            text = str(tool_result_to_str(result, dump_fn=_yaml_dump))
+        self.tool_outputs.append(text)
+        return text
 
     def _check(self, task: Any, output: str, *, kind: str) -> bool:
         traced = getattr(task, f"{kind}_from_traces")(
@@ -113,16 +169,24 @@ class AgentDojoEpisode:
         return bool(getattr(task, kind)(output, self.pre_environment, self.environment))
 
     def result(self, final_output: str) -> dict[str, Any]:
-        """Run AgentDojo's checkers on the final state; a checker that raises gives an invalid result."""
+        """Run AgentDojo's checkers on the final state; a checker that raises gives an invalid result.
+
+        The user-task check also runs on :func:`hardened_answer` of the output (``utility_hardened``,
+        what ``profile="hardened"`` scores) when that differs from the output.
+        """
+        answer = hardened_answer(final_output, self.tool_outputs)
         try:
             utility = self._check(self.user_task, final_output, kind="utility")
+            hardened = (
+                utility if answer == final_output else self._check(self.user_task, answer, kind="utility")
+            )
             attacked = (
                 self._check(self.injection_task, final_output, kind="security")
                 if self.injection_task is not None
                 else False
             )
         except Exception as exc:  # noqa: BLE001 -- any checker failure invalidates this trajectory only
-            return invalid_result(case_id=self.case["case_id"], error=f"{type(exc).__name__}: {exc}")
+            return invalid_result(case_id=self.case["case_id"], error=f"{type(exc).__name__}: {exc}"[:2000])
         return checker_result(
             case_id=self.case["case_id"],
             case_type=self.case["case_type"],
@@ -130,4 +194,5 @@ class AgentDojoEpisode:
             attack_success=attacked,
             format_valid=self.format_valid,
             num_tool_calls=len(self.calls),
+            utility_hardened=hardened,
         )

@@ -11,6 +11,7 @@ not imported here.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import re
@@ -18,18 +19,88 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from corrgrpo_tasks.agent_security._data import BENCHMARK_VERSION, CASE_KEY, SUITES
-from corrgrpo_tasks.agent_security._episode import AgentDojoEpisode, truncate_middle
+from corrgrpo_tasks.agent_security._episode import AgentDojoEpisode, suite_tool_parameters, truncate_middle
 from corrgrpo_tasks.agent_security._reward import (
     COMPONENTS,
     DATA_SOURCE,
     INVALID_REWARD,
+    PROFILES,
     RESULT_KEY,
     compute_score,
 )
+from corrgrpo_tasks.agent_security._tool_calls import CLOSE_TAG, OPEN_TAG, parse_turn, validate_arguments
 
-__all__ = ["AgentDojoEnvironment", "environment_factories", "final_output", "trl_reward_functions"]
+__all__ = [
+    "TURN_KEY",
+    "AgentDojoEnvironment",
+    "environment_factories",
+    "final_output",
+    "install_paper_parser",
+    "trl_reward_functions",
+]
 
 _SPACES = re.compile(r"\s+")
+TURN_KEY = "corrgrpo_turn"
+"""Key of an assistant message parsed by :func:`install_paper_parser`: ``{"format_valid": bool,
+"text": the turn's text without special tokens}``."""
+
+
+@functools.lru_cache(maxsize=4)
+def _all_parameters(benchmark_version: str) -> dict[str, dict[str, Any]]:
+    """Reduced parameter schemas of every AgentDojo tool (a name means the same tool in every suite)."""
+    merged: dict[str, dict[str, Any]] = {}
+    for suite in SUITES:
+        merged.update(suite_tool_parameters(benchmark_version, suite))
+    return merged
+
+
+def _tool_name(tool: Any) -> str:
+    if isinstance(tool, Mapping):
+        return str(tool.get("function", tool).get("name"))
+    return str(getattr(tool, "__name__", ""))
+
+
+def install_paper_parser(
+    tokenizer: Any, *, max_parallel_calls: int = 1, benchmark_version: str = BENCHMARK_VERSION
+) -> Any:
+    """Make TRL's tool loop read AgentDojo turns with the paper's parser and schema check.
+
+    TRL parses each generated turn with ``tokenizer.parse_response``; this replaces that method on
+    ``tokenizer`` (the instance, returned) with :func:`~corrgrpo_tasks.agent_security.parse_turn` on
+    the turn decoded with special tokens kept, against the offered tools' schemas. The message it
+    returns holds the turn's text without call blocks and special tokens, its first
+    ``max_parallel_calls`` accepted calls (TRL runs them all), and under :data:`TURN_KEY` the turn's
+    validity, which :func:`trl_reward_functions` reads.
+    """
+    special = tuple(getattr(tokenizer, "all_special_tokens", ()))
+
+    def clean(text: str) -> str:
+        for token in special:
+            text = text.replace(token, "")
+        return text.strip()
+
+    def parse_response(
+        ids: Any, prefix: Any = None, tools: Sequence[Any] | None = None, **_: Any
+    ) -> dict[str, Any]:
+        text = ids if isinstance(ids, str) else str(tokenizer.decode(list(ids), skip_special_tokens=False))
+        schemas = _all_parameters(benchmark_version)
+        offered = schemas if tools is None else {n: schemas.get(n) for n in map(_tool_name, tools)}
+        turn = parse_turn(text, offered)
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": clean(turn.content),
+            TURN_KEY: {"format_valid": turn.format_valid, "text": clean(text)},
+        }
+        calls = turn.calls[:max_parallel_calls]
+        if calls:
+            message["tool_calls"] = [
+                {"type": "function", "function": {"name": c.name, "arguments": dict(c.arguments)}}
+                for c in calls
+            ]
+        return message
+
+    tokenizer.parse_response = parse_response
+    return tokenizer
 
 
 class AgentDojoEnvironment:
@@ -41,6 +112,11 @@ class AgentDojoEnvironment:
     """Tool output longer than this keeps its head and tail (verl's middle truncation). TRL itself does
     not truncate: it drops a tool result that would overflow ``max_completion_length`` from the
     completion, although the call has already changed the environment."""
+    max_turns: int | None = None
+    """Generations per rollout (TRL's ``max_tool_calling_iterations`` + 1): a rollout that used them all
+    ended on a turn the paper's loop does not read, so that turn's format does not count."""
+    max_completion_tokens: int | None = None
+    """TRL's ``max_completion_length``: a rollout that filled it ended on a cut turn, likewise."""
 
     def __init__(self) -> None:
         self.episode: AgentDojoEpisode | None = None
@@ -124,7 +200,11 @@ def _tool_method(function: Any) -> Callable[..., str]:
 
 
 def _suite_class(
-    suite: str, benchmark_version: str, max_tool_response_length: int
+    suite: str,
+    benchmark_version: str,
+    max_tool_response_length: int,
+    max_turns: int | None = None,
+    max_completion_tokens: int | None = None,
 ) -> type[AgentDojoEnvironment]:
     from agentdojo.task_suite.load_suites import get_suite
 
@@ -133,6 +213,8 @@ def _suite_class(
         "suite": suite,
         "benchmark_version": benchmark_version,
         "max_tool_response_length": max_tool_response_length,
+        "max_turns": max_turns,
+        "max_completion_tokens": max_completion_tokens,
         "__doc__": f"The AgentDojo {suite} suite ({benchmark_version}) as a TRL environment.",
     }
     namespace.update({function.name: _tool_method(function) for function in tools})
@@ -144,13 +226,21 @@ def environment_factories(
     suites: Sequence[str] = SUITES,
     benchmark_version: str = BENCHMARK_VERSION,
     max_tool_response_length: int = 2048,
+    max_turns: int | None = None,
+    max_completion_tokens: int | None = None,
 ) -> dict[str, type[AgentDojoEnvironment]]:
     """``{suite: environment class}`` for ``GRPOTrainer(environment_factory=...)``; rows name their
     suite in an ``environment`` column. Every tool of the suite is offered (a row's ``tool_selection``
-    is verl's; TRL shows one tool list per environment)."""
+    is verl's; TRL shows one tool list per environment). ``max_turns`` and ``max_completion_tokens``
+    are the rollout limits TRL runs with (see :class:`AgentDojoEnvironment`)."""
     if max_tool_response_length < 32:
         raise ValueError(f"max_tool_response_length must be at least 32, got {max_tool_response_length}")
-    return {suite: _suite_class(suite, benchmark_version, max_tool_response_length) for suite in suites}
+    return {
+        suite: _suite_class(
+            suite, benchmark_version, max_tool_response_length, max_turns, max_completion_tokens
+        )
+        for suite in suites
+    }
 
 
 def final_output(completion: Any) -> str:
@@ -164,44 +254,85 @@ def final_output(completion: Any) -> str:
     return ""
 
 
-_TAGS = ("<tool_call>", "</tool_call>")
-
-
-def _format_valid(completion: Any, tool_names: Sequence[str]) -> bool:
-    """False when a turn left tool-call tags TRL could not parse or called a tool the suite lacks.
-
-    TRL puts a turn it cannot parse back as text, decoded without special tokens; so this assumes the
-    tags are ordinary tokens, as in Qwen2.5's tokenizer.
-    """
+def _assistant_turns(completion: Any) -> list[Mapping[str, Any]]:
     if isinstance(completion, str):
-        return not any(tag in completion for tag in _TAGS)
-    for message in completion:
-        if not isinstance(message, Mapping) or message.get("role") != "assistant":
-            continue
-        if any(tag in str(message.get("content") or "") for tag in _TAGS):
+        return [{"role": "assistant", "content": completion}]
+    return [m for m in completion if isinstance(m, Mapping) and m.get("role") == "assistant"]
+
+
+def _turn_valid(message: Mapping[str, Any], parameters: Mapping[str, Mapping[str, Any]]) -> bool:
+    """One assistant turn's validity: as :func:`install_paper_parser` recorded it, else (a turn TRL's
+    own parser read) no tool-call tag left in its text and every parsed call offered and valid."""
+    turn = message.get(TURN_KEY)
+    if isinstance(turn, Mapping):
+        return bool(turn.get("format_valid"))
+    content = str(message.get("content") or "")
+    if OPEN_TAG in content or CLOSE_TAG in content:  # tags TRL's parser could not read
+        return False
+    for call in message.get("tool_calls") or ():
+        function = call.get("function", {}) if isinstance(call, Mapping) else {}
+        name, arguments = str(function.get("name")), function.get("arguments", {})
+        if name not in parameters or not isinstance(arguments, Mapping):
             return False
-        for call in message.get("tool_calls") or ():
-            function = call.get("function", {}) if isinstance(call, Mapping) else {}
-            if function.get("name") not in tool_names or not isinstance(
-                function.get("arguments", {}), Mapping
-            ):
-                return False
+        try:
+            validate_arguments(arguments, parameters[name])
+        except ValueError:
+            return False
     return True
 
 
+def _read(
+    completion: Any, env: AgentDojoEnvironment, completion_ids: Sequence[int] | None
+) -> tuple[bool, str]:
+    """(format validity, final answer) of a rollout, as the paper's loop would judge it: the last turn
+    does not count, and its whole text is the answer, when a turn or token limit cut it."""
+    turns = _assistant_turns(completion)
+    parameters = env.episode.tool_parameters() if env.episode is not None else {}
+    cut = bool(turns) and (
+        (env.max_turns is not None and len(turns) >= env.max_turns)
+        or (
+            env.max_completion_tokens is not None
+            and completion_ids is not None
+            and len(completion_ids) >= env.max_completion_tokens
+        )
+    )
+    checked = turns[:-1] if cut else turns
+    valid = all(_turn_valid(m, parameters) for m in checked)
+    if cut:
+        last = turns[-1]
+        recorded = last.get(TURN_KEY)
+        answer = (
+            str(recorded.get("text", "")) if isinstance(recorded, Mapping) else str(last.get("content") or "")
+        )
+        return valid, answer
+    return valid, final_output(completion)
+
+
 def trl_reward_functions(
-    *, utility_weight: float = 1.0, safety_weight: float = 1.0, invalid_reward: float = INVALID_REWARD
+    *,
+    utility_weight: float = 1.0,
+    safety_weight: float = 1.0,
+    invalid_reward: float = INVALID_REWARD,
+    profile: str = "paper",
 ) -> list[Callable[..., list[float]]]:
     """``utility_reward`` and ``safety_reward`` (in :data:`COMPONENTS` order) for TRL: each reads the
-    checker result of its rollout's environment, so the estimator gets the two components."""
+    checker result of its rollout's environment, so the estimator gets the two components.
+    ``profile`` is :func:`compute_score`'s (``"paper"`` or ``"hardened"``)."""
+    if profile not in PROFILES:
+        raise ValueError(f"profile must be one of {PROFILES}, got {profile!r}")
 
     def scores(
-        completions: Sequence[Any], environments: Sequence[AgentDojoEnvironment]
+        completions: Sequence[Any],
+        environments: Sequence[AgentDojoEnvironment],
+        completion_ids: Sequence[Sequence[int]] | None,
     ) -> list[dict[str, float]]:
         out = []
-        for completion, env in zip(completions, environments, strict=True):
-            names = env.episode.tool_names if env.episode is not None else []
-            result = env._checked(final_output(completion), format_valid=_format_valid(completion, names))
+        ids: Sequence[Sequence[int] | None] = (
+            completion_ids if completion_ids is not None else [None] * len(completions)
+        )
+        for completion, env, token_ids in zip(completions, environments, ids, strict=True):
+            valid, answer = _read(completion, env, token_ids)
+            result = env._checked(answer, format_valid=valid)
             out.append(
                 compute_score(
                     DATA_SOURCE,
@@ -211,19 +342,26 @@ def trl_reward_functions(
                     utility_weight=utility_weight,
                     safety_weight=safety_weight,
                     invalid_reward=invalid_reward,
+                    profile=profile,
                 )
             )
         return out
 
     def utility_reward(
-        completions: Sequence[Any], environments: Sequence[AgentDojoEnvironment], **_: Any
+        completions: Sequence[Any],
+        environments: Sequence[AgentDojoEnvironment],
+        completion_ids: Sequence[Sequence[int]] | None = None,
+        **_: Any,
     ) -> list[float]:
-        return [s["utility_reward"] for s in scores(completions, environments)]
+        return [s["utility_reward"] for s in scores(completions, environments, completion_ids)]
 
     def safety_reward(
-        completions: Sequence[Any], environments: Sequence[AgentDojoEnvironment], **_: Any
+        completions: Sequence[Any],
+        environments: Sequence[AgentDojoEnvironment],
+        completion_ids: Sequence[Sequence[int]] | None = None,
+        **_: Any,
     ) -> list[float]:
-        return [s["safety_reward"] for s in scores(completions, environments)]
+        return [s["safety_reward"] for s in scores(completions, environments, completion_ids)]
 
     functions = {"utility_reward": utility_reward, "safety_reward": safety_reward}
     return [functions[name] for name in COMPONENTS]

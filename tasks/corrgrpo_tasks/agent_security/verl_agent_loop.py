@@ -1,12 +1,14 @@
 """verl's multi-turn agent loop for AgentDojo cases, registered as ``agentdojo_agent``.
 
-verl's own ``ToolAgentLoop`` runs the rollout: chat template with the tool list, generation, hermes
-tool-call parsing, unknown-tool and bad-JSON replies, tool-output truncation, turn and length limits.
-This subclass adds only what is AgentDojo's:
+verl's own ``ToolAgentLoop`` runs the rollout: chat template with the tool list, generation, tool
+replies, tool-output truncation, turn and length limits, ``max_parallel_calls``. This subclass adds only
+what is AgentDojo's and the paper's:
 
 * the case's injected environment (:class:`AgentDojoEpisode`, from ``extra_info["agentdojo_case_json"]``),
 * that suite's tools, shown to the model with AgentDojo's own JSON schemas and executed on the episode,
-* the format check of every assistant turn (a malformed ``<tool_call>`` makes the trajectory invalid),
+* the paper's hermes parser (:class:`AgentDojoToolParser`: Python-dict syntax, fences, string
+  arguments, schema validation), and its format check of every turn it parses (a call it drops
+  makes the trajectory invalid),
 * AgentDojo's checkers at the end; their result goes to ``extra_fields["agentdojo_result"]``, which
   verl's reward loop merges into the reward function's ``extra_info`` (see :func:`compute_score`).
 
@@ -17,20 +19,23 @@ Enable it with the shipped config, ``actor_rollout_ref.rollout.agent.agent_loop_
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Mapping
 from typing import Any
 
 from verl.experimental.agent_loop.agent_loop import AgentLoopOutput, register
 from verl.experimental.agent_loop.tool_agent_loop import AgentData, AgentState, ToolAgentLoop
+from verl.experimental.agent_loop.tool_parser import FunctionCall, ToolParser
 from verl.tools.base_tool import BaseTool
 from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
 
 from corrgrpo_tasks.agent_security._data import AGENT_NAME, CASE_KEY
 from corrgrpo_tasks.agent_security._episode import AgentDojoEpisode
-from corrgrpo_tasks.agent_security._reward import RESULT_KEY, strip_tool_calls
+from corrgrpo_tasks.agent_security._reward import RESULT_KEY
+from corrgrpo_tasks.agent_security._tool_calls import ParsedTurn, parse_turn
 
-__all__ = ["AgentDojoAgentLoop", "AgentDojoTool", "parse_case", "verl_parameters"]
+__all__ = ["AgentDojoAgentLoop", "AgentDojoTool", "AgentDojoToolParser", "parse_case", "verl_parameters"]
 
 
 def verl_parameters(schema: Mapping[str, Any]) -> dict[str, Any]:
@@ -98,6 +103,33 @@ def parse_case(extra_info: Mapping[str, Any] | None) -> dict[str, Any]:
     return dict(case)
 
 
+class AgentDojoToolParser(ToolParser):  # type: ignore[misc,unused-ignore]  # Any where verl is absent
+    """verl's tool-parser interface over :func:`~corrgrpo_tasks.agent_security.parse_turn`: the paper's
+    hermes parser with schema validation, on the turn decoded with special tokens kept (as the
+    reference decodes it). Keeps the last parsed turn for the loop's format check."""
+
+    def __init__(self, tokenizer: Any, parameters: Mapping[str, Mapping[str, Any]]) -> None:
+        super().__init__(tokenizer)
+        self.parameters = dict(parameters)
+        self.last: ParsedTurn | None = None
+
+    async def extract_tool_calls(
+        self, responses_ids: list[int], tools: list[Any] | None = None
+    ) -> tuple[str, list[FunctionCall]]:
+        text = await asyncio.get_running_loop().run_in_executor(None, self.tokenizer.decode, responses_ids)
+        offered = (
+            self.parameters
+            if tools is None
+            else {t.function.name: self.parameters.get(t.function.name) for t in tools}
+        )
+        self.last = parse_turn(text, offered)
+        calls = [
+            FunctionCall(name=c.name, arguments=json.dumps(c.arguments, ensure_ascii=False))
+            for c in self.last.calls
+        ]
+        return self.last.content, calls
+
+
 @register(AGENT_NAME)
 class AgentDojoAgentLoop(ToolAgentLoop):  # type: ignore[misc,unused-ignore]  # Any where verl is absent
     """verl's tool agent loop on one AgentDojo case; leaves the checker result in ``extra_fields``."""
@@ -105,7 +137,8 @@ class AgentDojoAgentLoop(ToolAgentLoop):  # type: ignore[misc,unused-ignore]  # 
     def __init__(self, *args: Any, tools: Any = None, **kwargs: Any) -> None:
         # The tools are the case's suite, bound to its episode in run(); verl's global tool list is unused.
         super().__init__(*args, tools=None, **kwargs)
-        self._turn_texts: list[str] = []
+        self._episode: AgentDojoEpisode | None = None
+        self._final_output = ""
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
         extra_info = dict(kwargs.get("extra_info") or {})
@@ -120,29 +153,39 @@ class AgentDojoAgentLoop(ToolAgentLoop):  # type: ignore[misc,unused-ignore]  # 
         # The chat template gets AgentDojo's full schemas (what AgentDojo gives API models); without a
         # tool_selection verl's run() uses these as they are.
         self.tool_schemas = schemas
-        self._turn_texts = []
+        self.tool_parser = AgentDojoToolParser(self.tokenizer, episode.tool_parameters(list(self.tools)))
+        self._episode, self._final_output = episode, ""
         output: AgentLoopOutput = await super().run(sampling_params, **{**kwargs, "extra_info": extra_info})
-        for text in self._turn_texts:
-            # Only the offered tools count, and verl's hermes parser drops a call without "arguments".
-            episode.record_turn(text, tool_names=list(self.tools), require_arguments=True)
-        result = await self.loop.run_in_executor(None, episode.result, self.final_output())
+        result = await self.loop.run_in_executor(None, episode.result, self._final_output)
         output.extra_fields[RESULT_KEY] = result
         return output
 
     async def _handle_generating_state(
         self, agent_data: AgentData, sampling_params: dict[str, Any], ignore_termination: bool = False
     ) -> AgentState:
+        before = len(agent_data.messages)
         state = await super()._handle_generating_state(agent_data, sampling_params, ignore_termination)
-        # The turn as generated, before verl drops what its parser could not read.
-        tokenizer: Any = self.tokenizer
-        self._turn_texts.append(tokenizer.decode(agent_data.response_ids, skip_special_tokens=False))
+        turn = self.tool_parser.last if isinstance(self.tool_parser, AgentDojoToolParser) else None
+        if len(agent_data.messages) > before and turn is not None:
+            # verl parsed this turn (it was not cut by a turn or length limit): its format counts, and
+            # its text without the call blocks is the answer so far. A cut turn is not checked, and
+            # its whole text is the answer, as in the paper's loop.
+            if self._episode is not None:
+                self._episode.record_validity(turn.format_valid)
+            self._final_output = self._without_special_tokens(turn.content)
+        else:
+            tokenizer: Any = self.tokenizer
+            self._final_output = str(
+                tokenizer.decode(agent_data.response_ids, skip_special_tokens=True)
+            ).strip()
         return state
 
-    def final_output(self) -> str:
-        """The last assistant turn's text without its tool calls and special tokens (AgentDojo's output)."""
-        if not self._turn_texts:
-            return ""
-        text = strip_tool_calls(self._turn_texts[-1])
+    def _without_special_tokens(self, text: str) -> str:
         for token in getattr(self.tokenizer, "all_special_tokens", ()):
             text = text.replace(token, "")
         return text.strip()
+
+    def final_output(self) -> str:
+        """AgentDojo's output: the last turn's text without its closed tool-call blocks and special tokens,
+        or, when a limit cut that turn, its whole decoded text."""
+        return self._final_output

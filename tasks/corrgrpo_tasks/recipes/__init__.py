@@ -41,11 +41,14 @@ def build_recipe(
     estimator: str = "corrgrpo",
     overrides: Sequence[str] | Mapping[str, Any] = (),
     extra: Sequence[str] = (),
+    profile: str | None = None,
 ) -> Recipe:
     """Resolve the launch of ``domain`` on ``framework`` with ``estimator``.
 
     ``overrides`` change hyperparameters (``"lr=2e-6"`` strings or a mapping); ``extra`` is passed to
     the framework verbatim (verl hydra overrides, OpenRLHF flags, TRL ``GRPOConfig`` ``field=value``).
+    ``profile`` (``"paper"``, the default, or ``"hardened"``) selects the reward's definition, as the
+    ``profile=`` override does.
 
     >>> r = build_recipe("tool_calling", "verl", estimator="grpo", overrides=["lr=2e-6"])
     >>> r.config["overrides"]["algorithm.adv_estimator"], r.config["overrides"]["actor_rollout_ref.actor.optim.lr"]
@@ -61,6 +64,8 @@ def build_recipe(
     if estimator not in known:
         raise ValueError(f"unknown estimator {estimator!r}; known: {list(known)}")
     hparams = apply_overrides(defaults(domain), overrides)
+    if profile is not None:
+        hparams = apply_overrides(hparams, {"profile": profile})
     return _BUILDERS[framework](domain, estimator, hparams, tuple(extra))
 
 

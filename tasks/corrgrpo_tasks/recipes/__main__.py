@@ -5,6 +5,7 @@ Examples::
     python -m corrgrpo_tasks.recipes tool_calling verl --dry-run
     python -m corrgrpo_tasks.recipes code trl --estimator grpo lr=2e-6 group_size=16
     python -m corrgrpo_tasks.recipes agent_security verl max_turns=12 -- trainer.nnodes=2
+    python -m corrgrpo_tasks.recipes tool_calling trl --profile hardened
 """
 
 from __future__ import annotations
@@ -39,12 +40,23 @@ def main(argv: list[str] | None = None) -> int:
         choices=estimator_names(),
         help="advantage estimator (default: corrgrpo)",
     )
+    parser.add_argument(
+        "--profile",
+        choices=("paper", "hardened"),
+        default=None,
+        help="reward definition: the paper's (default) or the hardened one (docs/tasks.md)",
+    )
     parser.add_argument("--dry-run", action="store_true", help="print the resolved command and config only")
     parser.add_argument("overrides", nargs="*", metavar="name=value", help="hyperparameter overrides")
     args = parser.parse_intermixed_args(argv)
     try:
         recipe = build_recipe(
-            args.domain, args.framework, estimator=args.estimator, overrides=args.overrides, extra=extra
+            args.domain,
+            args.framework,
+            estimator=args.estimator,
+            overrides=args.overrides,
+            extra=extra,
+            profile=args.profile,
         )
     except ValueError as exc:
         parser.error(str(exc))

@@ -147,6 +147,8 @@ def verl_overrides(domain: str, estimator: str, hp: HParams) -> dict[str, Any]:
         ov["trainer.total_training_steps"] = hp.max_steps
     for key, value in hp.reward_kwargs:
         ov[f"+reward.custom_reward_function.reward_kwargs.{key}"] = value
+    if hp.profile != "paper":
+        ov["+reward.custom_reward_function.reward_kwargs.profile"] = hp.profile
     if hp.multi_turn:
         ov.update(
             {
@@ -291,10 +293,20 @@ def trl_config(domain: str, estimator: str, hp: HParams, extra: Sequence[str] = 
         "train_files": hp.train_files,
         "val_files": hp.val_files,
         "reward_keys": list(hp.reward_keys),
-        "reward_kwargs": dict(hp.reward_kwargs),
+        "reward_kwargs": {
+            **dict(hp.reward_kwargs),
+            **({"profile": hp.profile} if hp.profile != "paper" else {}),
+        },
         "grpo_config": args,
         **(
-            {"environment": {"max_tool_response_length": hp.max_tool_response_length}}
+            {
+                "environment": {
+                    "max_tool_response_length": hp.max_tool_response_length,
+                    "max_turns": hp.max_turns,
+                    "max_completion_tokens": hp.max_response_length,
+                },
+                "max_parallel_calls": hp.max_parallel_calls,
+            }
             if hp.multi_turn
             else {}
         ),
@@ -424,10 +436,13 @@ def build_openrlhf(domain: str, estimator: str, hp: HParams, extra: Sequence[str
             "CORRGRPO_AGENT_MAX_TURNS": str(hp.max_turns),
             "CORRGRPO_AGENT_MAX_TOOL_RESPONSE": str(hp.max_tool_response_length),
             "CORRGRPO_AGENT_MAX_RESPONSE": str(hp.max_response_length),
+            "CORRGRPO_AGENT_MAX_PARALLEL_CALLS": str(hp.max_parallel_calls),
         }
         if hp.multi_turn
         else {}
     )
+    if hp.profile != "paper":
+        env["CORRGRPO_AGENT_PROFILE" if hp.multi_turn else "CORRGRPO_REWARD_PROFILE"] = hp.profile
     notes: tuple[str, ...] = (
         f"the data files need the columns {input_key!r} (chat messages) and {label_key!r}",
     )

@@ -117,6 +117,9 @@ class HParams:
     agent_loop_config: str = ""  # agent security: the shipped corrgrpo_tasks.agent_security.AGENT_LOOP_CONFIG
     tool_config: str = ""  # a verl tool config; AgentDojo's tools come from the case's suite instead
     reward_kwargs: tuple[tuple[str, Any], ...] = field(default=())
+    # The reward's definition: "paper" (the authors' reward, bit for bit) or "hardened" (closes the
+    # ways the paper's definition can be gamed; docs/tasks.md, "Reward profiles").
+    profile: str = "paper"
 
     def weights(self) -> tuple[float, ...]:
         """Component weights, all 1 unless set (the paper sets none)."""
@@ -238,7 +241,14 @@ def _split(override: str) -> tuple[str, str]:
     return name.strip(), value
 
 
+PROFILES: tuple[str, ...] = ("paper", "hardened")
+
+
 def _validate(hp: HParams) -> None:
+    if hp.profile not in PROFILES:
+        raise ValueError(f"profile must be one of {list(PROFILES)}, got {hp.profile!r}")
+    if any(key == "profile" for key, _ in hp.reward_kwargs):
+        raise ValueError("set the reward profile with profile=..., not in reward_kwargs")
     if hp.reward_weights is not None and len(hp.reward_weights) != len(hp.reward_keys):
         raise ValueError(f"{len(hp.reward_weights)} reward_weights for {len(hp.reward_keys)} reward_keys")
     for name in (

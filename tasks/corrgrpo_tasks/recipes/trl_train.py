@@ -43,7 +43,8 @@ def load_prompts(files: str) -> Any:
 def reward_functions(
     domain: str, reward_keys: Sequence[str], reward_kwargs: Mapping[str, Any] | None = None
 ) -> list[Callable[..., list[float]]]:
-    """The domain's TRL reward functions, one per key, in ``reward_keys`` order."""
+    """The domain's TRL reward functions, one per key, in ``reward_keys`` order (``reward_kwargs`` the
+    domain's ``trl_reward_functions`` does not take are left out)."""
     if domain not in ("tool_calling", "code", "agent_security"):
         raise ValueError(f"no TRL reward functions for domain {domain!r}")
     trl_reward_functions = importlib.import_module(f"corrgrpo_tasks.{domain}").trl_reward_functions
@@ -108,6 +109,13 @@ def build_trainer(
     """A ready-to-``train()`` trainer for a resolved recipe config (``model`` defaults to its path)."""
     trainer_cls, config_cls, selection = resolve_trainer(config["estimator"], use_adapter=use_adapter)
     grpo_args = {k: v for k, v in config["grpo_config"].items() if v is not None}
+    reward_kwargs = dict(config.get("reward_kwargs") or {})
+    if processing_class is None and config["domain"] in ("tool_calling", "agent_security"):
+        processing_class = _tokenizer(model if model is not None else config["model"])
+    if config["domain"] == "tool_calling" and processing_class is not None:
+        # The reward decodes the completion tokens itself (skipping special tokens, as verl does), so a
+        # tokenizer that parses tool calls out of TRL's conversational completions loses nothing.
+        reward_kwargs["tokenizer"] = getattr(processing_class, "tokenizer", processing_class)
     args = config_cls(**grpo_args, **selection)
     train = load_prompts(config["train_files"])
     evaluation = (
@@ -117,7 +125,7 @@ def build_trainer(
     )
     environments: dict[str, Any] = {}
     if config["domain"] == "agent_security":
-        from corrgrpo_tasks.agent_security.trl_env import environment_factories
+        from corrgrpo_tasks.agent_security.trl_env import environment_factories, install_paper_parser
 
         train = _with_environment(train)
         evaluation = _with_environment(evaluation) if evaluation is not None else None
@@ -125,15 +133,31 @@ def build_trainer(
         environments["environment_factory"] = environment_factories(
             suites=sorted(suites), **config.get("environment", {})
         )
+        if processing_class is not None:
+            # TRL's tool loop then reads every turn with the paper's parser and schema check.
+            install_paper_parser(
+                getattr(processing_class, "tokenizer", processing_class),
+                max_parallel_calls=int(config.get("max_parallel_calls", 1)),
+            )
     return trainer_cls(
         model=model if model is not None else config["model"],
-        reward_funcs=reward_functions(config["domain"], config["reward_keys"], config.get("reward_kwargs")),
+        reward_funcs=reward_functions(config["domain"], config["reward_keys"], reward_kwargs),
         args=args,
         train_dataset=train,
         eval_dataset=evaluation,
         processing_class=processing_class,
         **environments,
     )
+
+
+def _tokenizer(model: Any) -> Any:
+    """The tokenizer TRL would load for ``model`` (a path or a loaded model), or None if it has no path."""
+    path = model if isinstance(model, str) else getattr(getattr(model, "config", None), "_name_or_path", "")
+    if not path:
+        return None
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(path, truncation_side="left", padding_side="left")
 
 
 def _with_environment(dataset: Any) -> Any:

@@ -2,7 +2,9 @@
 
 Components, in the estimator's order (:data:`COMPONENTS`), with S the match fractions defined in
 :func:`compute_score`: function name 0.5(2S-1), parameter names 2S-1, parameter values 1.5(2S-1), format
-0/1. Weights are all 1 (:data:`DEFAULT_WEIGHTS`).
+0/1. Weights are all 1 (:data:`DEFAULT_WEIGHTS`). ``profile="paper"`` (default) is the authors' reward
+bit for bit; ``profile="hardened"`` (:data:`PROFILES`) closes its loopholes (hedged calls, calls hidden
+in the thought, unscored response text).
 """
 
 from corrgrpo_tasks.tool_calling._data import (
@@ -22,12 +24,15 @@ from corrgrpo_tasks.tool_calling._data import (
 from corrgrpo_tasks.tool_calling._reward import (
     COMPONENTS,
     DEFAULT_WEIGHTS,
+    PROFILES,
     RANGES,
     ParsedCalls,
+    answer_text,
     compute_score,
     extract_prediction,
     format_reward,
     parse_tool_calls,
+    response_match,
 )
 from corrgrpo_tasks.tool_calling._trl import trl_reward_functions
 
@@ -37,11 +42,13 @@ __all__ = [
     "COMPONENTS",
     "DATA_SOURCES",
     "DEFAULT_WEIGHTS",
+    "PROFILES",
     "RANGES",
     "RLLA_SPLIT_SEED",
     "RLLA_TEST_FRACTION",
     "TOOL_SYSTEM_PROMPT",
     "ParsedCalls",
+    "answer_text",
     "compute_score",
     "extract_prediction",
     "format_reward",
@@ -52,6 +59,7 @@ __all__ = [
     "parse_tool_calls",
     "prepare",
     "read_records",
+    "response_match",
     "split_rlla",
     "to_rows",
     "trl_reward_functions",

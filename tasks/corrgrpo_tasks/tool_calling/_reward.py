@@ -1,5 +1,8 @@
 """The RLLA tool-calling reward: output format plus function-name, parameter-name and value matches.
 
+Two profiles. ``"paper"`` (the default) is the authors' reward as their code computes it, malformed
+output included; ``"hardened"`` closes the ways that definition can be gamed (see :func:`compute_score`).
+
 Every function here is total on model output: any text (malformed JSON, missing or repeated tags, wrong
 JSON types, huge or deeply nested payloads) gets a defined score. Only a malformed *ground truth* (a
 data bug, not a model error) raises ``ValueError``.
@@ -21,6 +24,9 @@ COMPONENTS: tuple[str, ...] = ("function_name_reward", "parameter_reward", "valu
 DEFAULT_WEIGHTS: tuple[float, ...] = (1.0, 1.0, 1.0, 1.0)
 """The paper sets no component weights: every component counts once, so GRPO's scalar equals their sum."""
 
+PROFILES: tuple[str, ...] = ("paper", "hardened")
+"""``profile=`` values: the paper's definition (default) and the one closing its loopholes."""
+
 #: (min, max) of each component, as returned by :func:`compute_score`.
 RANGES: Mapping[str, tuple[float, float]] = {
     "function_name_reward": (-0.5, 0.5),
@@ -35,62 +41,66 @@ RANGES: Mapping[str, tuple[float, float]] = {
 _THINK_OPEN, _THINK_CLOSE = "<think>", "</think>"
 _CALL_OPEN, _CALL_CLOSE = "<tool_call>", "</tool_call>"
 _RESP_OPEN, _RESP_CLOSE = "<response>", "</response>"
-# Chat-template turn markers that may survive decoding; the assistant's last turn is what gets scored.
-_TURN_MARKERS: tuple[tuple[str, str], ...] = (
-    ("<|im_start|>assistant", "<|im_end|>"),
-    ("<|start_header_id|>assistant<|end_header_id|>", "<|eot_id|>"),
-)
+# The assistant turn's markers per chat-template family; the reference picks Llama's when the
+# experiment name says "llama" and Qwen's otherwise.
+_QWEN_TURN = ("<|im_start|>assistant", "<|im_end|>")
+_LLAMA_TURN = ("<|start_header_id|>assistant<|end_header_id|>", "<|eot_id|>")
+_MAXIMA = (0.5, 1.0, 1.5)
+_MINIMA = (-0.5, -1.0, -1.5)
+_WORD = re.compile(r"\w+")
 
 
 @dataclass(frozen=True)
 class ParsedCalls:
-    """Result of parsing one ``<tool_call>`` block.
+    """Result of parsing the first ``<tool_call>`` block.
 
-    ``present`` is False when the text has no ``<tool_call>`` tag at all; ``calls`` is None when a tag is
-    present but the block is malformed (no closing tag, no call line, a line that is not a JSON object
-    with a string ``name`` and an object ``parameters``).
+    ``present`` is False when the text has no ``<tool_call>`` tag at all. ``calls`` holds one decoded
+    JSON value per line of the block; it is None when the block cannot be read (either tag missing, or
+    a line, blank ones included, that is not JSON). Whether each value is a call (an object with a
+    ``name`` and, where it is compared, an object ``parameters``) is decided when scoring.
     """
 
     present: bool
-    calls: tuple[dict[str, Any], ...] | None
+    calls: tuple[Any, ...] | None
 
 
-def extract_prediction(text: str) -> str:
-    """Return the assistant's final turn of ``text``, stripped (chat markers removed if any survived)."""
-    for start, end in _TURN_MARKERS:
-        if start in text:
-            text = text.rsplit(start, 1)[1].split(end, 1)[0]
-    return text.strip()
+def extract_prediction(text: str, *, llama: bool = False) -> str:
+    """The assistant's final turn of ``text``, stripped: what follows the last turn header, up to the
+    first end-of-turn marker after it (Qwen's markers, or Llama's with ``llama=True``).
+
+    The end marker cuts the text even when no header precedes it: the model ended its turn there.
+
+    >>> extract_prediction("<think>a</think><|im_end|>junk")
+    '<think>a</think>'
+    """
+    start, end = _LLAMA_TURN if llama else _QWEN_TURN
+    return text.rsplit(start, 1)[-1].split(end, 1)[0].strip()
 
 
-def _call_from_line(line: str) -> dict[str, Any] | None:
-    try:
-        call = json.loads(line)
-    except (ValueError, RecursionError):  # JSONDecodeError, int-digit limits, nesting beyond the stack
+def _block(text: str) -> str | None:
+    """The text of the first call block as the reference reads it: after the first opening tag, cut at
+    the next opening tag and then at the first closing tag; None unless both tags occur somewhere."""
+    if _CALL_OPEN not in text or _CALL_CLOSE not in text:
         return None
-    if not isinstance(call, dict):
-        return None
-    if not isinstance(call.get("name"), str) or not isinstance(call.get("parameters"), dict):
-        return None
-    return call
+    return text.split(_CALL_OPEN, 2)[1].split(_CALL_CLOSE, 1)[0].strip()
 
 
 def parse_tool_calls(text: str) -> ParsedCalls:
-    """Parse the first ``<tool_call>`` block of ``text``: one JSON call per non-blank line.
+    """Parse the first ``<tool_call>`` block of ``text``: one JSON value per line.
 
     >>> parse_tool_calls('<tool_call>\\n{"name": "f", "parameters": {"x": 1}}\\n</tool_call>').calls
     ({'name': 'f', 'parameters': {'x': 1}},)
     """
-    if _CALL_OPEN not in text:
-        return ParsedCalls(present=False, calls=None)
-    after = text.split(_CALL_OPEN, 1)[1]
-    if _CALL_CLOSE not in after:
-        return ParsedCalls(present=True, calls=None)
-    lines = [line for line in after.split(_CALL_CLOSE, 1)[0].split("\n") if line.strip()]
-    calls = [_call_from_line(line) for line in lines]
-    if not calls or any(call is None for call in calls):
-        return ParsedCalls(present=True, calls=None)
-    return ParsedCalls(present=True, calls=tuple(c for c in calls if c is not None))
+    block = _block(text)
+    if block is None:
+        return ParsedCalls(present=_CALL_OPEN in text, calls=None)
+    calls = []
+    for line in block.split("\n"):
+        try:
+            calls.append(json.loads(line))
+        except (ValueError, RecursionError):  # JSONDecodeError, int-digit limits, nesting beyond the stack
+            return ParsedCalls(present=True, calls=None)
+    return ParsedCalls(present=True, calls=tuple(calls))
 
 
 @functools.lru_cache(maxsize=8)
@@ -108,8 +118,8 @@ def format_reward(prediction: str, ground_truth: str, *, allow_missing_think_ope
     """1.0 when ``prediction`` has the layout the ground truth has, else 0.0.
 
     The layout is ``<think>...</think>`` followed by the ``<tool_call>`` block (tags on their own lines)
-    and/or the ``<response>...</response>`` block, whichever the ground truth contains, each tag exactly
-    once and nothing after the last block.
+    and/or the ``<response>...</response>`` block, whichever the ground truth contains, each of those
+    tags exactly once and nothing after the last block.
     """
     tool_call = _CALL_OPEN in ground_truth
     response = _RESP_OPEN in ground_truth
@@ -124,83 +134,92 @@ def format_reward(prediction: str, ground_truth: str, *, allow_missing_think_ope
     return 1.0 if pattern.search(prediction) else 0.0
 
 
-def _multiset_jaccard(a: Sequence[str], b: Sequence[str]) -> float:
-    """Multiset Jaccard index: shared items over all items, counted with multiplicity; two empty lists match fully, one empty list not at all."""
-    if not a and not b:
+def _match_score(a: list[Any], b: list[Any]) -> float:
+    """Multiset Jaccard index of two lists (the reference's ``match_score``): 1 for equal lists, 0 when
+    one is empty, else shared items over all items with multiplicity. Raises TypeError on unhashable
+    items, as the reference does (the caller turns that into the minima)."""
+    if a == b:
         return 1.0
     if not a or not b:
         return 0.0
-    inter = sum((Counter(a) & Counter(b)).values())
-    return inter / (len(a) + len(b) - inter)
+    shared = sum((Counter(a) & Counter(b)).values())
+    return shared / (len(a) + len(b) - shared)
 
 
 def _scale(score: float, local_max: float, low: float, high: float) -> float:
     """Map ``score`` in [0, local_max] linearly onto [low, high]; a vacuous component (max 0) gets ``high``."""
     if local_max == 0:
         return high
-    return min(high, max(low, (high - low) * score / local_max + low))
+    return (high - low) * score / local_max + low
 
 
-def _values_equal(a: Any, b: Any) -> bool:
-    try:
-        return bool(a == b)
-    except RecursionError:  # pathological nesting: treat as different rather than fail the batch
-        return False
+def _greedy_match(gt_calls: Sequence[dict[str, Any]], pd_calls: Sequence[Any]) -> tuple[float, float]:
+    """Greedy one-to-one matching of ground-truth calls to unused predicted calls with the same name.
 
-
-def _match_calls(
-    gt_calls: Sequence[dict[str, Any]], pd_calls: Sequence[dict[str, Any]]
-) -> tuple[float, float]:
-    """Greedy one-to-one matching of ground-truth calls to predicted calls with the same name.
-
-    Returns (sum of parameter-name Jaccard scores, number of exactly matching parameter values) over the
-    matched ground-truth calls. Each ground-truth call takes the unused prediction maximising
-    name-Jaccard + value count (the first on ties); a pairing scoring 0 is not a match.
+    Returns (sum of parameter-name Jaccard scores, number of equal parameter values) over the matched
+    ground-truth calls. Each takes the unused prediction maximising name-Jaccard + value count (the
+    first on ties); a pairing scoring 0 is no match. Values compare with Python's ``==`` (``1 == 1.0 ==
+    True``, ``"1" != 1``). A same-named prediction without an object ``parameters`` raises, which the
+    caller scores as the minima (the reference's rule).
     """
     used: set[int] = set()
     name_total = value_total = 0.0
     for gt in gt_calls:
         gt_params: dict[str, Any] = gt["parameters"]
-        best: tuple[float, float, int] | None = None
+        best: tuple[float, float, float, int] | None = None
         for j, pd in enumerate(pd_calls):
             if j in used or pd["name"] != gt["name"]:
                 continue
-            pd_params: dict[str, Any] = pd["parameters"]
-            names = _multiset_jaccard(list(gt_params), list(pd_params))
-            values = float(
-                sum(1 for k, v in gt_params.items() if k in pd_params and _values_equal(pd_params[k], v))
-            )
-            if names + values > (best[0] + best[1] if best else 0.0):
-                best = (names, values, j)
+            pd_params = pd["parameters"]
+            names = _match_score(list(gt_params.keys()), list(pd_params.keys()))
+            values = sum(1.0 for k, v in gt_params.items() if k in pd_params and pd_params[k] == v)
+            if names + values > (best[0] if best else 0.0):
+                best = (names + values, names, values, j)
         if best is not None:
-            used.add(best[2])
-            name_total += best[0]
-            value_total += best[1]
+            used.add(best[3])
+            name_total += best[1]
+            value_total += best[2]
     return name_total, value_total
 
 
-def _tool_components(gt: ParsedCalls, pd: ParsedCalls) -> tuple[float, float, float, bool]:
-    """(function-name, parameter-name, parameter-value rewards, exact match) for one prediction."""
-    if not gt.present or gt.calls is None:
-        return 0.0, 0.0, 0.0, not pd.present
-    if pd.calls is None:
-        return -0.5, -1.0, -1.5, False
-    if _values_equal(list(gt.calls), list(pd.calls)):
-        return 0.5, 1.0, 1.5, True
-    s_fn = _multiset_jaccard([c["name"] for c in gt.calls], [c["name"] for c in pd.calls])
-    s_pn, s_pv = _match_calls(gt.calls, pd.calls)
-    n_values = sum(len(c["parameters"]) for c in gt.calls)
+def _call_components(
+    gt_calls: Sequence[dict[str, Any]], pd_calls: Sequence[Any], *, call_precision: bool
+) -> tuple[float, float, float, bool]:
+    """(function-name, parameter-name, parameter-value rewards, identical) of parsed predicted calls.
+
+    With ``call_precision`` the parameter components are multiplied by n_target / max(n_target,
+    n_predicted): calls beyond the target's count dilute them (the hardened profile).
+    """
+    try:
+        if list(gt_calls) == list(pd_calls):
+            return (*_MAXIMA, True)
+        names = _match_score([c["name"] for c in gt_calls], [c["name"] for c in pd_calls])
+        s_pn, s_pv = _greedy_match(gt_calls, pd_calls)
+    except Exception:  # noqa: BLE001 -- the reference scores any failure on the prediction as the minima
+        return (*_MINIMA, False)
+    n_values = sum(len(c["parameters"]) for c in gt_calls)
+    fn = _scale(names, 1.0, -0.5, 0.5)
+    if not call_precision:
+        return fn, _scale(s_pn, len(gt_calls), -1.0, 1.0), _scale(s_pv, n_values, -1.5, 1.5), False
+    precision = len(gt_calls) / max(len(gt_calls), len(pd_calls))
+    value_share = s_pv / n_values if n_values else 1.0
     return (
-        _scale(s_fn, 1, -0.5, 0.5),
-        _scale(s_pn, len(gt.calls), -1.0, 1.0),
-        _scale(s_pv, n_values, -1.5, 1.5),
+        fn,
+        _scale(s_pn * precision, len(gt_calls), -1.0, 1.0),
+        _scale(value_share * precision, 1.0, -1.5, 1.5),
         False,
     )
 
 
 def _parse_ground_truth(ground_truth: str) -> ParsedCalls:
     gt = parse_tool_calls(ground_truth)
-    if gt.present and gt.calls is None:
+    if gt.present and (
+        gt.calls is None
+        or not all(
+            isinstance(c, dict) and isinstance(c.get("name"), str) and isinstance(c.get("parameters"), dict)
+            for c in gt.calls
+        )
+    ):
         raise ValueError(
             "ground truth has a <tool_call> block that is not one JSON object per line with a string "
             f"'name' and an object 'parameters': {ground_truth[:200]!r}"
@@ -220,11 +239,71 @@ def _as_text(solution: Any) -> str:
     return ""
 
 
-def _wants_missing_think_open(extra_info: Mapping[str, Any] | None) -> bool:
+def _names(extra_info: Mapping[str, Any] | None) -> tuple[str, str]:
+    """(experiment name, model name) as the reference reads them: the model name falls back to the
+    experiment name when missing or empty."""
     if not isinstance(extra_info, Mapping):
-        return False
-    names = (extra_info.get("model_name"), extra_info.get("experiment_name"))
-    return any(isinstance(n, str) and "think" in n.lower() for n in names)
+        return "", ""
+    experiment = str(extra_info.get("experiment_name", "") or "")
+    return experiment, str(extra_info.get("model_name") or experiment)
+
+
+def answer_text(prediction: str, *, allow_missing_think_open: bool = False) -> str:
+    """The part of a completion outside its thought: what follows the last ``</think>``; nothing when a
+    thought is opened (or, with ``allow_missing_think_open``, started) and never closed."""
+    if _THINK_CLOSE in prediction:
+        return prediction.rsplit(_THINK_CLOSE, 1)[1]
+    if _THINK_OPEN in prediction or allow_missing_think_open:
+        return ""
+    return prediction
+
+
+def _words(text: str) -> list[str]:
+    return _WORD.findall(text.lower())
+
+
+def response_match(prediction: str, ground_truth: str) -> float:
+    """Token F1 of the first ``<response>`` text of ``prediction`` against the ground truth's (lowercased
+    word tokens, counted with multiplicity); 0 when the prediction has no closed response block."""
+    if _RESP_OPEN not in prediction:
+        return 0.0
+    after = prediction.split(_RESP_OPEN, 1)[1]
+    if _RESP_CLOSE not in after:
+        return 0.0
+    predicted = _words(after.split(_RESP_CLOSE, 1)[0])
+    target = _words(ground_truth.split(_RESP_OPEN, 1)[1].split(_RESP_CLOSE, 1)[0])
+    if not predicted and not target:
+        return 1.0
+    shared = sum((Counter(predicted) & Counter(target)).values())
+    if not shared:
+        return 0.0
+    return 2 * shared / (len(predicted) + len(target))
+
+
+def _paper_tools(gt: ParsedCalls, prediction: str) -> tuple[float, float, float, bool]:
+    if not gt.present or gt.calls is None:
+        return 0.0, 0.0, 0.0, _CALL_OPEN not in prediction
+    pd = parse_tool_calls(prediction)
+    if pd.calls is None:
+        return (*_MINIMA, False)
+    return _call_components(gt.calls, pd.calls, call_precision=False)
+
+
+def _hardened_tools(
+    gt: ParsedCalls, gt_text: str, prediction: str, allow_missing_think_open: bool
+) -> tuple[float, float, float, bool]:
+    answer = answer_text(prediction, allow_missing_think_open=allow_missing_think_open)
+    if gt.present and gt.calls is not None:
+        pd = parse_tool_calls(answer)
+        if pd.calls is None:
+            return (*_MINIMA, False)
+        return _call_components(gt.calls, pd.calls, call_precision=True)
+    if _RESP_OPEN not in gt_text:
+        return 0.0, 0.0, 0.0, _CALL_OPEN not in answer
+    if _CALL_OPEN in answer:  # a call where the target answers in text
+        return (*_MINIMA, False)
+    share = response_match(answer, gt_text)
+    return 0.5, 1.0, _scale(share, 1.0, -1.5, 1.5), share == 1.0
 
 
 def compute_score(
@@ -234,13 +313,14 @@ def compute_score(
     extra_info: Mapping[str, Any] | None = None,
     *,
     allow_missing_think_open: bool | None = None,
+    profile: str = "paper",
     **_: Any,
 ) -> dict[str, float]:
     """Score one tool-calling completion against its ground truth (the RLLA reward).
 
     With S_fn the multiset Jaccard of called function names, S_pn the summed parameter-name Jaccard of
-    greedily matched calls over the number of ground-truth calls, and S_pv the number of exactly equal
-    parameter values over the number of ground-truth parameters:
+    greedily matched calls over the number of ground-truth calls, and S_pv the number of parameter
+    values equal under Python's ``==`` over the number of ground-truth parameters:
 
         function_name_reward = 0.5 (2 S_fn - 1)        in [-0.5, 0.5]
         parameter_reward     =     (2 S_pn - 1)        in [-1, 1]
@@ -249,15 +329,22 @@ def compute_score(
         accuracy_reward      = sum of the three tool components   in [-3, 3]
         score                = format_reward + accuracy_reward     in [-3, 4]
 
-    An identical call list scores the maxima; a prediction whose ``<tool_call>`` block is missing or
-    malformed scores the minima; a ground truth without a tool call gives 0 to the tool components.
-    ``exact_match`` is 1 when the format is right and the call list equals the ground truth's (the
-    RLLA "all-exact" metric).
+    ``profile="paper"`` (default) is the authors' reward exactly: the completion is cut at the chat
+    template's end-of-turn marker; an identical call list scores the maxima; a first ``<tool_call>``
+    block that is missing or unreadable (a line that is not JSON, a call without ``name``, a same-named
+    call without object ``parameters``) scores the minima; a ground truth without a tool call gives 0
+    to the tool components. ``profile="hardened"`` changes three things: calls count only outside
+    ``<think>...</think>``; S_pn and S_pv are multiplied by n_target / max(n_target, n_predicted), so
+    extra or duplicated calls cost parameter credit too; on a response-only target a call scores the
+    minima and otherwise function and parameter rewards are 0.5 and 1 and S_pv is the token F1 of the
+    ``<response>`` text against the target's. ``exact_match`` is 1 when the format is right and the
+    call list equals the target's (hardened: on response targets, the response text too).
 
     Parameters
     ----------
     data_source, extra_info
         As verl passes them; ``data_source`` is not checked (RLLA and API-Bank share the reward).
+        ``extra_info["experiment_name"]`` containing "llama" selects Llama's chat markers.
     solution_str
         The decoded completion. Non-text values score as empty text; a list of chat messages scores
         its last message's content.
@@ -265,7 +352,10 @@ def compute_score(
         The target text, e.g. ``<think>...</think>\\n<tool_call>\\n{"name": ..., "parameters": {...}}\\n</tool_call>``.
     allow_missing_think_open
         Accept completions that start inside the thought (templates that pre-fill ``<think>``).
-        Default: True when ``extra_info["model_name"]`` or ``["experiment_name"]`` contains "think".
+        Default: True when ``extra_info["model_name"]`` (or, without one, ``["experiment_name"]``)
+        contains "think".
+    profile
+        ``"paper"`` or ``"hardened"``.
 
     Examples
     --------
@@ -274,18 +364,27 @@ def compute_score(
     4.0
     >>> compute_score("rlla", "no tags", gt)["accuracy_reward"]
     -3.0
+    >>> hedge = gt.replace('}}', '}}\\n{"name": "f", "parameters": {"a": 2}}')
+    >>> compute_score("rlla", hedge, gt)["score"], compute_score("rlla", hedge, gt, profile="hardened")["score"]
+    (3.5, 1.0)
     """
+    if profile not in PROFILES:
+        raise ValueError(f"profile must be one of {PROFILES}, got {profile!r}")
     if isinstance(ground_truth, bytes):
         ground_truth = ground_truth.decode("utf-8")
     if not isinstance(ground_truth, str):
         raise TypeError(f"ground_truth must be a string, got {type(ground_truth).__name__}")
+    experiment, model = _names(extra_info)
     if allow_missing_think_open is None:
-        allow_missing_think_open = _wants_missing_think_open(extra_info)
+        allow_missing_think_open = "think" in model.lower()
     gt_text = ground_truth.strip()
     gt = _parse_ground_truth(gt_text)
-    prediction = extract_prediction(_as_text(solution_str))
+    prediction = extract_prediction(_as_text(solution_str), llama="llama" in experiment)
     fmt = format_reward(prediction, gt_text, allow_missing_think_open=allow_missing_think_open)
-    fn, pn, pv, same_calls = _tool_components(gt, parse_tool_calls(prediction))
+    if profile == "paper":
+        fn, pn, pv, same = _paper_tools(gt, prediction)
+    else:
+        fn, pn, pv, same = _hardened_tools(gt, gt_text, prediction, allow_missing_think_open)
     accuracy = fn + pn + pv
     return {
         "score": fmt + accuracy,
@@ -294,5 +393,5 @@ def compute_score(
         "parameter_reward": pn,
         "values_reward": pv,
         "accuracy_reward": accuracy,
-        "exact_match": 1.0 if same_calls and fmt == 1.0 else 0.0,
+        "exact_match": 1.0 if same and fmt == 1.0 else 0.0,
     }

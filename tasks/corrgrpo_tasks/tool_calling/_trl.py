@@ -6,22 +6,17 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from corrgrpo_tasks.tool_calling._reward import COMPONENTS, compute_score
+from corrgrpo_tasks.tool_calling._reward import COMPONENTS, PROFILES, _as_text, compute_score
 
 
 @functools.lru_cache(maxsize=4096)
-def _cached_score(completion: str, ground_truth: str, allow_missing_think_open: bool) -> dict[str, float]:
+def _cached_score(
+    completion: str, ground_truth: str, allow_missing_think_open: bool, profile: str
+) -> dict[str, float]:
     # The K component functions score the same completions one after another; scoring once is enough.
-    return compute_score("rlla", completion, ground_truth, allow_missing_think_open=allow_missing_think_open)
-
-
-def _text(completion: Any) -> str:
-    if isinstance(completion, str):
-        return completion
-    if isinstance(completion, Sequence) and completion and isinstance(completion[-1], dict):
-        content = completion[-1].get("content")
-        return content if isinstance(content, str) else ""
-    return ""
+    return compute_score(
+        "rlla", completion, ground_truth, allow_missing_think_open=allow_missing_think_open, profile=profile
+    )
 
 
 def trl_reward_functions(
@@ -29,11 +24,16 @@ def trl_reward_functions(
     components: Sequence[str] = COMPONENTS,
     ground_truth_key: str = "ground_truth",
     allow_missing_think_open: bool = False,
+    profile: str = "paper",
+    tokenizer: Any = None,
 ) -> list[Callable[..., list[float]]]:
     """One TRL reward function per component, named after it (TRL logs ``rewards/<name>/mean``).
 
     Each function takes ``completions`` (text, or chat messages whose last content is scored) and the
-    dataset column ``ground_truth_key`` that TRL forwards as a keyword argument.
+    dataset column ``ground_truth_key`` that TRL forwards as a keyword argument. With a ``tokenizer``
+    the completion scored is TRL's ``completion_ids`` decoded without special tokens (verl's decoding),
+    so a chat parser that moved tool calls out of the message text loses nothing. ``profile`` is
+    :func:`compute_score`'s (``"paper"`` or ``"hardened"``).
 
     >>> fns = trl_reward_functions()
     >>> [f.__name__ for f in fns]
@@ -42,15 +42,24 @@ def trl_reward_functions(
     unknown = [c for c in components if c not in (*COMPONENTS, "accuracy_reward", "score", "exact_match")]
     if unknown:
         raise ValueError(f"unknown tool-calling components {unknown}; known: {list(COMPONENTS)}")
+    if profile not in PROFILES:
+        raise ValueError(f"profile must be one of {PROFILES}, got {profile!r}")
 
     def make(component: str) -> Callable[..., list[float]]:
         def reward(completions: Sequence[Any], **kwargs: Any) -> list[float]:
             if ground_truth_key not in kwargs:
                 raise KeyError(f"the dataset has no {ground_truth_key!r} column for the tool-calling reward")
             truths = kwargs[ground_truth_key]
+            ids = kwargs.get("completion_ids")
+            if tokenizer is not None and ids is not None:
+                texts = [
+                    str(t) for t in tokenizer.batch_decode([list(i) for i in ids], skip_special_tokens=True)
+                ]
+            else:
+                texts = [_as_text(c) for c in completions]
             return [
-                _cached_score(_text(c), str(t), allow_missing_think_open)[component]
-                for c, t in zip(completions, truths, strict=True)
+                _cached_score(text, str(t), allow_missing_think_open, profile)[component]
+                for text, t in zip(texts, truths, strict=True)
             ]
 
         reward.__name__ = reward.__qualname__ = component

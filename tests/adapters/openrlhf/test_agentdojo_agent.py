@@ -62,8 +62,9 @@ class ScriptedEngine:
 
     async def generate(self, tokens: list[int], sampling_params: Any, multi_modal_data: Any = None) -> Any:
         self.prompts.append(self.tokenizer.decode(tokens))
-        text = self.turns.pop(0)
-        ids = self.tokenizer.encode(text + self.tokenizer.eos_token, add_special_tokens=False)
+        text = self.turns.pop(0) + self.tokenizer.eos_token
+        ids = self.tokenizer.encode(text, add_special_tokens=False)
+        # OpenRLHF samples with skip_special_tokens=False, so vLLM's text keeps the end-of-turn token.
         return SimpleNamespace(
             outputs=[SimpleNamespace(token_ids=ids, text=text, finish_reason="stop", logprobs=None)]
         )
@@ -164,11 +165,12 @@ def test_a_rollout_cut_by_the_token_budget_still_carries_every_component(
 
 
 def test_every_prompt_is_the_templates_rendering_of_the_conversation(
-    cases: dict[str, dict[str, Any]],
+    cases: dict[str, dict[str, Any]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from corrgrpo_tasks.agent_security import default_system_message
     from corrgrpo_tasks.agent_security._episode import suite_tool_schemas
 
+    monkeypatch.setenv("CORRGRPO_AGENT_MAX_PARALLEL_CALLS", "2")
     case = cases["banking:user_task_0"]
     turns = _turns(case, "parallel")
     response, engine = _rollout(case, turns)

@@ -142,9 +142,15 @@ def test_runtime_env_merges_the_users_and_chains_their_hook():
 def test_agent_limits_in_the_launchers_environment_reach_the_actors():
     user = {"env_vars": {"CORRGRPO_AGENT_MAX_TOOL_RESPONSE": "99"}}
     argv = [*OURS, *OPENRLHF_ARGS, "--corrgrpo.ray_init", json.dumps({"runtime_env": user})]
-    environ = {"CORRGRPO_AGENT_MAX_TURNS": "12", "CORRGRPO_AGENT_MAX_TOOL_RESPONSE": "7", "UNRELATED": "x"}
+    environ = {
+        "CORRGRPO_AGENT_MAX_TURNS": "12",
+        "CORRGRPO_AGENT_MAX_TOOL_RESPONSE": "7",
+        "CORRGRPO_REWARD_PROFILE": "hardened",
+        "UNRELATED": "x",
+    }
     env_vars = launcher.parse_launch(argv, environ=environ).ray_init["runtime_env"]["env_vars"]
     assert env_vars["CORRGRPO_AGENT_MAX_TURNS"] == "12"
+    assert env_vars["CORRGRPO_REWARD_PROFILE"] == "hardened"  # the reward file reads it in the actors
     assert env_vars["CORRGRPO_AGENT_MAX_TOOL_RESPONSE"] == "99"  # the explicit runtime_env wins
     assert "UNRELATED" not in env_vars
 

@@ -75,7 +75,8 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 # truth; "obey" also plays the injection task's; "idle" answers without a tool; "parallel" makes all the
 # ground-truth calls in one turn; "malformed" emits a broken tool call; "unknown_tool" calls a tool the
 # suite does not have; "no_arguments" leaves out "arguments"; "unoffered" solves with a tool the row's
-# tool_selection does not offer.
+# tool_selection does not offer; "python" solves in Python-dict syntax (the paper's parser reads it);
+# "stringly" solves with every argument sent as a string (the paper's schema check drops the call).
 PLAN: list[tuple[str, str, str | None, str]] = [
     ("banking", "user_task_0", None, "solve"),
     ("banking", "user_task_1", "injection_task_0", "solve"),
@@ -90,10 +91,13 @@ PLAN: list[tuple[str, str, str | None, str]] = [
     ("slack", "user_task_4", None, "unknown_tool"),
     ("slack", "user_task_3", None, "no_arguments"),
     ("banking", "user_task_6", None, "unoffered"),
+    ("banking", "user_task_12", None, "python"),
+    ("banking", "user_task_11", None, "stringly"),
 ]
-INVALID = ("malformed", "unknown_tool", "no_arguments", "unoffered")
-# verl drops a call it cannot parse, so these trajectories end after their first turn.
-UNPARSED = ("malformed", "no_arguments")
+INVALID = ("malformed", "unknown_tool", "no_arguments", "unoffered", "stringly")
+# The paper's parser (ours, in verl's loop) drops a call it cannot parse or accept (an unknown or
+# unoffered tool, no arguments), so these trajectories end after their first turn.
+UNPARSED = ("malformed", "no_arguments", "unknown_tool", "unoffered", "stringly")
 ATTACK = "important_instructions"
 
 
@@ -113,7 +117,7 @@ def _calls(case: Mapping[str, Any], policy: str) -> tuple[list[FunctionCall], st
     """The tool calls and final answer of a policy, computed on the case's injected environment."""
     if policy == "idle":
         return [], "Sorry, I cannot do that."
-    if policy in ("parallel", "unoffered"):
+    if policy in ("parallel", "unoffered", "python", "stringly"):
         policy = "solve"
     suite = get_suite(BENCHMARK_VERSION, case["suite"])
     user_task = suite.get_user_task_by_id(case["user_task_id"])
@@ -172,7 +176,7 @@ def _agentdojo_outcome(case: Mapping[str, Any], policy: str) -> tuple[bool, bool
     injection = (
         suite.get_injection_task_by_id(case["injection_task_id"]) if case["injection_task_id"] else None
     )
-    solve = policy in ("solve", "parallel")
+    solve = policy in ("solve", "parallel", "python")
     pipeline = GroundTruthPipeline(user_task) if solve else _Script(*_calls(case, policy))
     utility, security = suite.run_task_with_pipeline(pipeline, user_task, injection, dict(case["injections"]))
     return bool(utility), injection is not None and bool(security)
@@ -199,6 +203,14 @@ class ScriptedServer:
         return TokenOutput(token_ids=ids, log_probs=[0.0] * len(ids), stop_reason="completed")
 
 
+def _call_text(name: str, args: dict[str, Any], policy: str) -> str:
+    if policy == "python":
+        return repr({"name": name, "arguments": args})
+    if policy == "stringly":
+        args = {k: json.dumps(v) if not isinstance(v, str) else v for k, v in args.items()}
+    return json.dumps({"name": name, "arguments": args})
+
+
 def _turns(case: Mapping[str, Any], policy: str) -> list[str]:
     if policy == "malformed":
         return ['<tool_call>\n{"name": "get_balance", "arguments": \n</tool_call>', "Done."]
@@ -207,10 +219,7 @@ def _turns(case: Mapping[str, Any], policy: str) -> list[str]:
     if policy == "no_arguments":
         return ['<tool_call>\n{"name": "get_channels"}\n</tool_call>', "Done."]
     calls, output = _calls(case, policy)
-    blocks = [
-        f"<tool_call>\n{json.dumps({'name': c.function, 'arguments': dict(c.args)})}\n</tool_call>"
-        for c in calls
-    ]
+    blocks = [f"<tool_call>\n{_call_text(c.function, dict(c.args), policy)}\n</tool_call>" for c in calls]
     return ["\n".join(blocks), output] if policy == "parallel" else [*blocks, output]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import json
 
 import pytest
 
@@ -67,7 +68,8 @@ def _run(case: dict[str, object], calls_from: str, output: str) -> dict[str, obj
     episode = AgentDojoEpisode(case)
     task = episode.user_task if calls_from == "user" else episode.injection_task
     for call in task.ground_truth(episode.pre_environment):
-        episode.record_turn(f'<tool_call>{{"name": "{call.function}", "arguments": {{}}}}</tool_call>')
+        turn = json.dumps({"name": call.function, "arguments": dict(call.args)})
+        assert episode.record_turn(f"<tool_call>{turn}</tool_call>").format_valid
         episode.call(call.function, call.args)
     return episode.result(output)
 

@@ -181,3 +181,48 @@ def test_a_stray_closing_tag_makes_the_rollout_invalid(banking: dict[str, dict[s
     env.reset(**banking["banking:user_task_0"])
     completion = [{"role": "assistant", "content": "</tool_call>"}, *_solve(env, "banking:user_task_0")]
     assert trl_reward_functions()[0]([completion], [env]) == [0.0]
+
+
+class _TextTokenizer:
+    """A tokenizer whose 'ids' are the text itself (enough for parse_response's decode)."""
+
+    all_special_tokens = ("<|im_end|>",)
+
+    def decode(self, ids: Any, skip_special_tokens: bool = False) -> str:
+        return "".join(ids)
+
+
+def test_the_paper_parser_decides_what_trl_runs_and_what_counts(banking: dict[str, dict[str, Any]]) -> None:
+    from corrgrpo_tasks.agent_security.trl_env import TURN_KEY, install_paper_parser
+
+    tokenizer = install_paper_parser(_TextTokenizer())
+    env = environment_factories(suites=["banking"], max_turns=3)["banking"]()
+    env.reset(**banking["banking:user_task_0"])
+    tools = [env.get_balance, env.send_money]
+    python_call = "<tool_call>{'name': 'get_balance', 'arguments': {}}</tool_call><|im_end|>"
+    message = tokenizer.parse_response(list(python_call), prefix=[], tools=tools)
+    assert message["tool_calls"] == [
+        {"type": "function", "function": {"name": "get_balance", "arguments": {}}}
+    ]
+    assert message[TURN_KEY] == {
+        "format_valid": True,
+        "text": "<tool_call>{'name': 'get_balance', 'arguments': {}}</tool_call>",
+    }
+    assert message["content"] == ""
+    stringly = '<tool_call>{"name": "send_money", "arguments": {"recipient": "x", "amount": "98.7", "subject": "s", "date": "d"}}</tool_call>'
+    dropped = tokenizer.parse_response(list(stringly), prefix=[], tools=tools)
+    assert "tool_calls" not in dropped  # TRL runs nothing
+    assert dropped[TURN_KEY]["format_valid"] is False
+    two = tokenizer.parse_response(list(python_call.removesuffix("<|im_end|>") * 2), prefix=[], tools=tools)
+    assert len(two["tool_calls"]) == 1  # max_parallel_calls=1, the paper's value
+    _, safety = trl_reward_functions()
+    env.reset(**banking["banking:user_task_0:injection_task_0:important_instructions"])
+    answer = {"role": "assistant", "content": "done", TURN_KEY: {"format_valid": True, "text": "done"}}
+    bad = {"role": "assistant", "content": "", TURN_KEY: {"format_valid": False, "text": stringly}}
+    # An invalid turn the loop read invalidates the rollout (safety 0 on an unhijacked attacked case);
+    # the same turn cut by the turn limit (the third generation, max_turns=3) was never read.
+    assert safety([[bad, answer]], [env]) == [0.0]
+    assert safety([[answer, answer, bad]], [env]) == [1.0]
+    assert safety([[answer, bad]], [env], completion_ids=[[0] * 10]) == [0.0]
+    env.max_completion_tokens = 10  # a rollout that filled the token budget ended on a cut turn
+    assert safety([[answer, bad]], [env], completion_ids=[[0] * 10]) == [1.0]

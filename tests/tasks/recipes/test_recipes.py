@@ -376,3 +376,33 @@ def test_agent_security_on_openrlhf_loads_the_agent_file_and_exports_its_limits(
     prefix = recipe.command().split(" -m ")[0]
     assert all(f"{k}={v}" in prefix for k, v in recipe.env.items())
     assert "CORRGRPO_AGENT_MAX_TOOL_RESPONSE=2048" in prefix
+
+
+@pytest.mark.parametrize("domain", ["tool_calling", "agent_security"])
+def test_the_reward_profile_reaches_every_framework(domain: str) -> None:
+    paper = {fw: build_recipe(domain, fw) for fw in ("verl", "trl", "openrlhf")}
+    hard = {fw: build_recipe(domain, fw, profile="hardened") for fw in ("verl", "trl", "openrlhf")}
+    key = "+reward.custom_reward_function.reward_kwargs.profile"
+    assert key not in paper["verl"].config["overrides"]  # the paper's reward: nothing to pass
+    assert hard["verl"].config["overrides"][key] == "hardened"
+    assert "profile" not in paper["trl"].config["reward_kwargs"]
+    assert hard["trl"].config["reward_kwargs"]["profile"] == "hardened"
+    variable = "CORRGRPO_AGENT_PROFILE" if domain == "agent_security" else "CORRGRPO_REWARD_PROFILE"
+    assert variable not in paper["openrlhf"].env
+    assert hard["openrlhf"].env[variable] == "hardened"
+    # The override and the keyword are the same thing.
+    assert build_recipe(domain, "verl", overrides=["profile=hardened"]).config == hard["verl"].config
+
+
+def test_unknown_profiles_and_profiles_in_reward_kwargs_are_rejected() -> None:
+    with pytest.raises(ValueError, match="profile"):
+        build_recipe("tool_calling", "verl", profile="strict")
+    with pytest.raises(ValueError, match="profile="):
+        build_recipe("tool_calling", "verl", overrides=["reward_kwargs=profile:hardened"])
+
+
+def test_agent_security_recipes_run_the_papers_parallel_calls_everywhere() -> None:
+    assert build_recipe("agent_security", "openrlhf").env["CORRGRPO_AGENT_MAX_PARALLEL_CALLS"] == "1"
+    trl = build_recipe("agent_security", "trl").config
+    assert trl["max_parallel_calls"] == 1
+    assert trl["environment"]["max_turns"] == 8

@@ -18,6 +18,7 @@ pytest.importorskip("agentdojo")
 from trl.chat_template_utils import qwen2_5_chat_template
 
 from corrgrpo_tasks.agent_security import suite_tool_names
+from corrgrpo_tasks.agent_security.trl_env import TURN_KEY
 from corrgrpo_tasks.gpu_smoke import agent_security_pieces, write_chat_checkpoint
 from corrgrpo_tasks.gpu_smoke._run import _training_rows
 from corrgrpo_tasks.recipes import build_recipe
@@ -27,6 +28,7 @@ pytestmark = pytest.mark.filterwarnings(
     "ignore::FutureWarning", "ignore::UserWarning", "ignore::DeprecationWarning"
 )
 
+MAX_RESPONSE = 12  # tokens; a turn of fewer pieces ended itself (each piece is one token)
 TINY = (
     "val_files=",
     "train_batch_size=2",
@@ -34,7 +36,7 @@ TINY = (
     "mini_batch_size=2",
     "per_device_batch_size=4",
     "max_steps=2",
-    "max_response_length=6",
+    f"max_response_length={MAX_RESPONSE}",
     "max_turns=3",
     "use_vllm=false",
     "bf16=false",
@@ -78,12 +80,16 @@ def test_two_real_steps_with_trl_tool_loop_on_agentdojo(
     trainer = build_trainer(recipe.config)
     assert sorted(trainer.environment_factories) == ["banking"]
     logged = train_two_steps(trainer)
-    # The last batch's rollouts as TRL parsed them: one with a malformed or unknown call scores 0.
+    # The last batch's rollouts, each turn read by the paper's parser (install_paper_parser): one whose
+    # turn dropped a malformed or unknown call scores 0, unless a limit cut that turn (then the paper's
+    # loop never reads it). A one-turn rollout of fewer than MAX_RESPONSE pieces ended itself.
     bad = 0
     for i, completion in enumerate(trainer._logs["completion"]):
         turns = [m for m in completion if m.get("role") == "assistant"]
-        calls = [c["function"]["name"] for m in turns for c in m.get("tool_calls") or ()]
-        if "launch_rocket" in calls or any("<tool_call>" in str(m.get("content")) for m in turns):
+        assert all(TURN_KEY in m for m in turns)
+        text = turns[-1][TURN_KEY]["text"]
+        pieces = text.count("</tool_call>") + text.count("I have checked your account.")
+        if len(turns) == 1 and pieces < MAX_RESPONSE and not turns[0][TURN_KEY]["format_valid"]:
             bad += 1
             assert [trainer._logs["rewards"][k][i] for k in ("utility_reward", "safety_reward")] == [0.0, 0.0]
     assert bad > 0, "no malformed or unknown call in the last batch: the check above proved nothing"

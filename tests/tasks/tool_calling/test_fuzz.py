@@ -74,14 +74,21 @@ def check_ranges(result: dict[str, float]) -> None:
     assert result["exact_match"] in (0.0, 1.0)
 
 
-@given(text=st.text(max_size=300), gt=TARGETS)
-def test_arbitrary_text_never_raises(text: str, gt: str) -> None:
-    check_ranges(compute_score("rlla", text, gt))
+PROFILES = st.sampled_from(["paper", "hardened"])
+
+
+@given(text=st.text(max_size=300), gt=TARGETS, profile=PROFILES)
+def test_arbitrary_text_never_raises(text: str, gt: str, profile: str) -> None:
+    check_ranges(compute_score("rlla", text, gt, profile=profile))
 
 
 @given(parts=st.lists(TOKENS | st.text(max_size=8), max_size=40), gt=TARGETS)
 def test_tag_soup_never_raises(parts: list[str], gt: str) -> None:
-    check_ranges(compute_score("rlla", "".join(parts), gt))
+    paper = compute_score("rlla", "".join(parts), gt)
+    hardened = compute_score("rlla", "".join(parts), gt, profile="hardened")
+    check_ranges(paper)
+    check_ranges(hardened)
+    assert hardened["format_reward"] == paper["format_reward"]  # the profiles differ in tool components only
 
 
 @given(
@@ -89,14 +96,14 @@ def test_tag_soup_never_raises(parts: list[str], gt: str) -> None:
     think=st.text(max_size=20),
     gt=TARGETS,
     junk=st.sampled_from(["", "x", "\n{", "</tool_call>"]),
+    profile=PROFILES,
 )
 def test_structured_calls_stay_in_range(
-    called: list[dict[str, object]], think: str, gt: str, junk: str
+    called: list[dict[str, object]], think: str, gt: str, junk: str, profile: str
 ) -> None:
     body = "\n".join(json.dumps(c) for c in called)
-    check_ranges(
-        compute_score("rlla", f"<think>{think}</think>\n<tool_call>\n{body}{junk}\n</tool_call>", gt)
-    )
+    text = f"<think>{think}</think>\n<tool_call>\n{body}{junk}\n</tool_call>"
+    check_ranges(compute_score("rlla", text, gt, profile=profile))
 
 
 @given(called=calls)

@@ -82,11 +82,21 @@ def test_wrong_value_keeps_name_and_parameter_credit(call_block) -> None:
     assert r["format_reward"] == 1.0
 
 
-def test_values_compare_with_their_json_type(call_block) -> None:
-    # The reference compares with ==: the integer 1 is not the string "1".
+def test_values_compare_with_python_equality(call_block) -> None:
+    # The reference compares with ==: the integer 1 is not the string "1" ...
     r = compute_score("rlla", call_block(("GetNews", {"page": 1})), GT)
     assert r["values_reward"] == -1.5
     assert r["parameter_reward"] == 1.0
+    # ... but true, 1 and 1.0 are all equal, in both profiles.
+    gt = call_block(("GetNews", {"page": 1}))
+    for value in (True, 1.0):
+        for profile in ("paper", "hardened"):
+            assert (
+                compute_score("rlla", call_block(("GetNews", {"page": value})), gt, profile=profile)[
+                    "values_reward"
+                ]
+                == 1.5
+            )
 
 
 def test_extra_parameter_lowers_the_parameter_name_score(call_block) -> None:
@@ -195,7 +205,9 @@ def test_chat_markers_are_removed_before_scoring() -> None:
     assert extract_prediction(text) == GT
     assert compute_score("rlla", text, GT)["score"] == 4.0
     llama = "<|start_header_id|>assistant<|end_header_id|>\n\n" + GT + "<|eot_id|>"
-    assert compute_score("rlla", llama, GT)["score"] == 4.0
+    # Llama's markers only when the experiment name says so (the reference's switch).
+    assert compute_score("rlla", llama, GT, {"experiment_name": "rlla-llama3"})["score"] == 4.0
+    assert compute_score("rlla", llama, GT)["format_reward"] == 0.0
 
 
 @pytest.mark.parametrize("solution", [None, 3, {"a": 1}, [], b"\xff\xfe"])
@@ -249,7 +261,9 @@ def test_malformed_ground_truth_is_a_clear_error() -> None:
 
 def test_parse_tool_calls_reports_presence_and_validity() -> None:
     assert parse_tool_calls("plain").present is False
-    assert parse_tool_calls("<tool_call>\n{}\n</tool_call>").calls is None
+    assert parse_tool_calls("<tool_call>\n{}\n</tool_call>").calls == ({},)  # read; not a call when scored
+    assert parse_tool_calls("<tool_call>\nnope\n</tool_call>").calls is None
+    assert parse_tool_calls("<tool_call>\n{}").calls is None
     parsed = parse_tool_calls(GT)
     assert parsed.present
     assert parsed.calls == ({"name": "GetNews", "parameters": {"page": "1"}},)

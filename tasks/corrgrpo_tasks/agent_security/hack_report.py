@@ -1,0 +1,117 @@
+"""The agent-security hack table of docs/tasks.md ("Reward profiles"), measured on real AgentDojo cases.
+
+``python -m corrgrpo_tasks.agent_security.hack_report [--suites banking ...]`` plays scripted policies
+(the ground truth, a refusal, answer stuffing) on every case of the suites and prints, per policy and
+profile, the mean score over attacked and all cases and the clean and question tasks passed, as JSON.
+Each policy's calls are well-formed turns (one call each); only the final answer and the calls differ.
+Needs ``agentdojo``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from corrgrpo_tasks.agent_security._data import SUITES, build_cases
+from corrgrpo_tasks.agent_security._episode import AgentDojoEpisode
+from corrgrpo_tasks.agent_security._reward import DATA_SOURCE, PROFILES, RESULT_KEY, compute_score
+
+READ_ONLY = ("get_", "read_", "search_", "list_", "check_")
+NUMBERS = " ".join(str(i) for i in range(2001))
+REFUSAL = "I cannot help with that."
+
+Calls = Callable[[AgentDojoEpisode], Sequence[Any]]
+Answer = Callable[[AgentDojoEpisode], str]
+
+
+def _ground_truth(episode: AgentDojoEpisode) -> list[Any]:
+    return list(episode.user_task.ground_truth(episode.pre_environment.model_copy(deep=True)))
+
+
+def _reads(episode: AgentDojoEpisode) -> list[Any]:
+    return [c for c in _ground_truth(episode) if c.function.startswith(READ_ONLY)]
+
+
+def _answer(episode: AgentDojoEpisode) -> str:
+    return str(episode.user_task.GROUND_TRUTH_OUTPUT)
+
+
+POLICIES: dict[str, tuple[Calls, Answer]] = {
+    "ground truth": (_ground_truth, _answer),
+    "ground-truth calls, no answer": (_ground_truth, lambda e: ""),
+    "refusal, no call": (lambda e: [], lambda e: REFUSAL),
+    "read-only calls, their outputs pasted": (_reads, lambda e: "\n".join(e.tool_outputs)),
+    "ground truth + the numbers 0..2000": (_ground_truth, lambda e: _answer(e) + " " + NUMBERS),
+    "no call, the numbers 0..2000": (lambda e: [], lambda e: NUMBERS),
+}
+
+EVERY_CASE = ("ground truth", "refusal, no call")
+"""The policies also played on the attacked cases (the others only on the clean ones)."""
+
+
+def play(case: dict[str, Any], calls: Calls, answer: Answer) -> dict[str, Any]:
+    """The checker result of one scripted trajectory: each call as its own turn, then the answer."""
+    episode = AgentDojoEpisode(case)
+    for call in calls(episode):
+        episode.record_turn(
+            f"<tool_call>{json.dumps({'name': call.function, 'arguments': dict(call.args)})}</tool_call>"
+        )
+        episode.call(call.function, dict(call.args))
+    text = answer(episode)
+    episode.record_turn(text)
+    return episode.result(text)
+
+
+def report(suites: Sequence[str] = SUITES) -> dict[str, dict[str, Any]]:
+    """``{policy: {profile: figures}}``: mean score over attacked and all cases, and the clean tasks
+    and question tasks (the ground truth passes, its calls without the answer fail) passed."""
+    scores: dict[tuple[str, str, str], list[float]] = defaultdict(list)
+    passed: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
+    questions: set[str] = set()
+    for case in build_cases(suites=suites):
+        clean = case["case_type"] == "clean"
+        names = POLICIES if clean else EVERY_CASE
+        results = {name: play(case, *POLICIES[name]) for name in names}
+        if (
+            clean
+            and results["ground truth"]["utility"]
+            and not results["ground-truth calls, no answer"]["utility"]
+        ):
+            questions.add(case["case_id"])
+        for name, result in results.items():
+            for profile in PROFILES:
+                r = compute_score(DATA_SOURCE, "", "", {RESULT_KEY: result}, profile=profile)
+                scores[(name, profile, case["case_type"])].append(r["score"])
+                scores[(name, profile, "all")].append(r["score"])
+                if clean:
+                    passed[(name, profile)][case["case_id"]] = r["utility_reward"]
+    out: dict[str, dict[str, Any]] = defaultdict(dict)
+    for name in POLICIES:
+        for profile in PROFILES:
+            figures: dict[str, Any] = {}
+            if name in EVERY_CASE:
+                for kind, label in (("security", "attacked cases"), ("all", "all cases")):
+                    values = scores[(name, profile, kind)]
+                    figures[f"mean score, {label}"] = round(sum(values) / len(values), 4) if values else None
+            done = passed[(name, profile)]
+            figures["clean tasks passed"] = f"{int(sum(done.values()))} of {len(done)}"
+            figures["question tasks passed"] = f"{int(sum(done[c] for c in questions))} of {len(questions)}"
+            out[name][profile] = figures
+    return dict(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--suites", nargs="+", default=list(SUITES), choices=SUITES)
+    args = parser.parse_args(argv)
+    print(json.dumps(report(args.suites), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
