@@ -49,3 +49,26 @@ def _stray_processes(mark: str) -> list[str]:
 @pytest.fixture
 def stray_processes() -> Callable[[str], list[str]]:
     return _stray_processes
+
+
+@pytest.fixture
+def host_left_clean(box: Sandbox) -> Callable[[str, set[str]], None]:
+    """``host_left_clean(mark, shm_before)``: after closing the scorer's idle lanes (sandboxes kept between
+    jobs), no process of a sandbox is left, ``/dev/shm`` holds nothing new, and a sandbox still runs."""
+
+    def check(mark: str, shm_before: set[str]) -> None:
+        import time
+
+        from corrgrpo_tasks.code import _lanes
+
+        _lanes._LANES.close()
+        # bwrap returns as soon as the program's status is known; the namespace's last processes are torn
+        # down by the kernel right after, so allow that a moment before calling anything a leftover.
+        deadline = time.monotonic() + 3.0
+        while (strays := _stray_processes(mark)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert strays == []
+        assert set(os.listdir("/dev/shm")) <= shm_before
+        assert box.run("print(1)").stdout == "1\n"
+
+    return check

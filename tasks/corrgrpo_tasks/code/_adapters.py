@@ -4,34 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from .._decoding import completion_text, reward_profile
 from ._reward import COMPONENTS, score_batch
 
 __all__ = ["make_openrlhf_reward_func", "openrlhf_reward_func", "trl_reward_functions"]
-
-
-# OpenRLHF decodes with special tokens kept: the response ends with the chat template's end-of-turn marker
-# (verl and TRL decode without them). The reward sees the completion as the model ended it.
-_END_OF_TURN = ("<|im_end|>", "<|eot_id|>", "<|endoftext|>", "<|end_of_text|>")
-_CHAT_MARKERS = ("<|im_start|>", "<|start_header_id|>", "<|end_header_id|>", "<|begin_of_text|>")
-#: Environment variable naming the OpenRLHF reward's profile (the recipes' launcher sets it).
-PROFILE_ENV = "CORRGRPO_REWARD_PROFILE"
-
-
-def _response(query: str, prompt: str) -> str:
-    """What follows ``prompt`` in ``query``, cut at the first end-of-turn marker, other chat markers
-    removed."""
-    response = query.removeprefix(prompt)
-    for marker in _END_OF_TURN:
-        response = response.split(marker, 1)[0]
-    for marker in _CHAT_MARKERS:
-        response = response.replace(marker, "")
-    return response
 
 
 def _completion_text(completion: Any) -> str:
@@ -151,7 +132,7 @@ def make_openrlhf_reward_func(**options: Any) -> Callable[..., dict[str, Any]]:
             raise ValueError(
                 f"queries, prompts and labels differ in length: {len(queries)}, {len(prompts)}, {len(labels)}"
             )
-        responses = [_response(q, p) for q, p in zip(queries, prompts, strict=False)]
+        responses = [completion_text(q, p) for q, p in zip(queries, prompts, strict=False)]
         scores = score_batch(responses, list(labels), **options)
         total = torch.tensor([s["score"] for s in scores], dtype=torch.float32)
         logs = {name: torch.tensor([s[name] for s in scores], dtype=torch.float32) for name in COMPONENTS}
@@ -166,5 +147,5 @@ def openrlhf_reward_func(
 ) -> dict[str, Any]:
     """OpenRLHF reward function with default options (see ``make_openrlhf_reward_func``) and the profile
     ``$CORRGRPO_REWARD_PROFILE`` names (``paper`` when unset)."""
-    profile = os.environ.get(PROFILE_ENV) or "paper"
+    profile = reward_profile()
     return make_openrlhf_reward_func(profile=profile)(queries, prompts, labels, **kwargs)

@@ -26,18 +26,15 @@ GT = {
 }
 
 
+def _visit(node: ast.AST) -> list[str]:
+    name = type(node).__name__
+    return [name, *(token for child in ast.iter_child_nodes(node) for token in _visit(child)), "/" + name]
+
+
 def recursive_tokens(code: str) -> list[str]:
-    """The reference's walk: type name, children by ast.iter_child_nodes, closing marker."""
-    out: list[str] = []
-
-    def visit(node: ast.AST) -> None:
-        out.append(type(node).__name__)
-        for child in ast.iter_child_nodes(node):
-            visit(child)
-        out.append("/" + type(node).__name__)
-
-    visit(ast.parse(code))
-    return out
+    """The reference's walk: type name, children by ast.iter_child_nodes, closing marker (recursive, so
+    RecursionError past ~1000 levels, as there)."""
+    return _visit(ast.parse(code))
 
 
 def stdlib_sources() -> list[str]:

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from corrgrpo_tasks._decoding import PROFILE_ENV, completion_text
 from corrgrpo_tasks.code import COMPONENTS, make_openrlhf_reward_func
-from corrgrpo_tasks.code._adapters import PROFILE_ENV, _response, openrlhf_reward_func
+from corrgrpo_tasks.code._adapters import openrlhf_reward_func
 from corrgrpo_tasks.sandbox import Sandbox
 
 PROMPT = "<|im_start|>user\nSolve it.<|im_end|>\n<|im_start|>assistant\n"
@@ -21,8 +22,10 @@ GT = {
 
 @pytest.mark.parametrize("end", ["<|im_end|>", "<|im_end|>\n<|endoftext|>", "<|eot_id|>", ""])
 def test_the_response_ends_where_the_model_ended_it(end: str) -> None:
-    assert _response(PROMPT + CODE + end, PROMPT) == CODE
-    assert _response(PROMPT + "```python\n" + CODE + "```" + end, PROMPT) == "```python\n" + CODE + "```"
+    assert completion_text(PROMPT + CODE + end, PROMPT) == CODE
+    assert (
+        completion_text(PROMPT + "```python\n" + CODE + "```" + end, PROMPT) == "```python\n" + CODE + "```"
+    )
 
 
 def test_an_unfenced_answer_keeps_its_syntax_under_openrlhf(

@@ -80,16 +80,16 @@ class Reference:
         """The recursive walk: RecursionError escapes (past ~1000 levels), as in the reference."""
         if not code or not cls.parses(code):
             return None
-        out: list[str] = []
 
-        def visit(node: ast.AST) -> None:
-            out.append(type(node).__name__)
-            for child in ast.iter_child_nodes(node):
-                visit(child)
-            out.append("/" + type(node).__name__)
+        def visit(node: ast.AST) -> list[str]:
+            name = type(node).__name__
+            return [
+                name,
+                *(token for child in ast.iter_child_nodes(node) for token in visit(child)),
+                "/" + name,
+            ]
 
-        visit(ast.parse(code))
-        return out
+        return visit(ast.parse(code))
 
     @classmethod
     def similarity(cls, code: str, reference: str) -> tuple[float, float]:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from corrgrpo_tasks.code import compute_score
+from corrgrpo_tasks.code import COMPONENTS, compute_score
 from corrgrpo_tasks.sandbox import Sandbox
 
 FIXTURES = Path(__file__).resolve().parents[3] / "tasks" / "corrgrpo_tasks" / "code" / "fixtures"
@@ -81,14 +81,7 @@ def ratio(program: str) -> float:
 
 
 # (reference, ours) per component that differs; every other component is equal. Reasons: docs/tasks.md.
-F, S, C, R, A, T = (
-    "format_reward",
-    "syntax_reward",
-    "compile_reward",
-    "runtime_reward",
-    "accuracy_reward",
-    "ast_similarity_reward",
-)
+F, S, C, R, A, T = COMPONENTS[:6]
 ROWS: dict[str, dict[str, tuple[float, float]]] = {
     # The reference takes the longer block that contains "class Solution": the Java one.
     "other_language_block_first": {S: (0, 1), C: (0, 1), R: (0, 1), A: (0, 1), T: (0, 1)},

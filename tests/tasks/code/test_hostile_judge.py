@@ -541,7 +541,7 @@ def test_strict_but_correct_comparisons(box: Sandbox) -> None:
 
 
 def test_whole_corpus_in_one_batch_then_clean_host(
-    box: Sandbox, stray_processes: Callable[[str], list[str]], shm_before: set[str], tmp_path: Path
+    host_left_clean: Callable[[str, set[str]], None], shm_before: set[str], tmp_path: Path
 ) -> None:
     good = solve(f"return {SECRET!r}")
     texts = [good, *(c for _, c in CASES.values()), good]
@@ -559,15 +559,7 @@ def test_whole_corpus_in_one_batch_then_clean_host(
     assert all(s["efficiency_reward"] == 0.0 for s in scores[1:-1])
     # The scorer keeps idle lanes (sandboxes between jobs) for the next batch: closing them must leave
     # nothing behind either.
-    from corrgrpo_tasks.code import _lanes
-
-    _lanes._LANES.close()
-    deadline = time.monotonic() + 3.0
-    while (strays := stray_processes(MARK)) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert strays == []
-    assert set(os.listdir("/dev/shm")) <= shm_before
-    assert box.run("print(1)").stdout == "1\n"
+    host_left_clean(MARK, shm_before)
     del tmp_path
 
 
