@@ -70,13 +70,21 @@ class Kernel:
     the trailing component axis.
     """
 
-    on_host = False  # ids can be read without a device synchronisation
-
     def __init__(self, xp: Namespace) -> None:
         self.xp = xp
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({getattr(self.xp, '__name__', self.xp)!r})"
+
+    # --- layout ----------------------------------------------------------------------------
+
+    def working(self, x: Array, dtype: Any) -> Array:
+        """``x`` in the working ``dtype``, laid out as this backend sums it best (no copy where it is)."""
+        return self.xp.astype(x, dtype, copy=False)
+
+    def output(self, x: Array, dtype: Any) -> Array:
+        """Advantages ``x`` in the caller's ``dtype`` (no copy where they are in it)."""
+        return self.xp.astype(x, dtype, copy=False)
 
     # --- the component axis and the whole batch -------------------------------------------
 
@@ -197,7 +205,7 @@ class Kernel:
         xp = self.xp
         mask = response_mask if response_mask.dtype == xp.bool else response_mask != 0
         values = xp.broadcast_to(advantages[..., None], tuple(response_mask.shape))
-        return xp.where(mask, values, xp.zeros_like(values))
+        return xp.where(mask, values, 0.0)
 
 
 def shift_divide(
