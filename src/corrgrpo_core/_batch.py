@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ._groups import Groups, dense_groups, find_runs, ragged_groups
-from ._kernels import CHUNK_ROWS, host_route, in_host_memory, sum_of_squares
+from ._kernels import CHUNK_ROWS, Kernel, host_route, kernel_for
 from ._lib._compat import (
     Array,
     Namespace,
@@ -97,7 +97,7 @@ class Batch:
         xp, raw, r, rows = self.xp, self.raw, self.groups.ragged, CHUNK_ROWS
         if r is None:
             step = max(1, rows // max(1, raw.shape[1]))
-            if not in_host_memory(raw, xp) or raw.shape[0] <= step:
+            if not self.groups.kernel.in_host_memory(raw) or raw.shape[0] <= step:
                 return None
             cuts = [*range(0, raw.shape[0], step), raw.shape[0]]
             return [
@@ -255,7 +255,7 @@ def prepare(
     has_nan, in_range = (
         (True, True)
         if lazy
-        else _check_finite(x, nan_policy, dense=group_ids is None, xp=xp, bounds=(lo, hi))
+        else _check_finite(x, nan_policy, dense=group_ids is None, kernel=kernel_for(xp), bounds=(lo, hi))
     )
     if nan_policy == "ignore" and has_nan:  # without NaN the complete-data path is exact and faster
         valid = ~xp.isnan(x)
@@ -290,7 +290,7 @@ def prepare(
             groups = ragged_groups(xp, ids, dtype, dev, lazy=lazy, runs=runs)
     if singleton == "raise" and not lazy:
         _check_no_singletons(groups, x, group_ids is None, xp)
-    if math.prod(x.shape[:-1]) <= CHUNK_ROWS or not in_host_memory(x, xp):  # never cut: convert now
+    if math.prod(x.shape[:-1]) <= CHUNK_ROWS or not groups.kernel.in_host_memory(x):  # never cut: convert now
         staged, x = x, groups.kernel.working(x, dtype)
         owned = owned or x is not staged
     return Batch(
@@ -409,18 +409,19 @@ def _rows(mask: Array, xp: Namespace, dense: bool) -> str:
 
 
 def _check_finite(
-    x: Array, nan_policy: str, *, dense: bool, xp: Namespace, bounds: tuple[float, float]
+    x: Array, nan_policy: str, *, dense: bool, kernel: Kernel, bounds: tuple[float, float]
 ) -> tuple[bool, bool]:
     """Raise on inf (and on NaN under ``nan_policy="raise"``); return (has NaN, magnitudes in range).
 
     One pass decides the common case: the sum of squares is finite only if every entry is, and
-    when it lies in [n lo^2, hi^2] no entry needs rescaling (see :func:`safe_range`).
+    when it lies in [n lo^2, hi^2] no entry needs rescaling (see :func:`limits`).
     """
+    xp = kernel.xp
     n = math.prod(x.shape)
     if n == 0:
         return False, True
     lo, hi = bounds
-    ss = sum_of_squares(x, xp)
+    ss = kernel.sum_of_squares(x)
     if ss is not None:
         if math.isfinite(ss):
             return False, n * lo * lo <= ss <= hi * hi  # 0: all zero, or squares that underflow

@@ -20,8 +20,6 @@ from collections.abc import Callable
 from functools import cache
 from typing import Any
 
-import numpy as np
-
 from .._lib._compat import Namespace, is_jax_namespace, is_numpy_namespace, is_torch_namespace
 from ._generic import CHUNK_ROWS, SMALL_GROUP, Kernel, RaggedIndex, Runs, shift_divide
 from ._host import NumpyKernel
@@ -33,10 +31,8 @@ __all__ = [
     "RaggedIndex",
     "Runs",
     "host_route",
-    "in_host_memory",
     "kernel_for",
     "shift_divide",
-    "sum_of_squares",
 ]
 
 
@@ -71,18 +67,3 @@ def host_route(scores: Any, weights: Any, xp: Namespace | None) -> tuple[Any, Ca
 
     view = _torch.host_view(scores)
     return None if view is None else (view, _torch.from_numpy)
-
-
-def in_host_memory(x: Any, xp: Namespace) -> bool:
-    """Whether ``x`` (of namespace ``xp``) lies in host memory a pass can stream through: numpy
-    arrays and CPU torch tensors (accelerators and ``jax.jit`` get their batches whole)."""
-    return is_numpy_namespace(xp) or (is_torch_namespace(xp) and x.device.type == "cpu")
-
-
-def sum_of_squares(x: Any, xp: Namespace) -> float | None:
-    """sum(x * x) of a numpy array in one BLAS pass (no temporary, no floating-point warnings), or
-    None where the backend has no such pass (the caller then uses max and min, which cannot overflow)."""
-    if not is_numpy_namespace(xp) or x.dtype not in (np.float32, np.float64):
-        return None
-    flat = np.reshape(x, (-1,))
-    return float(np.vdot(flat, flat))

@@ -86,6 +86,16 @@ class Kernel:
         """Advantages ``x`` in the caller's ``dtype`` (no copy where they are in it)."""
         return self.xp.astype(x, dtype, copy=False)
 
+    def in_host_memory(self, x: Array) -> bool:
+        """Whether ``x`` lies in host memory a pass can stream through a piece at a time
+        (accelerators and ``jax.jit`` get their batches whole)."""
+        return False
+
+    def sum_of_squares(self, x: Array) -> float | None:
+        """sum(x * x) in one pass with no temporary and no floating-point warning, where the backend
+        has one; else None (the caller then uses max and min, which cannot overflow)."""
+        return None
+
     # --- the component axis and the whole batch -------------------------------------------
 
     def sum_k(self, x: Array) -> Array:

@@ -51,6 +51,15 @@ class NumpyKernel(Kernel):
         np.copyto(block, x.transpose(1, 2, 0))  # written in the block's order: a contiguous write
         return block.transpose(2, 0, 1)
 
+    def in_host_memory(self, x: Array) -> bool:
+        return True
+
+    def sum_of_squares(self, x: Array) -> float | None:
+        if x.dtype not in (np.float32, np.float64):
+            return None
+        flat = np.reshape(x, (-1,))
+        return float(np.vdot(flat, flat))  # one BLAS pass
+
     def output(self, x: Array, dtype: Any) -> Array:
         with np.errstate(over="ignore"):  # an overflow is found (and named) by the caller
             return np.asarray(x, dtype=dtype, order="C")  # row-major, as the caller's scores

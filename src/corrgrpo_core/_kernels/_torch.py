@@ -102,6 +102,9 @@ class TorchKernel(Kernel):
     def __init__(self, xp: Namespace) -> None:
         super().__init__(xp)
 
+    def in_host_memory(self, x: Array) -> bool:
+        return bool(x.device.type == "cpu")
+
     def find_runs(self, ids: Array) -> Runs | None:
         return _host.find_runs(ids.numpy()) if ids.device.type == "cpu" else None
 
