@@ -22,8 +22,6 @@ from ._validation import (
     DARA_BASES,
     DARA_VARIANTS,
     EPS_PLACEMENTS,
-    NAN_POLICIES,
-    SINGLETON_POLICIES,
     STD_SCOPES,
     DaraBase,
     DaraVariant,
@@ -66,7 +64,7 @@ def _run(
         return batch.finish([zeros])
     rtol = resolve_rtol(zero_variance_rtol, batch.xp, batch.dtype)
     pieces = batch.pieces(group_local=_registry.get_estimator(name).group_local(options))
-    return batch.finish([compute(piece, rtol) for piece in pieces])
+    return batch.finish(compute(piece, rtol) for piece in pieces)  # a piece at a time
 
 
 def _rtol_option(zero_variance_rtol: float | None) -> float | None:
@@ -78,22 +76,11 @@ def _eps(eps: float, placement: str, name: str = "eps_placement") -> float:
     return check_number("eps", eps)
 
 
-def _policies(nan_policy: str, singleton: str) -> None:
-    check_choice("nan_policy", nan_policy, NAN_POLICIES)
-    check_choice("singleton", singleton, SINGLETON_POLICIES)
-
-
 def _z_options(
-    eps: float,
-    eps_placement: str,
-    ddof: int,
-    zero_variance_rtol: float | None,
-    nan_policy: str,
-    singleton: str,
+    eps: float, eps_placement: str, ddof: int, zero_variance_rtol: float | None
 ) -> tuple[float, int, float | None]:
-    """The options of a normalised estimator, checked in one call (the kernel route is short):
-    eps, ddof and the zero-variance tolerance, as the estimators take them."""
-    _policies(nan_policy, singleton)
+    """The options of a normalised estimator, checked in one call: eps, ddof and the zero-variance
+    tolerance, as the estimators take them (``prepare`` checks the two policies)."""
     return _eps(eps, eps_placement), check_int("ddof", ddof), _rtol_option(zero_variance_rtol)
 
 
@@ -168,7 +155,7 @@ def corrgrpo_advantage(
     >>> np.round(cc.corrgrpo_advantage(s), 4)
     array([-1.8607,  0.9304,  1.8607, -0.9304])
     """
-    eps, ddof, rtol = _z_options(eps, eps_placement, ddof, zero_variance_rtol, nan_policy, singleton)
+    eps, ddof, rtol = _z_options(eps, eps_placement, ddof, zero_variance_rtol)
     floor = check_number("min_correlation_sum", min_correlation_sum)
     return _run(
         "corrgrpo",
@@ -285,7 +272,7 @@ def grpo_advantage(
     array([[-0.6693,  0.3347,  0.6693, -0.3347],
            [-1.3387,  0.6693,  1.3387, -0.6693]])
     """
-    eps, ddof, rtol = _z_options(eps, eps_placement, ddof, zero_variance_rtol, nan_policy, singleton)
+    eps, ddof, rtol = _z_options(eps, eps_placement, ddof, zero_variance_rtol)
     check_choice("std_scope", std_scope, STD_SCOPES)
     pure = est.grpo if std_scope == "group" else est.grpo_batch_std
     return _run(
@@ -414,7 +401,7 @@ def mo_grpo_advantage(
     >>> np.round(cc.mo_grpo_advantage(np.array([[0.0, 10.0], [1.0, 30.0]])), 4)
     array([-1.4142,  1.4142])
     """
-    eps, ddof, rtol = _z_options(eps, eps_placement, ddof, zero_variance_rtol, nan_policy, singleton)
+    eps, ddof, rtol = _z_options(eps, eps_placement, ddof, zero_variance_rtol)
     return _run(
         "mo_grpo",
         scores,
@@ -460,7 +447,7 @@ def gdpo_advantage(
     >>> np.round(cc.gdpo_advantage(s), 4)
     array([-1.1534, -0.4119,  1.1534,  0.4119])
     """
-    eps, ddof, rtol = _z_options(eps, eps_placement, ddof, zero_variance_rtol, nan_policy, singleton)
+    eps, ddof, rtol = _z_options(eps, eps_placement, ddof, zero_variance_rtol)
     return _run(
         "gdpo",
         scores,
@@ -508,7 +495,6 @@ def gdpo_corr_advantage(
     check_choice("group_eps_placement", group_eps_placement, EPS_PLACEMENTS)
     ddof, rtol = check_int("ddof", ddof), _rtol_option(zero_variance_rtol)
     floor = check_number("min_correlation_sum", min_correlation_sum)
-    _policies(nan_policy, singleton)
     return _run(
         "gdpo_corr",
         scores,
@@ -571,7 +557,6 @@ def dara_advantage(
     ddof, rtol = check_int("ddof", ddof), _rtol_option(zero_variance_rtol)
     floor = check_number("min_correlation_sum", min_correlation_sum)
     top = check_number("max_weight", max_weight, minimum=1.0)
-    _policies(nan_policy, singleton)
     return _run(
         "dara",
         scores,

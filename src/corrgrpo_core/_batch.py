@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from functools import cache, cached_property
 from typing import Any
@@ -31,10 +31,11 @@ _SHOWN = 10  # how many offending rows an error message names
 class Batch:
     """A validated reward batch.
 
-    ``raw`` is ``(B, n, K)`` or ``(N, K)`` with missing (NaN) entries set to 0, ``valid`` marks
-    the entries that were present (None when all are), ``weights`` broadcasts against ``raw``.
-    ``raw`` is in the scores' own floating dtype until :meth:`pieces` hands the estimators the
-    batch in the working ``dtype`` and the kernel's layout (on the host, a piece at a time).
+        ``raw`` is ``(B, n, K)`` or ``(N, K)`` with missing (NaN) entries set to 0, ``valid`` marks
+        the entries that were present (None when all are), ``weights`` broadcasts against ``raw`` (None:
+    no weights were given, every weight is 1).
+        ``raw`` is in the scores' own floating dtype until :meth:`pieces` hands the estimators the
+        batch in the working ``dtype`` and the kernel's layout (on the host, a piece at a time).
     """
 
     xp: Namespace
@@ -42,13 +43,12 @@ class Batch:
     raw: Array
     valid: Array | None
     row_valid: Array | None
-    weights: Array
+    weights: Array | None
     lead_shape: tuple[int, ...]
     out_dtype: Any
     device: Any
     dtype: Any  # the working dtype: float64 wherever the backend holds it
     owns_raw: bool = False  # ``raw`` is an array of ours (never the caller's), see Batch.consumable
-    unit_weights: bool = False  # no weights given: ``weighted`` is ``raw`` itself
     # Powers of two that brought huge or tiny inputs into a safe range (see :func:`power_of_two_scale`):
     # ``raw`` is the scores times ``scale``, ``weights`` the given weights times ``weight_scale``.
     scale: float = 1.0
@@ -63,19 +63,20 @@ class Batch:
 
     @cached_property
     def weighted(self) -> Array:
-        return self.raw if self.unit_weights else self.raw * self.weights
+        return self.raw if self.weights is None else self.raw * self.weights
 
     @property
     def empty(self) -> bool:
         """No rows (a component axis alone)."""
         return 0 in self.raw.shape[:-1]
 
-    def pieces(self, *, group_local: bool = False) -> list[Batch]:
+    def pieces(self, *, group_local: bool = False) -> Iterator[Batch]:
         """The batch in the working dtype and the kernel's layout: whole, or (``group_local``: for an
         estimator whose groups are computed independently) in pieces of whole groups where the
-        batch lies in host memory (see :meth:`_cut`)."""
+        batch lies in host memory (see :meth:`_cut`), each piece's working copy made as it is
+        reached (so that only one is alive at a time)."""
         parts = self._cut() if group_local else None
-        return [part._working() for part in (parts or [self])]
+        return (part._working() for part in (parts or [self]))
 
     def _working(self) -> Batch:
         raw = self.groups.kernel.working(self.raw, self.dtype)
@@ -139,24 +140,30 @@ class Batch:
             row_valid=None if self.row_valid is None else self.row_valid[part, ...],
         )
 
-    def finish(self, parts: list[Array]) -> Array:
-        """The (rows..., 1) advantages of the :meth:`pieces` -> one array of the scores' type,
-        leading shape, floating dtype and device.
+    def finish(self, parts: Iterable[Array]) -> Array:
+        """The (rows..., 1) advantages of the :meth:`pieces`, in order -> one array of the scores'
+        type, leading shape, floating dtype and device.
 
         An advantage too large for the output dtype is an error, never a silent inf.
         """
         xp = self.xp
-        adv = parts[0] if len(parts) == 1 else xp.concat(parts, axis=0)
-        adv = xp.reshape(adv, self.lead_shape)
-        # No copy where the dtype is already the output's: an estimator returns a new array of its own.
-        out = self.groups.kernel.output(adv, self.out_dtype)
-        if not is_lazy_array(out) and not bool(xp.all(xp.isfinite(out))):  # overflow (or NaN)
-            largest, top = limits(xp, self.out_dtype).max, max_abs(adv, xp)
-            raise ValueError(
-                f"the advantages overflow {self.out_dtype}: the largest is {top:.4g}, beyond its largest "
-                f"finite value {largest:.4g}; pass the scores in a wider dtype or rescale them"
-            )
+        out = self.groups.kernel.join(self._checked(parts), self.raw.shape[0], self.out_dtype)
+        out = xp.reshape(out, self.lead_shape)
         return out if self.to_caller is None else self.to_caller(out)
+
+    def _checked(self, parts: Iterable[Array]) -> Iterator[Array]:
+        """``parts``, each refused by name if an advantage in it is beyond the output dtype's range."""
+        xp = self.xp
+        largest = limits(xp, self.out_dtype).max
+        for adv in parts:
+            if not is_lazy_array(adv) and math.prod(adv.shape):
+                top = self.groups.kernel.max_abs(adv)
+                if not top <= largest:  # NaN included
+                    raise ValueError(
+                        f"the advantages overflow {self.out_dtype}: the largest is {top:.4g}, beyond its "
+                        f"largest finite value {largest:.4g}; pass the scores in a wider dtype or rescale them"
+                    )
+            yield adv
 
 
 @dataclass(frozen=True)
@@ -223,7 +230,8 @@ def prepare(
         xp = array_namespace(scores)
     dev = device(scores)
     lazy = is_lazy_array(scores)
-    if not (xp.isdtype(scores.dtype, "real floating") or xp.isdtype(scores.dtype, "integral")):
+    floating = xp.isdtype(scores.dtype, "real floating")
+    if not (floating or xp.isdtype(scores.dtype, "integral")):
         raise TypeError(f"scores must have a real numeric dtype, got {scores.dtype}")
     if group_ids is None and scores.ndim not in (2, 3):
         raise ValueError(
@@ -235,17 +243,17 @@ def prepare(
     k = scores.shape[-1]
     if k == 0:
         raise ValueError("scores has no reward component (K = 0)")
-    if xp.isdtype(scores.dtype, "real floating"):
+    if floating:
         out_dtype = scores.dtype
     else:
         out_dtype = xp.__array_namespace_info__().default_dtypes(device=dev)["real floating"]
     dtype = work_dtype(xp, dev)
     lead = tuple(scores.shape[:-1]) if scores.ndim != 2 or group_ids is not None else (scores.shape[0],)
 
-    w = _weights(weights, k, xp, dtype, dev, lazy)
+    w = None if weights is None else _weights(weights, k, xp, dtype, dev, lazy)
     # Floating scores stay in their dtype until the end (a large batch on the host gets its working
     # copy a piece at a time, see Batch.pieces); nothing below writes into x.
-    owned = not xp.isdtype(scores.dtype, "real floating")
+    owned = not floating
     x = xp.astype(scores, dtype) if owned else scores
     if scores.ndim == 2 and group_ids is None:
         x = xp.reshape(x, (1, *x.shape))
@@ -269,7 +277,7 @@ def prepare(
                 xp.astype(x, dtype, copy=False) * scale,
                 True,
             )  # exact: a power of two (see power_of_two_scale)
-    if weights is not None and not lazy and not is_lazy_array(w):
+    if w is not None and not lazy and not is_lazy_array(w):
         weight_scale = power_of_two_scale(max_abs(w, xp), lo, hi, lim.normal_exponent)
         if weight_scale != 1.0:
             w = w * weight_scale
@@ -299,13 +307,12 @@ def prepare(
         raw=x,
         valid=valid,
         row_valid=row_valid,
-        weights=xp.reshape(w, (1,) * (x.ndim - 1) + (k,)),
+        weights=None if w is None else xp.reshape(w, (1,) * (x.ndim - 1) + (k,)),
         lead_shape=lead,
         out_dtype=out_dtype,
         device=dev,
         dtype=dtype,
         owns_raw=owned,
-        unit_weights=weights is None,
         scale=scale,
         weight_scale=weight_scale,
         to_caller=to_caller,
@@ -330,23 +337,14 @@ def power_of_two_scale(top: float, lo: float, hi: float, normal_exponent: int = 
 
 
 def max_abs(x: Array, xp: Namespace) -> float:
-    """The largest magnitude in a concrete array (0 for an empty one), as a Python float."""
-    if math.prod(x.shape) == 0:
-        return 0.0
-    return max(abs(_to_float(xp.max(x))), abs(_to_float(xp.min(x))))
-
-
-def _to_float(value: Array) -> float:
-    """A 0-d array's value (torch: without its autograd graph)."""
-    detach = getattr(value, "detach", None)
-    return float(detach() if callable(detach) else value)
+    """The largest magnitude in a concrete array (0 for an empty one), as a Python float (NaN if
+    there is one)."""
+    return kernel_for(xp).max_abs(x)
 
 
 def _weights(
-    weights: Array | Sequence[float] | None, k: int, xp: Namespace, dtype: Any, dev: Any, lazy: bool
+    weights: Array | Sequence[float], k: int, xp: Namespace, dtype: Any, dev: Any, lazy: bool
 ) -> Array:
-    if weights is None:
-        return xp.ones((k,), dtype=dtype, device=dev)
     if is_array_api_obj(weights):
         wxp, wdtype = array_namespace(weights), getattr(weights, "dtype", None)
         if not (wxp.isdtype(wdtype, "real floating") or wxp.isdtype(wdtype, "integral")):
@@ -426,9 +424,8 @@ def _check_finite(
         if math.isfinite(ss):
             return False, n * lo * lo <= ss <= hi * hi  # 0: all zero, or squares that underflow
     else:  # max and min: no overflow (and no warning) on any backend
-        top, bottom = _to_float(xp.max(x)), _to_float(xp.min(x))
-        if math.isfinite(top) and math.isfinite(bottom):
-            largest = max(abs(top), abs(bottom))
+        largest = kernel.max_abs(x)
+        if math.isfinite(largest):
             return False, largest == 0.0 or lo <= largest <= hi
     infinite = xp.any(xp.isinf(x), axis=-1)
     if bool(xp.any(infinite)):

@@ -94,7 +94,7 @@ def _rows_only(batch: Batch, adv: Array) -> Array:
 def total_moments(batch: Batch, *, ddof: int, rtol: float, last: bool = False) -> Moments:
     """Group moments of the weighted total R_i = sum_k w_k x_ik (NaN entries count as 0); ``last``:
     the caller reads the batch no further (the moments may then work over its arrays)."""
-    total = _sum_k(batch.weighted, batch.xp)
+    total = batch.groups.kernel.sum_k(batch.weighted)
     own = last and batch.consumable(total)
     return group_moments(total, batch.row_valid, batch.groups, ddof=ddof, rtol=rtol, own=own)
 
@@ -286,7 +286,8 @@ def _weighted_zscores(batch: Batch, *, eps: float, eps_placement: str, ddof: int
     """
     xp = batch.xp
     m = group_moments(batch.raw, batch.valid, batch.groups, ddof=ddof, rtol=rtol)
-    return replace(m, inv_std_g=batch.weights / _zscore_den(m, eps, eps_placement, xp, batch.scale))
+    w = 1.0 if batch.weights is None else batch.weights
+    return replace(m, scale_g=w / _zscore_den(m, eps, eps_placement, xp, batch.scale))
 
 
 def batch_zscore(batch: Batch, h: Array, *, eps: float, eps_placement: str, ddof: int, rtol: float) -> Array:
@@ -378,7 +379,9 @@ def dara(
         m = group_moments(batch.raw, batch.valid, batch.groups, ddof=ddof, rtol=rtol)
         density = dara_weights(batch, m.varies, max_weight=max_weight)
         z = _zscores(m, eps, eps_placement, xp, batch.scale)
-        s = unscaled(_sum_k(batch.weights * _dara_calibrate(z, density, variant, xp), xp), batch.weight_scale)
+        calibrated = _dara_calibrate(z, density, variant, xp)
+        weighted = calibrated if batch.weights is None else batch.weights * calibrated
+        s = unscaled(_sum_k(weighted, xp), batch.weight_scale)
         return batch_zscore(batch, s, eps=eps, eps_placement=eps_placement, ddof=ddof, rtol=rtol)
     parts = corr_parts(batch, ddof=ddof, rtol=rtol)
     density = dara_weights(batch, parts.components.varies, max_weight=max_weight)

@@ -135,7 +135,9 @@ class Groups:
             assert self.ragged is not None
             return _host.segment_sums_both(x, self.ragged, ref)
         x = self._shifted(x, ref)
-        return self.reduce(x), self.reduce_sq(x)
+        if self.ragged is None:
+            return self.kernel.dense_sum(x), self.kernel.dense_sum_sq(x)
+        return self.kernel.segment_sum(x, self.ragged), self.kernel.segment_sum_sq(x, self.ragged)
 
     def row_dot(self, x: Array, g: Array, *, ref: Array | None = None) -> Array:
         """sum_k x_ik g_k over the components, with ``g`` the group-level value of the row's group."""

@@ -120,11 +120,22 @@ class Moments:
     shift_mean_g: Array  # mean of ``shifted`` over the scope
     count_g: Array
     var_g: Array
-    std_g: Array
     varies_g: Array
-    inv_std_g: Array  # 1 / std where the component varies, else 0
     valid: Array | None = None
     reference_g: Array | None = None  # set: ``shifted`` holds the unshifted values (see above)
+    scale_g: Array | None = None  # what ``inv_std_g`` is, where not 1 / std (see there)
+
+    @cached_property
+    def std_g(self) -> Array:
+        return self.scope.xp.sqrt(self.var_g)
+
+    @cached_property
+    def inv_std_g(self) -> Array:
+        """1 / std where the component varies, else 0 (or ``scale_g`` where given: the z-scores
+        are then c_ik times it)."""
+        if self.scale_g is not None:
+            return self.scale_g
+        return 1.0 / self.scope.xp.where(self.varies_g, self.std_g, float("inf"))
 
     @property
     def count(self) -> Array:
@@ -299,19 +310,19 @@ def moments(
     else:
         var = xp.where(positive, sum_sq / xp.where(positive, dof, 1.0), 0.0)
     # Scale-relative zero-variance test: population variance against the mean square of the
-    # (unshifted) values; rtol = 0 is the reference code's exact ``var > 0``.
+    # (unshifted) values, S > rtol^2 (rows mean^2 + S); rtol = 0 is the reference code's exact ``var > 0``.
     threshold = reference + shifted_mean  # the mean
     threshold *= threshold
-    threshold += sum_sq / safe_count
-    threshold *= rtol * rtol
     threshold *= safe_count
+    threshold += sum_sq
+    threshold *= rtol * rtol
     # var > 0: a subnormal sum of squares over dof can round to 0
-    varies = (sum_sq > threshold) & positive & (var > 0)
+    varies = (sum_sq > threshold) & (var > 0)
+    if positive is not True:  # (a Python True where every scope has more rows than ddof)
+        varies &= positive
     # Dead from here: their memory serves the temporaries below (with groups of n rows, a
     # group-level array is 1/n of the rows, and a call's peak is reached in this function).
     del sum_sq, threshold
-    std = xp.sqrt(var)
-    inv_std = 1.0 / xp.where(varies, std, float("inf"))  # 0 where it does not vary
     m = Moments(
         scope=scope,
         # Centred already: keep only those (shifted by their mean, 0), not the shifted values too.
@@ -319,9 +330,7 @@ def moments(
         shift_mean_g=shifted_mean if centred is None else xp.zeros_like(shifted_mean),
         count_g=count,
         var_g=var,
-        std_g=std,
         varies_g=varies,
-        inv_std_g=inv_std,
         valid=valid,
         reference_g=ref if centred is None else None,
     )

@@ -63,7 +63,15 @@ def host_route(scores: Any, weights: Any, xp: Namespace | None) -> tuple[Any, Ca
         return None
     if getattr(weights, "requires_grad", False):
         return None  # gradients flow through torch
+    torch_kernel = _torch_module()
+    view = torch_kernel.host_view(scores)
+    return None if view is None else (view, torch_kernel.from_numpy)
+
+
+@cache
+def _torch_module() -> Any:
+    """:mod:`._torch`, imported when a torch tensor is first seen (an import statement in a function
+    that runs on every call costs more than the rest of the route)."""
     from . import _torch
 
-    view = _torch.host_view(scores)
-    return None if view is None else (view, _torch.from_numpy)
+    return _torch

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import collections
 import itertools
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -57,12 +57,29 @@ class NumpyKernel(Kernel):
     def sum_of_squares(self, x: Array) -> float | None:
         if x.dtype not in (np.float32, np.float64):
             return None
-        flat = np.reshape(x, (-1,))
+        flat = x.reshape(-1)
         return float(np.vdot(flat, flat))  # one BLAS pass
 
+    def max_abs(self, x: Array) -> float:
+        return max(float(x.max()), -float(x.min())) if x.size else 0.0
+
     def output(self, x: Array, dtype: Any) -> Array:
-        with np.errstate(over="ignore"):  # an overflow is found (and named) by the caller
-            return np.asarray(x, dtype=dtype, order="C")  # row-major, as the caller's scores
+        # (the caller has checked that the values fit ``dtype``: no overflow here)
+        return np.asarray(x, dtype=dtype, order="C")  # row-major, as the caller's scores
+
+    def join(self, parts: Iterable[Array], rows: int, dtype: Any) -> Array:
+        """Each part written into one output as it comes (a piece's result is freed before the
+        next piece is computed)."""
+        it = iter(parts)
+        first = next(it)
+        if first.shape[0] == rows:
+            return self.output(first, dtype)
+        out = np.empty((rows, *first.shape[1:]), dtype=dtype)
+        a = 0
+        for part in itertools.chain((first,), it):  # (checked by the caller to fit ``dtype``)
+            out[a : a + part.shape[0]] = part
+            a += part.shape[0]
+        return out
 
     def sum_k(self, x: Array) -> Array:
         if x.shape[-1] == 1:  # the sum of one component is the component: no copy (never written)
@@ -250,6 +267,8 @@ def _dense_sum(x: Array, y: Array | None) -> Array:
         return np.cumsum(v, axis=1)[:, -1:, :]
     if y is None:
         return np.add.reduce(x, axis=1, keepdims=True)
+    if x.size <= _PIECE:  # small: a temporary costs less than einsum's Python-level parsing
+        return np.add.reduce(x * y, axis=1, keepdims=True)
     return np.einsum("bnk,bnk->bk", x, y)[:, None, :]
 
 

@@ -88,9 +88,7 @@ def host_view(x: Array) -> Array | None:
         return None
 
 
-def from_numpy(x: Array) -> Array:
-    """A numpy result as a CPU tensor on the same memory."""
-    return torch.from_numpy(x)
+from_numpy = torch.from_numpy  # a numpy result as a CPU tensor on the same memory
 
 
 # --- the group kernel --------------------------------------------------------------------------
