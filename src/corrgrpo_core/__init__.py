@@ -20,7 +20,7 @@ from ._api import (
     rloo_advantage,
 )
 from ._diagnostics import AdvantageStats
-from ._groups import group_labels, run_length
+from ._groups import dense_group_size, group_labels, run_length
 from ._registry import (
     EstimatorSpec,
     compute_advantages,
@@ -50,6 +50,7 @@ __all__ = [
     "corr_normalized_advantage",
     "corrgrpo_advantage",
     "dara_advantage",
+    "dense_group_size",
     "dr_grpo_advantage",
     "estimator_names",
     "gdpo_advantage",

@@ -1,33 +1,27 @@
 """Public estimators: docstring, validation and dispatch, one route per estimator.
 
-Each function checks its options (:mod:`._validation`), then hands :func:`_run` the estimator's
-pure function in :mod:`._estimators` and, where a backend has a whole-call kernel for it, the
-options that kernel takes (:class:`._kernels.KernelOptions`). :func:`_run` returns the kernel's
-result for a dense batch (:func:`._kernels.dense_estimator`: torch tensors and numpy float32,
-computed in their own dtype; it declines what it does not cover), else runs the generic
-array-API path. What each estimator *is* (group or batch scope, total or
-per-component numerator, its oracle, ...) is declared once, where it is registered at the end of
-this module (see :class:`EstimatorSpec`).
+Each function checks its options (:mod:`._validation`) and hands :func:`_run` the estimator's
+pure function in :mod:`._estimators`, the one place its formula is written; :func:`_run` prepares
+the batch (:func:`._batch.prepare`) and evaluates the formula on it, in pieces of whole groups where
+the estimator is group-local. What each estimator *is* (group or batch scope, total or
+per-component numerator, its oracle, ...) is declared once, in the registration on the function
+(see :class:`EstimatorSpec`).
 """
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal, overload
+from typing import Any
 
 from . import _estimators as est
-from . import _kernels, _oracles, _registry
+from . import _oracles, _registry
 from ._batch import Batch, prepare, resolve_rtol
 from ._diagnostics import AdvantageStats, check_stats_finite, empty_stats, stats_from_parts
-from ._kernels import KernelOptions
 from ._lib._compat import Array, Namespace
 from ._validation import (
     DARA_BASES,
     DARA_VARIANTS,
     EPS_PLACEMENTS,
-    NAN_POLICIES,
-    SINGLETON_POLICIES,
     STD_SCOPES,
     DaraBase,
     DaraVariant,
@@ -42,6 +36,9 @@ from ._validation import (
 
 IdsLike = Array | Sequence[int] | None
 WeightsLike = Array | Sequence[float] | None
+# The facts shared by GRPO's family: a group's advantages depend on it alone, and are a positive
+# group factor times the centred weighted total (so they sum to zero over the group).
+_CENTRED_TOTAL: dict[str, Any] = {"scope": "group", "numerator": "total", "centred": True}
 
 
 def _run(
@@ -54,25 +51,20 @@ def _run(
     xp: Namespace | None,
     zero_variance_rtol: float | None,
     compute: Callable[[Batch, float], Array],
-    kernel: KernelOptions | None,
     options: Mapping[str, Any] | None = None,
 ) -> Array:
-    """The backend kernel's result for a dense batch where it has one (``kernel``: the checked
-    options it takes; None: it has none for these options), else prepare the batch and
-    ``compute``: over a large dense batch in cache-sized pieces of whole groups when the registry
-    says that estimator ``name`` (with ``options``) is group-local."""
-    if kernel is not None and group_ids is None:
-        fast = _kernels.dense_estimator(name, scores, weights, xp, kernel)
-        if fast is not None:
-            return fast
-    batch = prepare(scores, group_ids, weights=weights, nan_policy=nan_policy, singleton=singleton, xp=xp)
-    if 0 in batch.raw.shape[:-1]:
-        return batch.xp.zeros(batch.lead_shape, dtype=batch.out_dtype, device=batch.device)
-    rtol = resolve_rtol(zero_variance_rtol, batch.xp, batch.raw.dtype)
-    pieces = batch.chunks() if _registry.get_estimator(name).group_local(options) else None
-    if pieces is None:
-        return batch.finish(compute(batch, rtol))
-    return batch.finish(batch.xp.concat([compute(piece, rtol) for piece in pieces], axis=0))
+    """Prepare the batch and ``compute`` the advantages on it: over a large batch in host memory in
+    cache-sized pieces of whole groups when the registry says that estimator ``name`` (with
+    ``options``) is group-local."""
+    batch = prepare(
+        scores, group_ids, weights=weights, nan_policy=nan_policy, singleton=singleton, xp=xp, host=True
+    )
+    if batch.empty:
+        zeros = batch.xp.zeros((*batch.raw.shape[:-1], 1), dtype=batch.dtype, device=batch.device)
+        return batch.finish([zeros])
+    rtol = resolve_rtol(zero_variance_rtol, batch.xp, batch.dtype)
+    pieces = batch.pieces(group_local=_registry.get_estimator(name).group_local(options))
+    return batch.finish(compute(piece, rtol) for piece in pieces)  # a piece at a time
 
 
 def _rtol_option(zero_variance_rtol: float | None) -> float | None:
@@ -84,26 +76,22 @@ def _eps(eps: float, placement: str, name: str = "eps_placement") -> float:
     return check_number("eps", eps)
 
 
-def _policies(nan_policy: str, singleton: str) -> None:
-    check_choice("nan_policy", nan_policy, NAN_POLICIES)
-    check_choice("singleton", singleton, SINGLETON_POLICIES)
-
-
 def _z_options(
-    eps: float,
-    eps_placement: str,
-    ddof: int,
-    zero_variance_rtol: float | None,
-    nan_policy: str,
-    singleton: str,
+    eps: float, eps_placement: str, ddof: int, zero_variance_rtol: float | None
 ) -> tuple[float, int, float | None]:
-    """The options of a normalised estimator, checked in one call (the kernel route is short):
-    eps, ddof and the zero-variance tolerance, as the estimators take them."""
-    _policies(nan_policy, singleton)
+    """The options of a normalised estimator, checked in one call: eps, ddof and the zero-variance
+    tolerance, as the estimators take them (``prepare`` checks the two policies)."""
     return _eps(eps, eps_placement), check_int("ddof", ddof), _rtol_option(zero_variance_rtol)
 
 
-@overload
+@_registry.registered(
+    "corrgrpo",
+    "centred total reward over the correlation norm of the group (CorrGRPO)",
+    diagnostic_options=_registry.CORRELATION_DIAGNOSTIC_OPTIONS,
+    unnormalised="dr_grpo",
+    oracle=_oracles.corrgrpo_oracle,
+    **_CENTRED_TOTAL,
+)
 def corrgrpo_advantage(
     scores: Array,
     /,
@@ -117,46 +105,8 @@ def corrgrpo_advantage(
     zero_variance_rtol: float | None = None,
     nan_policy: NanPolicy = "raise",
     min_correlation_sum: float = 0.0,
-    return_stats: Literal[False] = False,
     xp: Namespace | None = None,
-) -> Array: ...
-
-
-@overload
-def corrgrpo_advantage(
-    scores: Array,
-    /,
-    group_ids: IdsLike = None,
-    *,
-    weights: WeightsLike = None,
-    eps: float = 1e-6,
-    eps_placement: EpsPlacement = "inside",
-    ddof: int = 1,
-    singleton: SingletonPolicy = "zero",
-    zero_variance_rtol: float | None = None,
-    nan_policy: NanPolicy = "raise",
-    min_correlation_sum: float = 0.0,
-    return_stats: Literal[True],
-    xp: Namespace | None = None,
-) -> tuple[Array, AdvantageStats]: ...
-
-
-def corrgrpo_advantage(
-    scores: Array,
-    /,
-    group_ids: IdsLike = None,
-    *,
-    weights: WeightsLike = None,
-    eps: float = 1e-6,
-    eps_placement: EpsPlacement = "inside",
-    ddof: int = 1,
-    singleton: SingletonPolicy = "zero",
-    zero_variance_rtol: float | None = None,
-    nan_policy: NanPolicy = "raise",
-    min_correlation_sum: float = 0.0,
-    return_stats: bool = False,
-    xp: Namespace | None = None,
-) -> Array | tuple[Array, AdvantageStats]:
+) -> Array:
     r"""CorrGRPO advantages: the centred total reward over the correlation norm of its group.
 
     .. math:: A_i = \frac{\sum_k (x_{ik} - \bar x_k)}{\sqrt{\max(\sum_{l,m} \rho_{lm}, f) + \epsilon}}
@@ -193,9 +143,6 @@ def corrgrpo_advantage(
     min_correlation_sum
         Floor f on the correlation sum, against the blow-up of anti-correlated components
         (default 0 = paper fidelity).
-    return_stats
-        Deprecated: also return :func:`advantage_stats` of the batch with the same options
-        (call that function instead).
 
     Returns
     -------
@@ -208,41 +155,8 @@ def corrgrpo_advantage(
     >>> np.round(cc.corrgrpo_advantage(s), 4)
     array([-1.8607,  0.9304,  1.8607, -0.9304])
     """
-    eps, ddof, rtol = _z_options(eps, eps_placement, ddof, zero_variance_rtol, nan_policy, singleton)
+    eps, ddof, rtol = _z_options(eps, eps_placement, ddof, zero_variance_rtol)
     floor = check_number("min_correlation_sum", min_correlation_sum)
-    if return_stats:
-        warnings.warn(
-            "corrgrpo_advantage(return_stats=True) is deprecated; call advantage_stats(scores, group_ids, ...) "
-            "with the same options",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        adv = corrgrpo_advantage(
-            scores,
-            group_ids,
-            weights=weights,
-            eps=eps,
-            eps_placement=eps_placement,
-            ddof=ddof,
-            singleton=singleton,
-            zero_variance_rtol=rtol,
-            nan_policy=nan_policy,
-            min_correlation_sum=floor,
-            xp=xp,
-        )
-        stats = advantage_stats(
-            scores,
-            group_ids,
-            weights=weights,
-            eps=eps,
-            eps_placement=eps_placement,
-            ddof=ddof,
-            zero_variance_rtol=rtol,
-            nan_policy=nan_policy,
-            min_correlation_sum=floor,
-            xp=xp,
-        )
-        return adv, stats
     return _run(
         "corrgrpo",
         scores,
@@ -255,7 +169,6 @@ def corrgrpo_advantage(
         lambda b, r: est.corrgrpo(
             b, eps=eps, eps_placement=eps_placement, ddof=ddof, rtol=r, min_correlation_sum=floor
         ),
-        KernelOptions(eps, eps_placement, ddof, rtol, singleton, floor),
     )
 
 
@@ -296,9 +209,10 @@ def advantage_stats(
     floor = check_number("min_correlation_sum", min_correlation_sum)
     threshold = check_number("degenerate_threshold", degenerate_threshold)
     batch = prepare(scores, group_ids, weights=weights, nan_policy=nan_policy, singleton="zero", xp=xp)
-    if 0 in batch.raw.shape[:-1]:
+    if batch.empty:
         return empty_stats(batch)
-    rtol = resolve_rtol(zero_variance_rtol, batch.xp, batch.raw.dtype)
+    rtol = resolve_rtol(zero_variance_rtol, batch.xp, batch.dtype)
+    (batch,) = batch.pieces()
     parts = est.corr_parts(batch, ddof=ddof, rtol=rtol)
     den = est.corr_denominator(
         parts, eps=eps, eps_placement=eps_placement, min_correlation_sum=floor, xp=batch.xp
@@ -317,6 +231,14 @@ def advantage_stats(
     )
 
 
+@_registry.registered(
+    "grpo",
+    "group z-score of the weighted total reward (std_scope='batch': one batch std)",
+    batch_scope_when={"std_scope": "batch"},
+    unnormalised="dr_grpo",
+    oracle=_oracles.grpo_oracle,
+    **_CENTRED_TOTAL,
+)
 def grpo_advantage(
     scores: Array,
     /,
@@ -350,7 +272,7 @@ def grpo_advantage(
     array([[-0.6693,  0.3347,  0.6693, -0.3347],
            [-1.3387,  0.6693,  1.3387, -0.6693]])
     """
-    eps, ddof, rtol = _z_options(eps, eps_placement, ddof, zero_variance_rtol, nan_policy, singleton)
+    eps, ddof, rtol = _z_options(eps, eps_placement, ddof, zero_variance_rtol)
     check_choice("std_scope", std_scope, STD_SCOPES)
     pure = est.grpo if std_scope == "group" else est.grpo_batch_std
     return _run(
@@ -363,11 +285,17 @@ def grpo_advantage(
         xp,
         rtol,
         lambda b, rtol: pure(b, eps=eps, eps_placement=eps_placement, ddof=ddof, rtol=rtol),
-        KernelOptions(eps, eps_placement, ddof, rtol, singleton) if std_scope == "group" else None,
         {"std_scope": std_scope},
     )
 
 
+@_registry.registered(
+    "dr_grpo",
+    "centred total reward, no std division (Dr.GRPO)",
+    unnormalised="dr_grpo",
+    oracle=_oracles.dr_grpo_oracle,
+    **_CENTRED_TOTAL,
+)
 def dr_grpo_advantage(
     scores: Array,
     /,
@@ -397,10 +325,16 @@ def dr_grpo_advantage(
         xp,
         zero_variance_rtol,
         lambda b, rtol: est.dr_grpo(b, rtol=rtol),
-        None,
     )
 
 
+@_registry.registered(
+    "rloo",
+    "leave-one-out baseline (RLOO)",
+    unnormalised="rloo",
+    oracle=_oracles.rloo_oracle,
+    **_CENTRED_TOTAL,
+)
 def rloo_advantage(
     scores: Array,
     /,
@@ -432,10 +366,16 @@ def rloo_advantage(
         xp,
         zero_variance_rtol,
         lambda b, rtol: est.rloo(b, rtol=rtol),
-        None,
     )
 
 
+@_registry.registered(
+    "mo_grpo",
+    "sum of per-component group z-scores (MO-GRPO)",
+    scope="group",
+    centred=True,
+    oracle=_oracles.mo_grpo_oracle,
+)
 def mo_grpo_advantage(
     scores: Array,
     /,
@@ -461,7 +401,7 @@ def mo_grpo_advantage(
     >>> np.round(cc.mo_grpo_advantage(np.array([[0.0, 10.0], [1.0, 30.0]])), 4)
     array([-1.4142,  1.4142])
     """
-    eps, ddof, rtol = _z_options(eps, eps_placement, ddof, zero_variance_rtol, nan_policy, singleton)
+    eps, ddof, rtol = _z_options(eps, eps_placement, ddof, zero_variance_rtol)
     return _run(
         "mo_grpo",
         scores,
@@ -472,10 +412,15 @@ def mo_grpo_advantage(
         xp,
         rtol,
         lambda b, rtol: est.mo_grpo(b, eps=eps, eps_placement=eps_placement, ddof=ddof, rtol=rtol),
-        KernelOptions(eps, eps_placement, ddof, rtol, singleton),
     )
 
 
+@_registry.registered(
+    "gdpo",
+    "per-component group z-scores summed, then batch z-scored (GDPO)",
+    centred=True,  # H sums to 0 over each group, so its batch mean is 0
+    oracle=_oracles.gdpo_oracle,
+)
 def gdpo_advantage(
     scores: Array,
     /,
@@ -502,7 +447,7 @@ def gdpo_advantage(
     >>> np.round(cc.gdpo_advantage(s), 4)
     array([-1.1534, -0.4119,  1.1534,  0.4119])
     """
-    eps, ddof, rtol = _z_options(eps, eps_placement, ddof, zero_variance_rtol, nan_policy, singleton)
+    eps, ddof, rtol = _z_options(eps, eps_placement, ddof, zero_variance_rtol)
     return _run(
         "gdpo",
         scores,
@@ -513,10 +458,10 @@ def gdpo_advantage(
         xp,
         rtol,
         lambda b, rtol: est.gdpo(b, eps=eps, eps_placement=eps_placement, ddof=ddof, rtol=rtol),
-        KernelOptions(eps, eps_placement, ddof, rtol, singleton),
     )
 
 
+@_registry.registered("gdpo_corr", "GDPO with the batch std replaced by a correlation norm", centred=True)
 def gdpo_corr_advantage(
     scores: Array,
     /,
@@ -550,7 +495,6 @@ def gdpo_corr_advantage(
     check_choice("group_eps_placement", group_eps_placement, EPS_PLACEMENTS)
     ddof, rtol = check_int("ddof", ddof), _rtol_option(zero_variance_rtol)
     floor = check_number("min_correlation_sum", min_correlation_sum)
-    _policies(nan_policy, singleton)
     return _run(
         "gdpo_corr",
         scores,
@@ -569,12 +513,10 @@ def gdpo_corr_advantage(
             rtol=rtol,
             min_correlation_sum=floor,
         ),
-        KernelOptions(
-            eps, eps_placement, ddof, rtol, singleton, floor, group_eps_placement=group_eps_placement
-        ),
     )
 
 
+@_registry.registered("dara", "density-aware weights on GDPO or CorrGRPO (DARA)")
 def dara_advantage(
     scores: Array,
     /,
@@ -615,7 +557,6 @@ def dara_advantage(
     ddof, rtol = check_int("ddof", ddof), _rtol_option(zero_variance_rtol)
     floor = check_number("min_correlation_sum", min_correlation_sum)
     top = check_number("max_weight", max_weight, minimum=1.0)
-    _policies(nan_policy, singleton)
     return _run(
         "dara",
         scores,
@@ -636,72 +577,4 @@ def dara_advantage(
             rtol=rtol,
             min_correlation_sum=floor,
         ),
-        KernelOptions(
-            eps, placement, ddof, rtol, singleton, floor, variant=variant, base=base, max_weight=top
-        ),
     )
-
-
-# --- what each estimator is, declared once (see EstimatorSpec) ---------------------------------------
-# dr_grpo first: the others name it as their unnormalised form.
-_registry.register_estimator(
-    "dr_grpo",
-    dr_grpo_advantage,
-    "centred total reward, no std division (Dr.GRPO)",
-    scope="group",
-    numerator="total",
-    centred=True,
-    unnormalised="dr_grpo",
-    oracle=_oracles.dr_grpo_oracle,
-)
-_registry.register_estimator(
-    "corrgrpo",
-    corrgrpo_advantage,
-    "centred total reward over the correlation norm of the group (CorrGRPO)",
-    diagnostic_options=_registry.CORRELATION_DIAGNOSTIC_OPTIONS,
-    scope="group",
-    numerator="total",
-    centred=True,
-    unnormalised="dr_grpo",
-    oracle=_oracles.corrgrpo_oracle,
-)
-_registry.register_estimator(
-    "grpo",
-    grpo_advantage,
-    "group z-score of the weighted total reward (std_scope='batch': one batch std)",
-    scope="group",
-    batch_scope_when={"std_scope": "batch"},
-    numerator="total",
-    centred=True,
-    unnormalised="dr_grpo",
-    oracle=_oracles.grpo_oracle,
-)
-_registry.register_estimator(
-    "rloo",
-    rloo_advantage,
-    "leave-one-out baseline (RLOO)",
-    scope="group",
-    numerator="total",
-    centred=True,
-    unnormalised="rloo",
-    oracle=_oracles.rloo_oracle,
-)
-_registry.register_estimator(
-    "mo_grpo",
-    mo_grpo_advantage,
-    "sum of per-component group z-scores (MO-GRPO)",
-    scope="group",
-    centred=True,
-    oracle=_oracles.mo_grpo_oracle,
-)
-_registry.register_estimator(
-    "gdpo",
-    gdpo_advantage,
-    "per-component group z-scores summed, then batch z-scored (GDPO)",
-    centred=True,  # H sums to 0 over each group, so its batch mean is 0
-    oracle=_oracles.gdpo_oracle,
-)
-_registry.register_estimator(
-    "gdpo_corr", gdpo_corr_advantage, "GDPO with the batch std replaced by a correlation norm", centred=True
-)
-_registry.register_estimator("dara", dara_advantage, "density-aware weights on GDPO or CorrGRPO (DARA)")

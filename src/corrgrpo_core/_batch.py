@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from functools import cached_property
+from functools import cache, cached_property
 from typing import Any
 
 import numpy as np
 
 from ._groups import Groups, dense_groups, find_runs, ragged_groups
-from ._kernels import CHUNK_ROWS, in_host_memory, sum_of_squares
+from ._kernels import CHUNK_ROWS, Kernel, host_route, kernel_for
 from ._lib._compat import (
     Array,
     Namespace,
@@ -29,10 +29,13 @@ _SHOWN = 10  # how many offending rows an error message names
 
 @dataclass(frozen=True)
 class Batch:
-    """A validated reward batch in the working dtype.
+    """A validated reward batch.
 
-    ``raw`` is ``(B, n, K)`` or ``(N, K)`` with missing (NaN) entries set to 0, ``valid`` marks
-    the entries that were present (None when all are), ``weights`` broadcasts against ``raw``.
+        ``raw`` is ``(B, n, K)`` or ``(N, K)`` with missing (NaN) entries set to 0, ``valid`` marks
+        the entries that were present (None when all are), ``weights`` broadcasts against ``raw`` (None:
+    no weights were given, every weight is 1).
+        ``raw`` is in the scores' own floating dtype until :meth:`pieces` hands the estimators the
+        batch in the working ``dtype`` and the kernel's layout (on the host, a piece at a time).
     """
 
     xp: Namespace
@@ -40,15 +43,18 @@ class Batch:
     raw: Array
     valid: Array | None
     row_valid: Array | None
-    weights: Array
+    weights: Array | None
     lead_shape: tuple[int, ...]
     out_dtype: Any
     device: Any
-    unit_weights: bool = False  # no weights given: ``weighted`` is ``raw`` itself
+    dtype: Any  # the working dtype: float64 wherever the backend holds it
+    owns_raw: bool = False  # ``raw`` is an array of ours (never the caller's), see Batch.consumable
     # Powers of two that brought huge or tiny inputs into a safe range (see :func:`power_of_two_scale`):
     # ``raw`` is the scores times ``scale``, ``weights`` the given weights times ``weight_scale``.
     scale: float = 1.0
     weight_scale: float = 1.0
+    # The advantages back in the caller's type (a numpy result as a torch tensor: see host_route).
+    to_caller: Callable[[Array], Array] | None = None
 
     @property
     def unit(self) -> float:
@@ -57,24 +63,46 @@ class Batch:
 
     @cached_property
     def weighted(self) -> Array:
-        return self.raw if self.unit_weights else self.raw * self.weights
+        return self.raw if self.weights is None else self.raw * self.weights
 
-    def chunks(self, rows: int = CHUNK_ROWS) -> list[Batch] | None:
-        """Whole groups in pieces of about ``rows`` rows, or None to keep the batch whole.
+    @property
+    def empty(self) -> bool:
+        """No rows (a component axis alone)."""
+        return 0 in self.raw.shape[:-1]
+
+    def pieces(self, *, group_local: bool = False) -> Iterator[Batch]:
+        """The batch in the working dtype and the kernel's layout: whole, or (``group_local``: for an
+        estimator whose groups are computed independently) in pieces of whole groups where the
+        batch lies in host memory (see :meth:`_cut`), each piece's working copy made as it is
+        reached (so that only one is alive at a time)."""
+        parts = self._cut() if group_local else None
+        return (part._working() for part in (parts or [self]))
+
+    def _working(self) -> Batch:
+        raw = self.groups.kernel.working(self.raw, self.dtype)
+        return self if raw is self.raw else replace(self, raw=raw, owns_raw=True)
+
+    def consumable(self, x: Array) -> bool:
+        """Whether ``x``, ``raw`` or an array made from it, is ours to write over (an estimator that
+        reads the batch no further may then work in place)."""
+        return x is not self.raw or self.owns_raw
+
+    def _cut(self) -> list[Batch] | None:
+        """Whole groups in pieces of about :data:`CHUNK_ROWS` rows, or None to keep the batch whole.
 
         A pass over a piece that fits the cache costs about half as much per row as one over
         10^7 rows, which keeps the cost per row flat in N. Split: dense batches on the host
         (numpy, torch on the CPU) and host batches whose ids are in runs (verl's layout).
         Accelerators and ``jax.jit`` get the batch whole.
         """
-        xp, raw, r = self.xp, self.raw, self.groups.ragged
+        xp, raw, r, rows = self.xp, self.raw, self.groups.ragged, CHUNK_ROWS
         if r is None:
             step = max(1, rows // max(1, raw.shape[1]))
-            if not in_host_memory(raw, xp) or raw.shape[0] <= step:
+            if not self.groups.kernel.in_host_memory(raw) or raw.shape[0] <= step:
                 return None
             cuts = [*range(0, raw.shape[0], step), raw.shape[0]]
             return [
-                self._piece(a, b, dense_groups(xp, (b - a, *raw.shape[1:]), raw.dtype, self.device))
+                self._piece(a, b, dense_groups(xp, (b - a, *raw.shape[1:]), self.dtype, self.device))
                 for a, b in itertools.pairwise(cuts)
             ]
         if r.starts is None or raw.shape[0] <= 2 * rows:
@@ -112,29 +140,66 @@ class Batch:
             row_valid=None if self.row_valid is None else self.row_valid[part, ...],
         )
 
-    def finish(self, adv: Array) -> Array:
-        """(rows..., 1) internal advantages -> the scores' leading shape and floating dtype.
+    def finish(self, parts: Iterable[Array]) -> Array:
+        """The (rows..., 1) advantages of the :meth:`pieces`, in order -> one array of the scores'
+        type, leading shape, floating dtype and device.
 
         An advantage too large for the output dtype is an error, never a silent inf.
         """
         xp = self.xp
-        adv = xp.reshape(adv, self.lead_shape)
-        if not is_lazy_array(adv) and math.prod(adv.shape):
-            largest = float(xp.finfo(self.out_dtype).max)
-            top = max_abs(adv, xp)
-            if not top <= largest:  # NaN included
-                raise ValueError(
-                    f"the advantages overflow {self.out_dtype}: the largest is {top:.4g}, beyond its largest "
-                    f"finite value {largest:.4g}; pass the scores in a wider dtype or rescale them"
-                )
-        # No copy where the dtype is already the output's: an estimator returns a new array of its own.
-        return xp.astype(adv, self.out_dtype, copy=False)
+        out = self.groups.kernel.join(self._checked(parts), self.raw.shape[0], self.out_dtype)
+        out = xp.reshape(out, self.lead_shape)
+        return out if self.to_caller is None else self.to_caller(out)
+
+    def _checked(self, parts: Iterable[Array]) -> Iterator[Array]:
+        """``parts``, each refused by name if an advantage in it is beyond the output dtype's range."""
+        xp = self.xp
+        largest = limits(xp, self.out_dtype).max
+        for adv in parts:
+            if not is_lazy_array(adv) and math.prod(adv.shape):
+                top = self.groups.kernel.max_abs(adv)
+                if not top <= largest:  # NaN included
+                    raise ValueError(
+                        f"the advantages overflow {self.out_dtype}: the largest is {top:.4g}, beyond its "
+                        f"largest finite value {largest:.4g}; pass the scores in a wider dtype or rescale them"
+                    )
+            yield adv
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What the batch needs to know of a floating dtype (see :func:`limits`)."""
+
+    eps: float
+    max: float
+    lo: float  # magnitudes in [lo, hi] need no rescaling (see power_of_two_scale)
+    hi: float
+    normal_exponent: int  # e with 2**e the smallest normal number (-1022 in float64)
+
+
+@cache
+def limits(xp: Namespace, dtype: Any) -> Limits:
+    """The :class:`Limits` of ``dtype``, computed once per namespace and dtype.
+
+    ``lo``, ``hi``: products of two magnitudes in that range, their squares and sums of many of
+    those stay normal and finite (2**-127 .. 2**128 in float64).
+    """
+    info = xp.finfo(dtype)
+    normal = math.frexp(float(info.smallest_normal))[1]
+    top = math.frexp(float(info.max))[1]
+    return Limits(
+        eps=float(info.eps),
+        max=float(info.max),
+        lo=math.ldexp(1.0, normal // 8),
+        hi=math.ldexp(1.0, top // 8),
+        normal_exponent=normal - 1,
+    )
 
 
 def resolve_rtol(zero_variance_rtol: float | None, xp: Namespace, dtype: Any) -> float:
     """Default: 64 machine epsilons of the working dtype; 0 gives the exact ``var > 0`` test."""
     if zero_variance_rtol is None:
-        return 64.0 * float(xp.finfo(dtype).eps)
+        return 64.0 * limits(xp, dtype).eps
     return check_number("zero_variance_rtol", zero_variance_rtol)
 
 
@@ -146,19 +211,27 @@ def prepare(
     nan_policy: str,
     singleton: str,
     xp: Namespace | None,
+    host: bool = False,
 ) -> Batch:
-    """Validate ``scores`` (and ids, weights) and build the :class:`Batch` the estimators use."""
+    """Validate ``scores`` (and ids, weights) and build the :class:`Batch` the estimators use
+    (``host``: work on a torch CPU tensor through a numpy view, see :func:`host_route`)."""
     check_choice("nan_policy", nan_policy, NAN_POLICIES)
     check_choice("singleton", singleton, SINGLETON_POLICIES)
     if not is_array_api_obj(scores):
         raise TypeError(
             f"scores must be an array (numpy, torch, jax, cupy, ...), got {type(scores).__name__}"
         )
+    route = host_route(scores, weights, xp) if host else None
+    to_caller = None
+    if route is not None:
+        scores, to_caller = route
+        xp = None
     if xp is None:
         xp = array_namespace(scores)
     dev = device(scores)
     lazy = is_lazy_array(scores)
-    if not (xp.isdtype(scores.dtype, "real floating") or xp.isdtype(scores.dtype, "integral")):
+    floating = xp.isdtype(scores.dtype, "real floating")
+    if not (floating or xp.isdtype(scores.dtype, "integral")):
         raise TypeError(f"scores must have a real numeric dtype, got {scores.dtype}")
     if group_ids is None and scores.ndim not in (2, 3):
         raise ValueError(
@@ -170,36 +243,42 @@ def prepare(
     k = scores.shape[-1]
     if k == 0:
         raise ValueError("scores has no reward component (K = 0)")
-    if xp.isdtype(scores.dtype, "real floating"):
+    if floating:
         out_dtype = scores.dtype
     else:
         out_dtype = xp.__array_namespace_info__().default_dtypes(device=dev)["real floating"]
     dtype = work_dtype(xp, dev)
     lead = tuple(scores.shape[:-1]) if scores.ndim != 2 or group_ids is not None else (scores.shape[0],)
 
-    w = _weights(weights, k, xp, dtype, dev, lazy)
-    # No copy when the scores already have the working dtype: nothing below writes into x.
-    x = xp.astype(scores, dtype, copy=False)
+    w = None if weights is None else _weights(weights, k, xp, dtype, dev, lazy)
+    # Floating scores stay in their dtype until the end (a large batch on the host gets its working
+    # copy a piece at a time, see Batch.pieces); nothing below writes into x.
+    owned = not floating
+    x = xp.astype(scores, dtype) if owned else scores
     if scores.ndim == 2 and group_ids is None:
         x = xp.reshape(x, (1, *x.shape))
     valid = row_valid = None
-    lo, hi = safe_range(xp, dtype)
+    lim = limits(xp, dtype)
+    lo, hi = lim.lo, lim.hi
     has_nan, in_range = (
         (True, True)
         if lazy
-        else _check_finite(x, nan_policy, dense=group_ids is None, xp=xp, bounds=(lo, hi))
+        else _check_finite(x, nan_policy, dense=group_ids is None, kernel=kernel_for(xp), bounds=(lo, hi))
     )
     if nan_policy == "ignore" and has_nan:  # without NaN the complete-data path is exact and faster
         valid = ~xp.isnan(x)
-        x = xp.where(valid, x, xp.zeros_like(x))
+        x, owned = xp.where(valid, x, 0.0), True
         row_valid = xp.any(valid, axis=-1, keepdims=True)
     scale = weight_scale = 1.0
     if not in_range:
-        scale = power_of_two_scale(max_abs(x, xp), lo, hi, smallest_normal_exponent(xp, dtype))
+        scale = power_of_two_scale(max_abs(x, xp), lo, hi, lim.normal_exponent)
         if scale != 1.0:
-            x = x * scale  # exact: a power of two (see power_of_two_scale)
-    if weights is not None and not lazy and not is_lazy_array(w):
-        weight_scale = power_of_two_scale(max_abs(w, xp), lo, hi, smallest_normal_exponent(xp, dtype))
+            x, owned = (
+                xp.astype(x, dtype, copy=False) * scale,
+                True,
+            )  # exact: a power of two (see power_of_two_scale)
+    if w is not None and not lazy and not is_lazy_array(w):
+        weight_scale = power_of_two_scale(max_abs(w, xp), lo, hi, lim.normal_exponent)
         if weight_scale != 1.0:
             w = w * weight_scale
 
@@ -219,34 +298,25 @@ def prepare(
             groups = ragged_groups(xp, ids, dtype, dev, lazy=lazy, runs=runs)
     if singleton == "raise" and not lazy:
         _check_no_singletons(groups, x, group_ids is None, xp)
+    if math.prod(x.shape[:-1]) <= CHUNK_ROWS or not groups.kernel.in_host_memory(x):  # never cut: convert now
+        staged, x = x, groups.kernel.working(x, dtype)
+        owned = owned or x is not staged
     return Batch(
         xp=xp,
         groups=groups,
         raw=x,
         valid=valid,
         row_valid=row_valid,
-        weights=xp.reshape(w, (1,) * (x.ndim - 1) + (k,)),
+        weights=None if w is None else xp.reshape(w, (1,) * (x.ndim - 1) + (k,)),
         lead_shape=lead,
         out_dtype=out_dtype,
         device=dev,
-        unit_weights=weights is None,
+        dtype=dtype,
+        owns_raw=owned,
         scale=scale,
         weight_scale=weight_scale,
+        to_caller=to_caller,
     )
-
-
-def safe_range(xp: Namespace, dtype: Any) -> tuple[float, float]:
-    """Magnitudes [lo, hi] that need no rescaling: products of two such values, their squares and
-    sums of many of those stay normal and finite (2**-127 .. 2**128 in float64)."""
-    info = xp.finfo(dtype)
-    max_exp = math.frexp(float(info.max))[1]
-    min_exp = math.frexp(float(info.smallest_normal))[1]
-    return math.ldexp(1.0, min_exp // 8), math.ldexp(1.0, max_exp // 8)
-
-
-def smallest_normal_exponent(xp: Namespace, dtype: Any) -> int:
-    """e with 2**e the smallest normal number of ``dtype`` (-1022 in float64)."""
-    return math.frexp(float(xp.finfo(dtype).smallest_normal))[1] - 1
 
 
 def power_of_two_scale(top: float, lo: float, hi: float, normal_exponent: int = -1022) -> float:
@@ -267,23 +337,14 @@ def power_of_two_scale(top: float, lo: float, hi: float, normal_exponent: int = 
 
 
 def max_abs(x: Array, xp: Namespace) -> float:
-    """The largest magnitude in a concrete array (0 for an empty one), as a Python float."""
-    if math.prod(x.shape) == 0:
-        return 0.0
-    return max(abs(_to_float(xp.max(x))), abs(_to_float(xp.min(x))))
-
-
-def _to_float(value: Array) -> float:
-    """A 0-d array's value (torch: without its autograd graph)."""
-    detach = getattr(value, "detach", None)
-    return float(detach() if callable(detach) else value)
+    """The largest magnitude in a concrete array (0 for an empty one), as a Python float (NaN if
+    there is one)."""
+    return kernel_for(xp).max_abs(x)
 
 
 def _weights(
-    weights: Array | Sequence[float] | None, k: int, xp: Namespace, dtype: Any, dev: Any, lazy: bool
+    weights: Array | Sequence[float], k: int, xp: Namespace, dtype: Any, dev: Any, lazy: bool
 ) -> Array:
-    if weights is None:
-        return xp.ones((k,), dtype=dtype, device=dev)
     if is_array_api_obj(weights):
         wxp, wdtype = array_namespace(weights), getattr(weights, "dtype", None)
         if not (wxp.isdtype(wdtype, "real floating") or wxp.isdtype(wdtype, "integral")):
@@ -346,25 +407,25 @@ def _rows(mask: Array, xp: Namespace, dense: bool) -> str:
 
 
 def _check_finite(
-    x: Array, nan_policy: str, *, dense: bool, xp: Namespace, bounds: tuple[float, float]
+    x: Array, nan_policy: str, *, dense: bool, kernel: Kernel, bounds: tuple[float, float]
 ) -> tuple[bool, bool]:
     """Raise on inf (and on NaN under ``nan_policy="raise"``); return (has NaN, magnitudes in range).
 
     One pass decides the common case: the sum of squares is finite only if every entry is, and
-    when it lies in [n lo^2, hi^2] no entry needs rescaling (see :func:`safe_range`).
+    when it lies in [n lo^2, hi^2] no entry needs rescaling (see :func:`limits`).
     """
+    xp = kernel.xp
     n = math.prod(x.shape)
     if n == 0:
         return False, True
     lo, hi = bounds
-    ss = sum_of_squares(x, xp)
+    ss = kernel.sum_of_squares(x)
     if ss is not None:
         if math.isfinite(ss):
             return False, n * lo * lo <= ss <= hi * hi  # 0: all zero, or squares that underflow
     else:  # max and min: no overflow (and no warning) on any backend
-        top, bottom = _to_float(xp.max(x)), _to_float(xp.min(x))
-        if math.isfinite(top) and math.isfinite(bottom):
-            largest = max(abs(top), abs(bottom))
+        largest = kernel.max_abs(x)
+        if math.isfinite(largest):
             return False, largest == 0.0 or lo <= largest <= hi
     infinite = xp.any(xp.isinf(x), axis=-1)
     if bool(xp.any(infinite)):

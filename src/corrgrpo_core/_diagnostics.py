@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ._lib._compat import Array, Namespace
@@ -54,7 +54,7 @@ class AdvantageStats:
     degenerate: Array
     total_std: Array
     total_varies: Array
-    xp: Namespace
+    xp: Namespace = field(repr=False)  # the fields' array namespace (a module: not shown)
 
     def summary(self, component_names: Sequence[str] | None = None) -> dict[str, float]:
         """Flat metrics for a logger, each group counted once.

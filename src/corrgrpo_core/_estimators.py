@@ -63,7 +63,7 @@ def divisor(den: Array, ok: Array, xp: Namespace) -> Array:
     guard applied once to the small scope-level array instead of to every row
     (:func:`corrgrpo_core._stats.moments` writes its ``1 / std`` the same way).
     """
-    return xp.where(ok, den, xp.full_like(den, float("inf")))
+    return xp.where(ok, den, float("inf"))
 
 
 def _zscore_den(m: Moments, eps: float, placement: str, xp: Namespace, unit: float = 1.0) -> Array:
@@ -85,22 +85,23 @@ def _rows_only(batch: Batch, adv: Array) -> Array:
     xp = batch.xp
     if batch.row_valid is None:
         return adv
-    return xp.where(batch.row_valid, adv, xp.zeros_like(adv))
+    return xp.where(batch.row_valid, adv, 0.0)
 
 
 # --- single-scalar (total reward) estimators -------------------------------------------------
 
 
-def total_moments(batch: Batch, *, ddof: int, rtol: float) -> Moments:
-    """Group moments of the weighted total R_i = sum_k w_k x_ik (NaN entries count as 0)."""
-    return group_moments(
-        _sum_k(batch.weighted, batch.xp), batch.row_valid, batch.groups, ddof=ddof, rtol=rtol
-    )
+def total_moments(batch: Batch, *, ddof: int, rtol: float, last: bool = False) -> Moments:
+    """Group moments of the weighted total R_i = sum_k w_k x_ik (NaN entries count as 0); ``last``:
+    the caller reads the batch no further (the moments may then work over its arrays)."""
+    total = batch.groups.kernel.sum_k(batch.weighted)
+    own = last and batch.consumable(total)
+    return group_moments(total, batch.row_valid, batch.groups, ddof=ddof, rtol=rtol, own=own)
 
 
 def grpo(batch: Batch, *, eps: float, eps_placement: str, ddof: int, rtol: float) -> Array:
     """(R - mean_g R) / (std_g R + eps); zero for groups whose total does not vary."""
-    m = total_moments(batch, ddof=ddof, rtol=rtol)
+    m = total_moments(batch, ddof=ddof, rtol=rtol, last=True)
     return _zscores(m, eps, eps_placement, batch.xp, batch.unit, consume=True)
 
 
@@ -116,13 +117,13 @@ def grpo_batch_std(batch: Batch, *, eps: float, eps_placement: str, ddof: int, r
 
 def dr_grpo(batch: Batch, *, rtol: float) -> Array:
     """R - mean_g R."""
-    return unscaled(total_moments(batch, ddof=0, rtol=rtol).centred, batch.unit)
+    return unscaled(total_moments(batch, ddof=0, rtol=rtol, last=True).centred, batch.unit)
 
 
 def rloo(batch: Batch, *, rtol: float) -> Array:
     """R_i - mean_{j != i} R_j = n / (n - 1) (R_i - mean_g R); zero for groups of one."""
     xp = batch.xp
-    m = total_moments(batch, ddof=0, rtol=rtol)
+    m = total_moments(batch, ddof=0, rtol=rtol, last=True)
     factor = m.count / divisor(m.count - 1, m.count > 1, xp)
     return unscaled(m.centred * factor, batch.unit)
 
@@ -149,8 +150,9 @@ class CorrParts:
         return self.components.scope.expand(self.correlation_sum_g)
 
 
-def corr_parts(batch: Batch, *, ddof: int, rtol: float) -> CorrParts:
-    """Numerator and correlation sum, via sum_{l,m} rho_lm = Var_g(sum_k z_ik).
+def corr_parts(batch: Batch, *, ddof: int, rtol: float, last: bool = False) -> CorrParts:
+    """Numerator and correlation sum, via sum_{l,m} rho_lm = Var_g(sum_k z_ik) (``last``: as in
+    :func:`total_moments`).
 
     The identity holds because z is centred and scaled with the same ddof as the variance of
     its row sums, so the K x K Pearson matrix is never formed. With missing entries it does not
@@ -158,7 +160,8 @@ def corr_parts(batch: Batch, *, ddof: int, rtol: float) -> CorrParts:
     """
     xp = batch.xp
     g = batch.groups
-    m = group_moments(batch.weighted, batch.valid, g, ddof=ddof, rtol=rtol)
+    x = batch.weighted
+    m = group_moments(x, batch.valid, g, ddof=ddof, rtol=rtol, own=last and batch.consumable(x))
     rows = g.count_g if batch.row_valid is None else g.reduce(xp.astype(batch.row_valid, m.var_g.dtype))
     dof = rows - ddof
     spread = dof > 0
@@ -170,7 +173,7 @@ def corr_parts(batch: Batch, *, ddof: int, rtol: float) -> CorrParts:
         whole = xp.astype(xp.all(batch.valid, axis=-1, keepdims=True), dof.dtype)
         partly = g.reduce(xp.astype(batch.row_valid, dof.dtype) - whole) > 0
         pairwise = pairwise_correlation_sum(m, batch.valid, g, rtol=rtol)
-        corr = xp.where(spread, xp.where(partly, pairwise, corr), xp.zeros_like(dof))
+        corr = xp.where(spread, xp.where(partly, pairwise, corr), 0.0)
     return CorrParts(components=m, correlation_sum_g=corr, spread_g=spread)
 
 
@@ -214,7 +217,7 @@ def _corr_denominator_g(
     parts: CorrParts, *, eps: float, eps_placement: str, min_correlation_sum: float, xp: Namespace
 ) -> Array:
     corr = parts.correlation_sum_g
-    return denominator(xp.maximum(corr, xp.full_like(corr, min_correlation_sum)), eps, eps_placement, xp)
+    return denominator(xp.maximum(corr, min_correlation_sum), eps, eps_placement, xp)
 
 
 def corr_denominator(
@@ -261,7 +264,7 @@ def corrgrpo(
     """CorrGRPO, the generic route: sum_k c_ik / sqrt(max(sum_{l,m} rho_lm, floor) + eps), 0 for
     rows without a valid component, in the caller's units."""
     xp = batch.xp
-    parts = corr_parts(batch, ddof=ddof, rtol=rtol)
+    parts = corr_parts(batch, ddof=ddof, rtol=rtol, last=True)
     adv = corr_advantage(
         parts,
         None,
@@ -283,7 +286,8 @@ def _weighted_zscores(batch: Batch, *, eps: float, eps_placement: str, ddof: int
     """
     xp = batch.xp
     m = group_moments(batch.raw, batch.valid, batch.groups, ddof=ddof, rtol=rtol)
-    return replace(m, inv_std_g=batch.weights / _zscore_den(m, eps, eps_placement, xp, batch.scale))
+    w = 1.0 if batch.weights is None else batch.weights
+    return replace(m, scale_g=w / _zscore_den(m, eps, eps_placement, xp, batch.scale))
 
 
 def batch_zscore(batch: Batch, h: Array, *, eps: float, eps_placement: str, ddof: int, rtol: float) -> Array:
@@ -325,7 +329,7 @@ def gdpo_corr(
     # U is complete (a missing reward has z = 0, its group mean), so the z-score identity holds.
     zsum = m.z_row_sum()
     corr = batch.groups.batch_sum(zsum * zsum) / divisor(dof, dof > 0, xp)
-    corr = xp.maximum(corr, xp.full_like(corr, min_correlation_sum))
+    corr = xp.maximum(corr, min_correlation_sum)
     den = denominator(corr, eps, eps_placement, xp)
     # no spread left (rows <= ddof), or a zero denominator (eps = 0): advantage 0
     adv = m.row_sum() / divisor(den, (dof > 0) & (den > 0), xp)
@@ -343,15 +347,14 @@ def dara_weights(batch: Batch, varies: Array, *, max_weight: float) -> Array:
     pi = batch.groups.batch_sum(xp.astype(varies, per_row.dtype) * per_row) / groups
     top = xp.max(pi, axis=-1, keepdims=True)
     has = pi > 0
-    ratio = xp.where(has, top / xp.where(has, pi, xp.ones_like(pi)), xp.ones_like(pi))
-    return xp.minimum(xp.sqrt(ratio), xp.full_like(ratio, max_weight))
+    ratio = xp.where(has, top / xp.where(has, pi, 1.0), 1.0)
+    return xp.minimum(xp.sqrt(ratio), max_weight)
 
 
 def _dara_calibrate(values: Array, density: Array, variant: str, xp: Namespace) -> Array:
     if variant == "sym":
         return density * values
-    zero = xp.zeros_like(values)
-    return density * xp.maximum(values, zero) + xp.minimum(values, zero)
+    return density * xp.maximum(values, 0.0) + xp.minimum(values, 0.0)
 
 
 def dara(
@@ -376,7 +379,9 @@ def dara(
         m = group_moments(batch.raw, batch.valid, batch.groups, ddof=ddof, rtol=rtol)
         density = dara_weights(batch, m.varies, max_weight=max_weight)
         z = _zscores(m, eps, eps_placement, xp, batch.scale)
-        s = unscaled(_sum_k(batch.weights * _dara_calibrate(z, density, variant, xp), xp), batch.weight_scale)
+        calibrated = _dara_calibrate(z, density, variant, xp)
+        weighted = calibrated if batch.weights is None else batch.weights * calibrated
+        s = unscaled(_sum_k(weighted, xp), batch.weight_scale)
         return batch_zscore(batch, s, eps=eps, eps_placement=eps_placement, ddof=ddof, rtol=rtol)
     parts = corr_parts(batch, ddof=ddof, rtol=rtol)
     density = dara_weights(batch, parts.components.varies, max_weight=max_weight)

@@ -12,6 +12,7 @@ groups are built, and :class:`Groups` holds it.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +26,7 @@ __all__ = [
     "Groups",
     "RaggedIndex",
     "Runs",
+    "dense_group_size",
     "dense_groups",
     "find_runs",
     "group_labels",
@@ -133,7 +135,9 @@ class Groups:
             assert self.ragged is not None
             return _host.segment_sums_both(x, self.ragged, ref)
         x = self._shifted(x, ref)
-        return self.reduce(x), self.reduce_sq(x)
+        if self.ragged is None:
+            return self.kernel.dense_sum(x), self.kernel.dense_sum_sq(x)
+        return self.kernel.segment_sum(x, self.ragged), self.kernel.segment_sum_sq(x, self.ragged)
 
     def row_dot(self, x: Array, g: Array, *, ref: Array | None = None) -> Array:
         """sum_k x_ik g_k over the components, with ``g`` the group-level value of the row's group."""
@@ -224,20 +228,40 @@ def _object_array(values: Any) -> Array:
     return out
 
 
-def run_length(ids: Array) -> int:
-    """n when host ids (any hashable type) form runs of n >= 2 adjacent rows each, else 0.
+def dense_group_size(ids: Array) -> int:
+    """The group size n when host ids (any hashable type) lay the rows out as dense groups, each
+    group n >= 2 adjacent rows and every group of that size; else 0.
 
-    Such a batch is dense, ``(N / n, n, K)``: verl's usual layout (each prompt's n rollouts
-    adjacent). No labels are built, and only the run heads are hashed, and only once the runs
-    have one length (scattered ids cost one comparison of neighbours).
+    Such a batch is ``(N / n, n, K)``: verl's usual layout (each prompt's n rollouts adjacent). No
+    labels are built, and only the run heads are hashed, and only once the runs have one length
+    (scattered ids cost one comparison of neighbours).
 
     Examples
     --------
     >>> import numpy as np
     >>> import corrgrpo_core as cc
-    >>> cc.run_length(np.array(["a", "a", "b", "b", "c", "c"], dtype=object))
+    >>> cc.dense_group_size(np.array(["a", "a", "b", "b", "c", "c"], dtype=object))
     2
-    >>> cc.run_length(np.array([0, 1, 0, 1]))  # scattered: not runs
+    >>> cc.dense_group_size(np.array([0, 1, 0, 1]))  # scattered: not dense
     0
     """
-    return _host.run_length(np.asarray(ids))
+    return _host.dense_group_size(np.asarray(ids))
+
+
+def run_length(ids: Array) -> int:
+    """Deprecated name of :func:`dense_group_size` (it returns a group size, not a run's length).
+
+    Examples
+    --------
+    >>> import warnings, numpy as np, corrgrpo_core as cc
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore", DeprecationWarning)
+    ...     cc.run_length(np.array([3, 3, 9, 9]))
+    2
+    """
+    warnings.warn(
+        "corrgrpo_core.run_length is deprecated; call dense_group_size (the same function)",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return dense_group_size(ids)

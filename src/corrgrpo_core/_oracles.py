@@ -1,6 +1,9 @@
 """Reference implementations written the slow, obvious way: one group at a time, explicit matrices.
 
-They share no code with the estimators, so that agreement between the two means something.
+A second writing of the estimators on purpose: they share no code with :mod:`._estimators` (the
+one definition the library computes with), so that agreement between the two means something.
+They are for the conformance kit and the tests only (the registry hands them out as
+``EstimatorSpec.oracle``); no estimator call runs them.
 """
 
 from __future__ import annotations

@@ -8,20 +8,22 @@ zero in each group and which reference loop they must match (the conformance kit
 the diagnostics share, and which estimator is its form without normalisation (TRL's
 ``scale_rewards="none"``, verl's ``norm_adv_by_std_in_grpo=False``). A user's
 :func:`register_estimator` declares the same facts once and gets the same behaviour everywhere.
-The built-in estimators are registered, with their facts, at the end of :mod:`._api`.
+The built-in estimators are registered, with their facts, on their functions in :mod:`._api`
+(:func:`registered`).
 """
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from ._lib._compat import Array
 from ._validation import FilterCriterion, check_choice, choices, unknown_name
 
+F = TypeVar("F", bound=Callable[..., Array])
 Scope = Literal["group", "batch"]
 Numerator = Literal["total", "components"]
 
@@ -29,8 +31,6 @@ Numerator = Literal["total", "components"]
 SHARED_DIAGNOSTIC_OPTIONS = ("ddof", "nan_policy", "zero_variance_rtol")
 # ... and those that also define CorrGRPO's own denominator, for the estimators that use it.
 CORRELATION_DIAGNOSTIC_OPTIONS = (*SHARED_DIAGNOSTIC_OPTIONS, "eps", "eps_placement", "min_correlation_sum")
-# Parameters that are no estimator option: ``return_stats`` (deprecated) changes the return type.
-_NOT_OPTIONS = frozenset({"return_stats"})
 # Options an adapter supplies itself: the weights from its reward weights, the namespace from the rewards.
 _ADAPTER_OPTIONS = frozenset({"weights", "xp"})
 
@@ -118,9 +118,7 @@ class EstimatorSpec:
     def options(self) -> tuple[str, ...]:
         """The keyword options ``fn`` accepts."""
         params = inspect.signature(self.fn).parameters.values()
-        return tuple(
-            p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name not in _NOT_OPTIONS
-        )
+        return tuple(p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY)
 
     @cached_property
     def _option_set(self) -> frozenset[str]:
@@ -193,6 +191,21 @@ def register_estimator(
     for listener in tuple(_LISTENERS):  # a listener may unsubscribe itself
         listener(spec)
     return spec
+
+
+def registered(name: str, summary: str, *, unnormalised: str | None = None, **facts: Any) -> Callable[[F], F]:
+    """A decorator: :func:`register_estimator` the function under ``name`` with ``facts``, and
+    return it unchanged, so that the built-in estimators declare what they are where they are
+    defined. ``unnormalised`` may name one defined further down the module (the built-ins are
+    registered on import, before any listener; ``tests/core/test_registry.py`` checks the names)."""
+
+    def register(fn: F) -> F:
+        spec = register_estimator(name, fn, summary, **facts)
+        if unnormalised is not None:
+            _REGISTRY[name] = replace(spec, unnormalised=unnormalised)
+        return fn
+
+    return register
 
 
 def on_estimator_registered(listener: Callable[[EstimatorSpec], None]) -> Callable[[], None]:

@@ -120,11 +120,22 @@ class Moments:
     shift_mean_g: Array  # mean of ``shifted`` over the scope
     count_g: Array
     var_g: Array
-    std_g: Array
     varies_g: Array
-    inv_std_g: Array  # 1 / std where the component varies, else 0
     valid: Array | None = None
     reference_g: Array | None = None  # set: ``shifted`` holds the unshifted values (see above)
+    scale_g: Array | None = None  # what ``inv_std_g`` is, where not 1 / std (see there)
+
+    @cached_property
+    def std_g(self) -> Array:
+        return self.scope.xp.sqrt(self.var_g)
+
+    @cached_property
+    def inv_std_g(self) -> Array:
+        """1 / std where the component varies, else 0 (or ``scale_g`` where given: the z-scores
+        are then c_ik times it)."""
+        if self.scale_g is not None:
+            return self.scale_g
+        return 1.0 / self.scope.xp.where(self.varies_g, self.std_g, float("inf"))
 
     @property
     def count(self) -> Array:
@@ -153,7 +164,7 @@ class Moments:
             return self.scope.shift_divide(self.shifted, self.shift_mean_g, None, ref=self.reference_g)
         centred = self.scope.shift(self.shifted, self.shift_mean_g)
         if self.valid is not None:
-            centred = xp.where(self.valid, centred, xp.zeros_like(centred))
+            centred = xp.where(self.valid, centred, 0.0)
         return centred
 
     @cached_property
@@ -228,6 +239,7 @@ def moments(
     xp: Namespace,
     size: int | None = None,
     one_pass: bool = False,
+    own: bool = False,
 ) -> Moments:
     """Measure the spread of ``x`` over ``scope`` (``count``: its rows, scope level).
 
@@ -237,7 +249,8 @@ def moments(
     is a member of the scope, so n m^2 is at most about n times the spread. ``size``, when every
     scope has that many rows, spares the arrays of counts. ``one_pass`` only where every scope
     is small (its error bound grows with the scope's size); otherwise the values are centred
-    first, as always where entries are missing.
+    first, as always where entries are missing. ``own``: ``x`` is an array of ours that the caller
+    reads no further, and the shifted values are written over it (no shifted copy of the batch).
 
     With s = x - x_ref, m = mean s, S = sum (s - m)^2 and dof = rows - ddof::
 
@@ -252,21 +265,27 @@ def moments(
         # offset of |mean| / spread = 1e5 costs that many ulps in every z-score. The mean of the
         # present values is as good a shift (x - mean is exact to an ulp of the spread, and the
         # centring below removes what is left); it is 0 where nothing is present.
-        present = xp.where(valid, x, xp.zeros_like(x))
-        mean = scope.reduce(present) / xp.where(count > 0, count, xp.ones_like(count))
+        present = xp.where(valid, x, 0.0)
+        mean = scope.reduce(present) / xp.where(count > 0, count, 1.0)
         reference = xp.where(scope.reference(valid), reference, mean)
     # Without missing entries, a scope that can subtract the reference as it reads the values
     # (scattered ragged groups on the host) keeps the values as they are: no shifted copy of the batch.
     ref = reference if valid is None and scope.lazy_shift else None
-    shifted = x if ref is not None else scope.shift(x, reference)
+    if ref is not None:
+        shifted = x
+    elif own and valid is None:  # (the reference, a view of x where groups are dense, copied first)
+        reference = xp.astype(reference, reference.dtype, copy=True)
+        shifted = scope.shift_divide(x, reference, None, in_place=True)
+    else:
+        shifted = scope.shift(x, reference)
     if valid is not None:
-        shifted = xp.where(valid, shifted, xp.zeros_like(shifted))
+        shifted = xp.where(valid, shifted, 0.0)
     if size is not None:  # Python numbers: no arrays of counts
         safe_count: Any = float(max(size, 1))
         dof: Any = float(size - ddof)
         positive: Any = dof > 0
     else:
-        safe_count = xp.where(count > 0, count, xp.ones_like(count))
+        safe_count = xp.where(count > 0, count, 1.0)
         dof = count - ddof
         positive = dof > 0
     one_pass = one_pass and valid is None
@@ -280,30 +299,30 @@ def moments(
         # sum (s - m)^2 = sum s^2 - (sum s) m; clipped at 0 against rounding (a sum of squares)
         shift_sum *= shifted_mean
         sum_sq -= shift_sum
-        sum_sq = xp.maximum(sum_sq, xp.zeros_like(sum_sq))
+        sum_sq = xp.maximum(sum_sq, 0.0)
     else:  # large scopes: centre first (the error of one pass grows with the scope's size)
         centred = scope.shift_divide(shifted, shifted_mean, None, ref=ref)
         if valid is not None:
-            centred = xp.where(valid, centred, xp.zeros_like(centred))
+            centred = xp.where(valid, centred, 0.0)
         sum_sq = scope.reduce_sq(centred)
     if size is not None:
         var = sum_sq / dof if positive else xp.zeros_like(sum_sq)
     else:
-        var = xp.where(positive, sum_sq / xp.where(positive, dof, xp.ones_like(dof)), xp.zeros_like(sum_sq))
+        var = xp.where(positive, sum_sq / xp.where(positive, dof, 1.0), 0.0)
     # Scale-relative zero-variance test: population variance against the mean square of the
-    # (unshifted) values; rtol = 0 is the reference code's exact ``var > 0``.
+    # (unshifted) values, S > rtol^2 (rows mean^2 + S); rtol = 0 is the reference code's exact ``var > 0``.
     threshold = reference + shifted_mean  # the mean
     threshold *= threshold
-    threshold += sum_sq / safe_count
-    threshold *= rtol * rtol
     threshold *= safe_count
+    threshold += sum_sq
+    threshold *= rtol * rtol
     # var > 0: a subnormal sum of squares over dof can round to 0
-    varies = (sum_sq > threshold) & positive & (var > 0)
+    varies = (sum_sq > threshold) & (var > 0)
+    if positive is not True:  # (a Python True where every scope has more rows than ddof)
+        varies &= positive
     # Dead from here: their memory serves the temporaries below (with groups of n rows, a
     # group-level array is 1/n of the rows, and a call's peak is reached in this function).
     del sum_sq, threshold
-    std = xp.sqrt(var)
-    inv_std = 1.0 / xp.where(varies, std, xp.full_like(std, float("inf")))  # 0 where it does not vary
     m = Moments(
         scope=scope,
         # Centred already: keep only those (shifted by their mean, 0), not the shifted values too.
@@ -311,9 +330,7 @@ def moments(
         shift_mean_g=shifted_mean if centred is None else xp.zeros_like(shifted_mean),
         count_g=count,
         var_g=var,
-        std_g=std,
         varies_g=varies,
-        inv_std_g=inv_std,
         valid=valid,
         reference_g=ref if centred is None else None,
     )
@@ -322,8 +339,10 @@ def moments(
     return m
 
 
-def group_moments(x: Array, valid: Array | None, groups: Groups, *, ddof: int, rtol: float) -> Moments:
-    """:func:`moments` within each group."""
+def group_moments(
+    x: Array, valid: Array | None, groups: Groups, *, ddof: int, rtol: float, own: bool = False
+) -> Moments:
+    """:func:`moments` within each group (``own``: see there)."""
     return moments(
         x,
         valid,
@@ -334,6 +353,7 @@ def group_moments(x: Array, valid: Array | None, groups: Groups, *, ddof: int, r
         xp=groups.xp,
         size=groups.size,
         one_pass=groups.small,
+        own=own,
     )
 
 

@@ -128,10 +128,8 @@ def test_empty_batch_diagnostics(shape: tuple[int, ...], ids: np.ndarray | None)
     assert stats.c_q.shape == lead
     assert stats.variance_share.shape == (*lead, shape[-1])
     assert stats.summary() == {"groups": 0.0}
-    with pytest.warns(DeprecationWarning, match="advantage_stats"):
-        adv, stats = cc.corrgrpo_advantage(np.zeros(shape), ids, return_stats=True)
-    assert adv.shape == lead
     assert stats.degenerate.shape == lead
+    assert cc.corrgrpo_advantage(np.zeros(shape), ids).shape == lead
 
 
 @pytest.mark.parametrize("option", ["eps", "min_correlation_sum", "zero_variance_rtol"])

@@ -14,7 +14,14 @@ from hypothesis import strategies as st
 
 import corrgrpo_core as cc
 from corrgrpo_core import _kernels
-from corrgrpo_core._groups import Groups, dense_groups, find_runs, group_labels, ragged_groups, run_length
+from corrgrpo_core._groups import (
+    Groups,
+    dense_group_size,
+    dense_groups,
+    find_runs,
+    group_labels,
+    ragged_groups,
+)
 from corrgrpo_core._kernels import Kernel, kernel_for
 from corrgrpo_core._lib._compat import array_namespace, device
 
@@ -208,23 +215,25 @@ def test_find_runs(ids: list[int], runs: list[int] | None) -> None:
     assert found.labels.tolist() == np.repeat(np.arange(len(runs)), np.diff([*runs, len(ids)])).tolist()
 
 
-def test_equal_runs_and_run_length() -> None:
+def test_equal_runs_and_dense_group_size() -> None:
     equal = np.repeat([5, 2, 8], 4)
     found = find_runs(np, equal)
     assert found is not None
     assert found.equal_size() == 4
-    assert run_length(equal) == 4
-    assert run_length(equal.astype(str).astype(object)) == 4
+    assert dense_group_size(equal) == 4
+    assert dense_group_size(equal.astype(str).astype(object)) == 4
     uneven = np.repeat([5, 2, 8], [4, 4, 3])
     found = find_runs(np, uneven)
     assert found is not None
     assert found.equal_size() == 0
-    assert run_length(uneven) == 0
-    assert run_length(np.asarray([1, 1, 2, 2, 1, 1])) == 0  # equal runs, but 1 comes back
-    assert run_length(np.asarray([1, 2, 3])) == 0  # runs of one: not a dense batch
-    assert run_length(np.asarray([[1, 1]])) == 0
-    assert run_length(np.asarray([7])) == 0
-    assert cc.run_length is run_length  # public: the verl adapter finds its uid layout with it
+    assert dense_group_size(uneven) == 0
+    assert dense_group_size(np.asarray([1, 1, 2, 2, 1, 1])) == 0  # equal runs, but 1 comes back
+    assert dense_group_size(np.asarray([1, 2, 3])) == 0  # runs of one: not a dense batch
+    assert dense_group_size(np.asarray([[1, 1]])) == 0
+    assert dense_group_size(np.asarray([7])) == 0
+    assert cc.dense_group_size is dense_group_size  # public: the verl adapter finds its uid layout with it
+    with pytest.warns(DeprecationWarning, match="dense_group_size"):
+        assert cc.run_length(equal) == 4  # the old name, deprecated
     assert find_runs(np, np.zeros(0, dtype=np.int64)) is None
 
 

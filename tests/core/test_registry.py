@@ -150,13 +150,13 @@ def test_chunked_evaluation_follows_the_registry(monkeypatch: pytest.MonkeyPatch
 
     monkeypatch.setattr(_batch, "CHUNK_ROWS", 8)
     calls: list[str] = []
-    real = _batch.Batch.chunks
+    real = _batch.Batch._cut
 
-    def spy(self: _batch.Batch, rows: int = 8) -> Any:
-        calls.append("chunks")
-        return real(self, rows)
+    def spy(self: _batch.Batch) -> Any:
+        calls.append("cut")
+        return real(self)
 
-    monkeypatch.setattr(_batch.Batch, "chunks", spy)
+    monkeypatch.setattr(_batch.Batch, "_cut", spy)
     x = np.random.default_rng(1).normal(size=(6, 4, 2))
     for name in ALL:
         calls.clear()

@@ -22,9 +22,9 @@ from corrgrpo_core import (
     advantage_stats,
     broadcast_to_tokens,
     compute_advantages,
+    dense_group_size,
     get_estimator,
     group_labels,
-    run_length,
 )
 
 from ._config import METRICS_PREFIX, ConfigError, RewardSpec, reward_spec
@@ -243,7 +243,7 @@ def advantages_for_verl(
     source = active_source()
     final_row = source.final_row if source is not None else None
     weights = None if spec.weights is None else np.asarray(spec.weights)
-    run = run_length(np.asarray(index, dtype=object).reshape(-1)) if final_row is None else 0
+    run = dense_group_size(np.asarray(index, dtype=object).reshape(-1)) if final_row is None else 0
     ids: np.ndarray | None = None
     host: np.ndarray | None = None
     if run:  # verl's layout, groups of one size in runs: dense groups, no labels, no host copy of scores

@@ -4,42 +4,35 @@ The estimators' maths (``_stats``, ``_estimators``) is written once for every ar
 namespace. What depends on how a backend stores and indexes arrays lives here:
 
 - ``_generic``: the array API alone (array-api-strict, cupy, ...): the reference kernel;
-- ``_host``: numpy (einsum, bincount, labels without a sort), and dense GRPO / CorrGRPO on host
-  memory in the input's float dtype;
+- ``_host``: numpy (a position-major layout for dense groups, bincount, labels without a sort);
 - ``_torch``: ``index_add_``, in-place gathers, host labels for CPU tensors, the fused token
-  broadcast, dense GRPO / CorrGRPO in the input's dtype;
+  broadcast;
 - ``_jax``: labels and segment sums that ``jax.jit`` can trace.
 
 :func:`kernel_for` gives the group kernel that :class:`corrgrpo_core._groups.Groups` holds;
-:func:`dense_estimator` a whole-call fast path, which may decline (None: the generic path runs).
-Backend modules are imported only when their namespace is first seen.
+:func:`host_route` says when an array is better worked on through numpy (torch CPU tensors).
+No kernel knows an estimator. Backend modules are imported only when their namespace is first seen.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cache
 from typing import Any
 
-import numpy as np
-
 from .._lib._compat import Namespace, is_jax_namespace, is_numpy_namespace, is_torch_namespace
-from . import _host
 from ._generic import CHUNK_ROWS, SMALL_GROUP, Kernel, RaggedIndex, Runs, shift_divide
 from ._host import NumpyKernel
-from ._options import KernelOptions
 
 __all__ = [
     "CHUNK_ROWS",
     "SMALL_GROUP",
     "Kernel",
-    "KernelOptions",
     "RaggedIndex",
     "Runs",
-    "dense_estimator",
-    "in_host_memory",
+    "host_route",
     "kernel_for",
     "shift_divide",
-    "sum_of_squares",
 ]
 
 
@@ -59,36 +52,26 @@ def kernel_for(xp: Namespace) -> Kernel:
     return Kernel(xp)
 
 
-def dense_estimator(
-    estimator: str, scores: Any, weights: Any, xp: Namespace | None, options: KernelOptions
-) -> Any:
-    """The kernel's result for a dense batch of ``scores``, or None to run the generic path.
+def host_route(scores: Any, weights: Any, xp: Namespace | None) -> tuple[Any, Callable[[Any], Any]] | None:
+    """A zero-copy numpy view of ``scores`` and the function that hands a numpy result back in the
+    scores' own type, where that backend's arrays are worked on through numpy (torch tensors on the
+    CPU that record no gradient, with weights that record none either); else None.
 
-    torch tensors (any float dtype the kernels cover) and numpy float32 arrays, computed in their
-    own dtype; numpy float64 keeps the generic path. Chosen from the array's type alone (no
-    namespace lookup): a call costs microseconds.
+    Chosen from the array's type alone (no namespace lookup): a call costs well under a microsecond.
     """
-    if type(scores) is np.ndarray:
-        if scores.dtype != np.float32 or not (xp is None or is_numpy_namespace(xp)):
-            return None
-        return _host.dense(estimator, scores, weights, options)
     if type(scores).__module__ != "torch" or not (xp is None or is_torch_namespace(xp)):
         return None
+    if getattr(weights, "requires_grad", False):
+        return None  # gradients flow through torch
+    torch_kernel = _torch_module()
+    view = torch_kernel.host_view(scores)
+    return None if view is None else (view, torch_kernel.from_numpy)
+
+
+@cache
+def _torch_module() -> Any:
+    """:mod:`._torch`, imported when a torch tensor is first seen (an import statement in a function
+    that runs on every call costs more than the rest of the route)."""
     from . import _torch
 
-    return _torch.dense(estimator, scores, weights, options)
-
-
-def in_host_memory(x: Any, xp: Namespace) -> bool:
-    """Whether ``x`` (of namespace ``xp``) lies in host memory a pass can stream through: numpy
-    arrays and CPU torch tensors (accelerators and ``jax.jit`` get their batches whole)."""
-    return is_numpy_namespace(xp) or (is_torch_namespace(xp) and x.device.type == "cpu")
-
-
-def sum_of_squares(x: Any, xp: Namespace) -> float | None:
-    """sum(x * x) of a numpy array in one BLAS pass (no temporary, no floating-point warnings), or
-    None where the backend has no such pass (the caller then uses max and min, which cannot overflow)."""
-    if not is_numpy_namespace(xp):
-        return None
-    flat = np.reshape(x, (-1,))
-    return float(np.vdot(flat, flat))
+    return _torch

@@ -10,7 +10,8 @@ in ``[0, N)``, so no shape depends on the values), and summed by a segmented dou
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,13 +71,42 @@ class Kernel:
     the trailing component axis.
     """
 
-    on_host = False  # ids can be read without a device synchronisation
-
     def __init__(self, xp: Namespace) -> None:
         self.xp = xp
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({getattr(self.xp, '__name__', self.xp)!r})"
+
+    # --- layout ----------------------------------------------------------------------------
+
+    def working(self, x: Array, dtype: Any) -> Array:
+        """``x`` in the working ``dtype``, laid out as this backend sums it best (no copy where it is)."""
+        return self.xp.astype(x, dtype, copy=False)
+
+    def output(self, x: Array, dtype: Any) -> Array:
+        """Advantages ``x`` in the caller's ``dtype`` (no copy where they are in it)."""
+        return self.xp.astype(x, dtype, copy=False)
+
+    def join(self, parts: Iterable[Array], rows: int, dtype: Any) -> Array:
+        """The arrays ``parts`` (``rows`` along axis 0 in all) joined along axis 0, in ``dtype``."""
+        whole = list(parts)
+        return self.output(whole[0] if len(whole) == 1 else self.xp.concat(whole, axis=0), dtype)
+
+    def in_host_memory(self, x: Array) -> bool:
+        """Whether ``x`` lies in host memory a pass can stream through a piece at a time
+        (accelerators and ``jax.jit`` get their batches whole)."""
+        return False
+
+    def max_abs(self, x: Array) -> float:
+        """The largest magnitude in a concrete array (0 for an empty one), as a Python float."""
+        if math.prod(x.shape) == 0:
+            return 0.0
+        return max(abs(_to_float(self.xp.max(x))), abs(_to_float(self.xp.min(x))))
+
+    def sum_of_squares(self, x: Array) -> float | None:
+        """sum(x * x) in one pass with no temporary and no floating-point warning, where the backend
+        has one; else None (the caller then uses max and min, which cannot overflow)."""
+        return None
 
     # --- the component axis and the whole batch -------------------------------------------
 
@@ -197,7 +227,7 @@ class Kernel:
         xp = self.xp
         mask = response_mask if response_mask.dtype == xp.bool else response_mask != 0
         values = xp.broadcast_to(advantages[..., None], tuple(response_mask.shape))
-        return xp.where(mask, values, xp.zeros_like(values))
+        return xp.where(mask, values, 0.0)
 
 
 def shift_divide(
@@ -219,3 +249,9 @@ def shift_divide(
         else:
             y = y / expand(div)
     return y
+
+
+def _to_float(value: Array) -> float:
+    """A 0-d array's value (torch: without its autograd graph)."""
+    detach = getattr(value, "detach", None)
+    return float(detach() if callable(detach) else value)

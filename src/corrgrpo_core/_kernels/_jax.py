@@ -11,7 +11,7 @@ from typing import Any
 
 import jax
 
-from .._lib._compat import Array, Namespace
+from .._lib._compat import Array, Namespace, device
 from ._generic import Kernel, RaggedIndex, Runs
 
 
@@ -25,15 +25,16 @@ class JaxKernel(Kernel):
         self, ids: Array, runs: Runs | None, dtype: Any, *, lazy: bool
     ) -> tuple[RaggedIndex, Array, bool]:
         xp = self.xp
-        n = ids.shape[0]
+        n, dev = ids.shape[0], device(ids)
         order = xp.argsort(ids)  # any order within a group will do
         sorted_ids = xp.take(ids, order)
-        first = xp.concat([xp.ones((min(n, 1),), dtype=xp.bool), sorted_ids[1:] != sorted_ids[:-1]])
-        position = xp.arange(n)
-        start = jax.lax.cummax(xp.where(first, position, xp.zeros_like(position)), axis=0)
+        head = xp.ones((min(n, 1),), dtype=xp.bool, device=dev)
+        first = xp.concat([head, sorted_ids[1:] != sorted_ids[:-1]])
+        position = xp.arange(n, dtype=order.dtype, device=dev)
+        start = jax.lax.cummax(xp.where(first, position, 0), axis=0)
         labels = xp.zeros_like(start).at[order].set(start)
         index = RaggedIndex(labels=labels, num=n, member=order, size=None)
-        return index, self.segment_sum(xp.ones((n, 1), dtype=dtype), index), False
+        return index, self.segment_sum(xp.ones((n, 1), dtype=dtype, device=dev), index), False
 
     def segment_sum(self, x: Array, r: RaggedIndex) -> Array:
         return jax.ops.segment_sum(x, r.labels, num_segments=r.num)

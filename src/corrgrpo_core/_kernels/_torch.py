@@ -1,16 +1,12 @@
-"""torch: the group kernel, the token broadcast, and GRPO / CorrGRPO on dense ``(B, n, K)`` groups.
+"""torch: the group kernel, the token broadcast, and the route of CPU tensors through numpy.
 
 **Group kernel** (:class:`TorchKernel`): ids of CPU tensors are labelled on the host (the numpy
 kernel's labels, zero-copy); ids on an accelerator are labelled by the sorted position of each
 group's first row (a running maximum, no shape that depends on values, no host synchronisation)
 and summed with ``index_add_``. Gathered copies are ours, so updates go into them in place.
 
-**Dense estimators**:
-The dense estimators here run the same maths as :mod:`corrgrpo_core._stats` (shift by a member
-of the group, one-pass sums, scale-relative zero-variance test), written as a dozen fused torch
-calls in the input's floating dtype: a call costs tens of microseconds instead of hundreds, and no
-float64 copy of a float32 batch is made. They decline (return None) whatever they do not cover:
-other dtypes, NaN or inf in the scores (the generic path then names the rows), ``ddof`` >= n.
+**The host route** (:func:`host_view`): a CPU tensor that records no gradient is worked on as a
+numpy view; what comes here are tensors on an accelerator and tensors autograd records.
 """
 
 from __future__ import annotations
@@ -23,8 +19,6 @@ import torch
 from .._lib._compat import Array, Namespace
 from . import _host
 from ._generic import Kernel, RaggedIndex, Runs
-from ._host import noise_floor
-from ._options import KernelOptions
 
 # Output elements per piece of the token broadcast: a piece of mask and output stays in cache.
 _TOKEN_PIECE = 1 << 18
@@ -33,8 +27,6 @@ _HOST_DTYPES = {torch.float32: np.float32, torch.float64: np.float64, torch.floa
 # Host buffers from this size on come from numpy, which asks the kernel for transparent huge
 # pages (madvise): a fresh page of a large tensor otherwise costs a page fault every 4 KiB.
 _HUGE = 1 << 22
-_EPS32, _EPS64 = float(np.finfo(np.float32).eps), float(np.finfo(np.float64).eps)
-_EPS = {torch.float32: _EPS32, torch.float64: _EPS64}
 
 
 def empty(shape: tuple[int, ...], dtype: Any, device: Any) -> Array:
@@ -81,156 +73,22 @@ def broadcast_to_tokens(advantages: Array, response_mask: Array) -> Array:
     return out
 
 
-def dense(estimator: str, scores: Array, weights: Any, options: KernelOptions) -> Array | None:
-    """GRPO or CorrGRPO of ``(n, K)`` / ``(B, n, K)`` float scores in their own dtype, or None.
+def host_view(x: Array) -> Array | None:
+    """A zero-copy numpy view of a floating CPU tensor that records no gradient, else None.
 
-    The maths of :func:`corrgrpo_core._stats.moments` and :func:`corrgrpo_core._estimators.grpo`
-    / ``corr_parts``: shift by the group's first row (a constant component becomes exactly 0),
-    centre, sum the squares of the centred values (two passes: relative error about n eps even in
-    float32), the scale-relative zero-variance test, and the correlation sum as the group variance
-    of the summed z-scores.
-
-    CPU tensors run :mod:`._host` on zero-copy numpy views (a numpy call costs a fraction of a
-    torch call); other devices run :func:`dense_ops`. Both write the shifted values
-    position-major, ``(n, K, B)``, so that no reduction or broadcast runs along a short innermost
-    axis, which on the CPU is several times slower than a copy. Temporaries: the shifted values
-    and one product, each the input's size, so the peak is about twice the input.
+    numpy calls cost a fraction of torch calls on the CPU, and at the sizes TRL hands over most of
+    a call is per-call overhead: such tensors are worked on through numpy (:mod:`._host`), and the
+    advantages handed back with :func:`torch.from_numpy`.
     """
-    if scores.is_cpu:  # numpy on the same memory: a fraction of torch's cost per call
-        try:
-            a = scores.numpy()  # refuses tensors that need gradients (they take the generic path)
-        except (RuntimeError, TypeError):  # requires_grad, a lazy negation, or no numpy dtype (bfloat16)
-            return None
-        got = _host.dense(estimator, a, weights, options)
-        return None if got is None else torch.from_numpy(got)
-    x = scores
-    if estimator not in ("grpo", "corrgrpo"):  # the others: on the host only
+    if x.device.type != "cpu" or x.requires_grad or not x.dtype.is_floating_point:
         return None
-    if x.dtype not in (torch.float32, torch.float64) or x.ndim not in (2, 3) or x.requires_grad:
+    try:
+        return x.numpy()
+    except (RuntimeError, TypeError):  # a lazy negation or conjugate, or no numpy dtype (bfloat16)
         return None
-    if x.ndim == 2:
-        x = x.unsqueeze(0)
-    b, n, k = x.shape
-    ddof = options.ddof
-    if b == 0 or n == 0 or k == 0 or n <= ddof or (n == 1 and options.singleton == "raise"):
-        return None
-    if options.zero_variance_rtol is not None:
-        rtol = options.zero_variance_rtol
-    else:  # the generic path's default: 64 eps of its working dtype (float64 except on MPS)
-        rtol = 64.0 * (_EPS32 if x.device.type == "mps" else _EPS64)
-    w = None
-    if weights is not None:
-        if getattr(weights, "requires_grad", False):
-            return None  # gradients flow through the generic path
-        try:
-            w = torch.as_tensor(weights, dtype=x.dtype, device=x.device)
-        except (TypeError, ValueError, RuntimeError):
-            return None  # the generic path names the problem
-        if w.shape != (k,) or not bool(torch.isfinite(w).all()):
-            return None
-    return dense_ops(
-        estimator,
-        x,
-        w,
-        eps=options.eps,
-        outside=options.eps_placement == "outside",
-        ddof=ddof,
-        rtol=rtol,
-        floor=options.min_correlation_sum,
-        shape=scores.shape[:-1],
-    )
 
 
-def dense_ops(
-    estimator: str,
-    x: Array,
-    w: Array | None,
-    *,
-    eps: float,
-    outside: bool,
-    ddof: int,
-    rtol: float,
-    floor: float,
-    shape: tuple[int, ...],
-) -> Array | None:
-    """The same maths as torch calls, for tensors off the host (CUDA and others); ``x`` is (B, n, K)."""
-    n, k = x.shape[1], x.shape[2]
-    unit = (k + 1) * _EPS[x.dtype]  # rounding of a sum of K shifted (weighted) terms, per |term|
-    if estimator == "grpo":
-        largest = None
-        if k == 1 and w is None:
-            c, ref = _shifted(x[..., 0].t(), None)  # (n, B)
-        else:  # sum the shifted components: a large offset of one component costs no precision
-            parts, ref_k = _shifted(x.permute(1, 2, 0), w)
-            c, ref = parts.sum(1), ref_k.sum(0)
-            if k > 1:  # a bound on sum_k |term| of a row: the cancellation guard of _host._cancel_limit
-                largest = parts.abs_().amax(0).sum(0)
-        stats = _moments(c, ref, n, rtol)
-        if stats is None:
-            return None
-        ss, varies = stats
-        den = _den(ss.div_(n - ddof), eps, outside)
-        den = torch.where(varies & (den > 0), den, torch.full_like(den, float("inf")))
-        if largest is not None:  # a total fixed in float32 is checked against eps alone (_host._grpo)
-            amplify = 1 + (n / (n - ddof)) ** 0.5
-            at_least = torch.where(varies, den, torch.full_like(den, (eps if outside else eps**0.5)))
-            if bool((largest.mul_(unit * amplify) > at_least * 5e-5).any()):
-                return None  # mostly cancellation: the float64 generic path
-        return _rows_out(c, den, shape)
-    c, ref = _shifted(x.permute(1, 2, 0), w)  # (n, K, B)
-    stats = _moments(c, ref, n, rtol)
-    if stats is None:
-        return None
-    ss, varies = stats
-    std = ss.div_(n - ddof).sqrt_()
-    inv = torch.where(varies, std.reciprocal(), torch.zeros_like(ss))
-    largest = std.sum(0).mul_(((n - ddof) * (n - 1) / n) ** 0.5)  # as _host._corrgrpo
-    num = c.sum(1)  # (n, B): the centred total
-    zsum = c.mul_(inv).sum(1)  # sum_k z_ik; c is not needed after this
-    corr = zsum.square_().sum(0).div_(n - ddof)
-    corr.masked_fill_(corr <= noise_floor(n, k, _HOST_DTYPES[x.dtype]), 0.0)  # rounding, not signal
-    den = _den(corr.clamp_min_(floor), eps, outside)
-    den = torch.where(den > 0, den, torch.full_like(den, float("inf")))  # 0 where den is 0
-    if k > 1 and n > 1:  # the cancellation guard of _host._corrgrpo
-        top = num.abs().amax(0)
-        if bool((largest.mul_(unit) > torch.maximum(den, top) * 5e-5).any()):
-            return None
-    return _rows_out(num, den, shape)
-
-
-def _shifted(xt: Array, w: Array | None) -> tuple[Array, Array]:
-    """(x - first row of the group) position-major (a new contiguous tensor), and that first row."""
-    c = torch.empty(xt.shape, dtype=xt.dtype, device=xt.device)
-    torch.sub(xt, xt[:1], out=c)
-    ref = xt[0]
-    if w is not None:
-        c.mul_(w[:, None])
-        ref = ref * w[:, None]
-    return c, ref
-
-
-def _moments(c: Array, ref: Array, n: int, rtol: float) -> tuple[Array, Array] | None:
-    """Centre ``c`` in place; sums of squares and whether each component varies, or None if not finite."""
-    m = c.sum(0).div_(n)
-    c.sub_(m)
-    ss = c.square().sum(0)
-    if not bool(torch.isfinite(ss.sum())):
-        return None  # NaN, inf or overflow: the generic path (float64) handles or names them
-    # population variance against the mean square of the unshifted values (as _stats.moments)
-    threshold = m.add_(ref).square_().add_(ss, alpha=1.0 / n).mul_(rtol * rtol * n)
-    return ss, ss > threshold
-
-
-def _den(spread: Array, eps: float, outside: bool) -> Array:
-    return spread.sqrt_().add_(eps) if outside else spread.add_(eps).sqrt_()
-
-
-def _rows_out(values: Array, den: Array, shape: tuple[int, ...]) -> Array:
-    """values / den, written back row-major: ``(n, B)`` -> the scores' leading ``shape``."""
-    b = values.shape[1]
-    out = torch.empty((b, values.shape[0]), dtype=values.dtype, device=values.device)
-    torch.div(values, den, out=out.t())
-    return out.reshape(shape)
+from_numpy = torch.from_numpy  # a numpy result as a CPU tensor on the same memory
 
 
 # --- the group kernel --------------------------------------------------------------------------
@@ -241,6 +99,9 @@ class TorchKernel(Kernel):
 
     def __init__(self, xp: Namespace) -> None:
         super().__init__(xp)
+
+    def in_host_memory(self, x: Array) -> bool:
+        return bool(x.device.type == "cpu")
 
     def find_runs(self, ids: Array) -> Runs | None:
         return _host.find_runs(ids.numpy()) if ids.device.type == "cpu" else None

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Any, TypeAlias
 
+import numpy as np
+from array_api_compat import array_namespace as _array_namespace
+from array_api_compat import device as _device
 from array_api_compat import (
-    array_namespace,
-    device,
     is_array_api_obj,
     is_jax_array,
     is_jax_namespace,
@@ -25,6 +26,7 @@ from array_api_compat import is_lazy_array as _is_lazy_array
 Array: TypeAlias = Any
 # An array-API namespace (a module, or array-api-compat's wrapper of one).
 Namespace: TypeAlias = Any
+_NUMPY = _array_namespace(np.empty(0))  # array-api-compat's numpy namespace
 
 __all__ = [
     "Array",
@@ -42,6 +44,19 @@ __all__ = [
 ]
 
 
+def array_namespace(*arrays: Array) -> Namespace:
+    """array-api-compat's namespace of ``arrays`` (a numpy array's is found without its lookup: the
+    estimators call this once per call, and a lookup costs several Python frames)."""
+    if len(arrays) == 1 and type(arrays[0]) is np.ndarray:
+        return _NUMPY
+    return _array_namespace(*arrays)
+
+
+def device(x: Array) -> Any:
+    """The device of ``x`` ("cpu" for a numpy array, without array-api-compat's lookup)."""
+    return "cpu" if type(x) is np.ndarray else _device(x)
+
+
 def namespace(*arrays: Array) -> Namespace:
     """The one array namespace shared by ``arrays`` (``None`` entries are skipped).
 
@@ -57,7 +72,7 @@ def namespace(*arrays: Array) -> Namespace:
 def is_lazy_array(x: Any) -> bool:
     """Whether ``x``'s values are unknown now (a jax tracer under ``jit``, a dask array, ...), so that
     value checks must be skipped. array-api-compat counts every jax array; an eager one is concrete."""
-    if not _is_lazy_array(x):
+    if type(x) is np.ndarray or not _is_lazy_array(x):
         return False
     if is_jax_array(x):
         import jax  # only reached with a jax array in hand: jax is imported already
@@ -83,6 +98,8 @@ def stop_gradient(x: Array, xp: Namespace) -> Array:
 
 def work_dtype(xp: Namespace, dev: Any) -> Any:
     """Accumulation dtype: float64 wherever the backend and device can hold it."""
+    if xp is _NUMPY:
+        return np.float64
     if is_jax_namespace(xp):
         import jax  # only reached on the jax namespace: jax is imported already
 
