@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
+from corrgrpo_tasks._decoding import PROFILE_ENV, completion_text
 from corrgrpo_tasks.gpu_smoke._tiny import QWEN_STYLE_TEMPLATE, byte_chat_tokenizer
 from corrgrpo_tasks.recipes._builders import OPENRLHF_REWARD_FILES
-from corrgrpo_tasks._decoding import PROFILE_ENV, completion_text
 from corrgrpo_tasks.tool_calling import compute_score
 
 GT = '<think>plan</think>\n<tool_call>\n{"name": "f", "parameters": {"a": 1}}\n</tool_call>'
