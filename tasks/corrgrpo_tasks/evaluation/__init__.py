@@ -8,9 +8,10 @@ installed). Data is never downloaded: each benchmark reads a local file or folde
 """
 
 from corrgrpo_tasks.evaluation._agentdojo import agentdojo_metrics, read_agentdojo_cases, run_agentdojo
-from corrgrpo_tasks.evaluation._benchmarks import BENCHMARKS, DOMAINS, Benchmark, RunContext, rlla_metrics
+from corrgrpo_tasks.evaluation._benchmarks import BENCHMARKS, DOMAINS, Benchmark, rlla_metrics
 from corrgrpo_tasks.evaluation._generate import ChatModel
 from corrgrpo_tasks.evaluation._report import PAPER, render_markdown, write_report
+from corrgrpo_tasks.evaluation._run import RunContext
 from corrgrpo_tasks.evaluation.cli import add_arguments, evaluate, run
 
 __all__ = [

@@ -31,6 +31,12 @@ class ChatModel:
     ``{"suppress_tokens": [...]}``. ``on_batch(n)`` is called after every generated batch of ``n``.
     """
 
+    @staticmethod
+    def parameter_count(path: str | Path) -> int | None:
+        """Parameters of the checkpoint at ``path``, read from its safetensors headers (no weights are
+        loaded); None without safetensors files."""
+        return parameter_count(path)
+
     def __init__(
         self,
         path: str | Path,
@@ -131,6 +137,26 @@ class ChatModel:
 
         params = SamplingParams(temperature=0.0, max_tokens=self.max_new_tokens, **self.generation_kwargs)
         return [r.outputs[0].text for r in self._llm.generate(prompts, params, use_tqdm=False)]
+
+
+def parameter_count(path: str | Path) -> int | None:
+    """Sum of the tensor sizes in the safetensors headers under ``path`` (None when there are none)."""
+    import json
+    import math
+    import struct
+
+    files = sorted(Path(path).glob("*.safetensors"))
+    if not files:
+        return None
+    total = 0
+    for file in files:
+        with file.open("rb") as handle:
+            (size,) = struct.unpack("<Q", handle.read(8))
+            if size > 100 << 20:
+                return None
+            header = json.loads(handle.read(size))
+        total += sum(math.prod(v["shape"]) for k, v in header.items() if k != "__metadata__")
+    return total
 
 
 def _vllm_usable() -> bool:
