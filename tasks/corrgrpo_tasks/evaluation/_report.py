@@ -80,7 +80,9 @@ def model_size(name: str) -> str:
 def _parameters(count: Any) -> str:
     if not isinstance(count, int):
         return "size unknown"
-    return f"{count / 1e9:.1f}B parameters" if count >= 1e9 else f"{count / 1e6:.1f}M parameters"
+    if count >= 1e9:
+        return f"{count / 1e9:.1f}B parameters"
+    return f"{count / 1e6:.1f}M parameters" if count >= 1e6 else f"{count:,} parameters"
 
 
 def title(benchmark: str, config: Mapping[str, Any]) -> str:

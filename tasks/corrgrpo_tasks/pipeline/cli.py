@@ -97,7 +97,8 @@ def split_settings(settings: list[str]) -> tuple[list[str], list[str]]:
     from corrgrpo_tasks.recipes import HParams
 
     known = {f.name for f in dataclasses.fields(HParams)}
-    recipe, framework = [], []
+    recipe: list[str] = []
+    framework: list[str] = []
     for item in settings:
         name, sep, _ = item.partition("=")
         if not sep:
