@@ -70,7 +70,12 @@ def fingerprint_path(path: str | Path, *, weights: bool = False) -> str:
     if path.is_file():
         return _file_digest(path)
     digest = hashlib.sha256()
-    files = sorted(p for p in path.rglob("*") if p.is_file())[:_LISTING_LIMIT]
+    # Hidden entries (a checkout's .git) are not data.
+    files = sorted(
+        p
+        for p in path.rglob("*")
+        if p.is_file() and not any(x.startswith(".") for x in p.relative_to(path).parts)
+    )[:_LISTING_LIMIT]
     for file in files:
         rel = file.relative_to(path).as_posix()
         heavy = weights and file.suffix in (".safetensors", ".bin", ".pt", ".gguf")

@@ -213,6 +213,16 @@ def test_agentdojo_llm_element_executes_ground_truth_calls_and_the_checker_agree
     out = run_agentdojo(cases, generate)
     assert [r["utility"] for r in out["cases"]] == [True, True]
     assert run_agentdojo(cases, generate, concurrency=2)["cases"] == out["cases"]
+    assert out["cases"][0]["messages"][-1] == {"role": "assistant", "content": "The bill has been paid."}
+    seen: list[int] = []
+
+    def counting(conversations: Any, tools: Any) -> list[str]:
+        seen.append(len(conversations))
+        return generate(conversations, tools)
+
+    resumed = run_agentdojo(cases, counting, done={out["cases"][0]["id"]: out["cases"][0]})
+    assert resumed["cases"] == out["cases"]
+    assert len(seen) == len(calls) + 1  # only the attacked case was played again
     assert out["cases"][1]["attack_success"] is False
     assert out["metrics"]["joint_accuracy"] == 100.0
 
