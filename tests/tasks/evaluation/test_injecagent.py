@@ -345,9 +345,7 @@ def test_actions_after_a_replayed_user_tool_are_still_checked() -> None:
 
 def test_chunks_resume_and_match_one_go() -> None:
     data = load_injecagent(ROOT)
-    generate = scripted(
-        {"guest_amy01": ATTACKED, "guest_bob02": REFUSED, "amy.watson": "Final Answer: no."}
-    )
+    generate = scripted({"guest_amy01": ATTACKED, "guest_bob02": REFUSED, "amy.watson": "Final Answer: no."})
     whole = run_injecagent(data, generate)
     kept: dict[str, dict[str, object]] = {}
     first = run_injecagent(data, generate, limit=1, chunk=1, on_record=lambda r: kept.setdefault(r["id"], r))
