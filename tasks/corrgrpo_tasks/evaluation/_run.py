@@ -140,13 +140,19 @@ def generate_and_score(
     todo_ids = set(ctx.begin([c.id for c in cases]))
     todo = [c for c in cases if c.id in todo_ids]
     lock = threading.Lock()
-    queued = [0]
+    doing, queued = [""], [0]
+
+    def show() -> None:  # under ``lock``
+        waiting = f"; scoring {queued[0]} queued" if queued[0] and doing[0] else ""
+        ctx.phase(f"{doing[0] or f'scoring the last {queued[0]}'}{waiting}")
 
     def finish(case: Case, completion: str) -> None:
         record = {"id": case.id, "completion": completion, **score(case, completion)}
         ctx.done_case(record)
         with lock:
             queued[0] -= 1
+            if pool is not None:
+                show()
 
     with contextlib.ExitStack() as stack:
         pool = (
@@ -158,22 +164,27 @@ def generate_and_score(
         for start in range(0, len(todo), ctx.batch_size):
             batch = todo[start : start + ctx.batch_size]
             _raise_failed(futures)
-            waiting = f"; scoring {queued[0]} queued" if queued[0] else ""
-            ctx.phase(f"generating {start + 1}-{start + len(batch)} of {len(todo)}{waiting}")
+            span = f"{start + 1}-{start + len(batch)} of {len(todo)}"
+            with lock:
+                doing[0] = f"generating {span}"
+                show()
             outputs = ctx.model.generate(
                 [c.messages for c in batch], [c.tools for c in batch] if any(c.tools for c in batch) else None
             )
             with lock:
                 queued[0] += len(batch)
-            if pool is None:
-                ctx.phase(f"scoring {start + 1}-{start + len(batch)} of {len(todo)}")
+                if pool is None:
+                    doing[0] = f"scoring {span}"
+                    ctx.phase(doing[0])
             for case, output in zip(batch, outputs, strict=True):
                 if pool is None:
                     finish(case, output)
                 else:
                     futures.append(pool.submit(finish, case, output))
-        if futures:
-            ctx.phase(f"scoring the last {queued[0]}")
+        with lock:
+            doing[0] = ""
+            if futures and queued[0]:
+                show()
         for future in futures:
             future.result()
     return ctx.records([c.id for c in cases])

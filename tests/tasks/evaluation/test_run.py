@@ -128,6 +128,14 @@ def test_the_bar_advances_per_case_and_names_the_phase(
         "humaneval: generating 3-3 of 3",
         "humaneval: scoring 3-3 of 3",
     ]
+    seen.clear()
+    ctx = context(tmp_path / "bg", Model(), label="humaneval")
+    generate_and_score(ctx, cases(3), lambda c, t: {}, background=True)
+    ctx.close()
+    assert sum(n for kind, n, _ in seen[1:] if kind == "tick") == 3
+    phases = [d for _, _, d in seen[1:] if d]
+    assert phases[0] == "humaneval: generating 1-2 of 3"
+    assert all(p.startswith(("humaneval: generating", "humaneval: scoring the last")) for p in phases)
 
 
 def test_mcnemar_and_bootstrap_by_hand() -> None:
