@@ -136,58 +136,68 @@ def generate_and_score(
     """Generate the cases not yet scored (``ctx.batch_size`` per call), score each completion with
     ``score(case, completion)`` and record ``{"id", "completion", **score}``; returns every case's record
     in ``cases`` order. With ``background`` scoring runs in one worker thread while the next batch
-    generates (for scorers that wait on a subprocess, like the code sandbox)."""
+    generates (for scorers that wait on a subprocess, like the code sandbox); a failure or Ctrl-C drops
+    the scoring still queued (the case being scored is finished and recorded)."""
     todo_ids = set(ctx.begin([c.id for c in cases]))
-    todo = [c for c in cases if c.id in todo_ids]
-    lock = threading.Lock()
-    doing, queued = [""], [0]
+    loop = _Loop(ctx, score)
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="score") as pool:
+        try:
+            loop.run([c for c in cases if c.id in todo_ids], pool if background else None)
+        except BaseException:
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+    return ctx.records([c.id for c in cases])
 
-    def show() -> None:  # under ``lock``
-        waiting = f"; scoring {queued[0]} queued" if queued[0] and doing[0] else ""
-        ctx.phase(f"{doing[0] or f'scoring the last {queued[0]}'}{waiting}")
 
-    def finish(case: Case, completion: str) -> None:
-        record = {"id": case.id, "completion": completion, **score(case, completion)}
-        ctx.done_case(record)
-        with lock:
-            queued[0] -= 1
-            if pool is not None:
-                show()
+class _Loop:
+    """The batches of :func:`generate_and_score` and what the bar shows about them."""
 
-    with contextlib.ExitStack() as stack:
-        pool = (
-            stack.enter_context(concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="score"))
-            if background
-            else None
-        )
+    def __init__(self, ctx: RunContext, score: Score) -> None:
+        self.ctx, self.score = ctx, score
+        self.lock = threading.Lock()
+        self.doing, self.queued = "", 0
+        self.background = False
+
+    def show(self) -> None:  # under ``lock``
+        waiting = f"; scoring {self.queued} queued" if self.queued and self.doing else ""
+        self.ctx.phase(f"{self.doing or f'scoring the last {self.queued}'}{waiting}")
+
+    def finish(self, case: Case, completion: str) -> None:
+        self.ctx.done_case({"id": case.id, "completion": completion, **self.score(case, completion)})
+        with self.lock:
+            self.queued -= 1
+            if self.background:
+                self.show()
+
+    def run(self, todo: Sequence[Case], pool: concurrent.futures.ThreadPoolExecutor | None) -> None:
+        self.background = pool is not None
         futures: list[concurrent.futures.Future[None]] = []
-        for start in range(0, len(todo), ctx.batch_size):
-            batch = todo[start : start + ctx.batch_size]
+        size = self.ctx.batch_size
+        for start in range(0, len(todo), size):
+            batch = todo[start : start + size]
             _raise_failed(futures)
             span = f"{start + 1}-{start + len(batch)} of {len(todo)}"
-            with lock:
-                doing[0] = f"generating {span}"
-                show()
-            outputs = ctx.model.generate(
-                [c.messages for c in batch], [c.tools for c in batch] if any(c.tools for c in batch) else None
-            )
-            with lock:
-                queued[0] += len(batch)
+            with self.lock:
+                self.doing = f"generating {span}"
+                self.show()
+            tools = [c.tools for c in batch] if any(c.tools for c in batch) else None
+            outputs = self.ctx.model.generate([c.messages for c in batch], tools)
+            with self.lock:
+                self.queued += len(batch)
                 if pool is None:
-                    doing[0] = f"scoring {span}"
-                    ctx.phase(doing[0])
+                    self.doing = f"scoring {span}"
+                    self.ctx.phase(self.doing)
             for case, output in zip(batch, outputs, strict=True):
                 if pool is None:
-                    finish(case, output)
+                    self.finish(case, output)
                 else:
-                    futures.append(pool.submit(finish, case, output))
-        with lock:
-            doing[0] = ""
-            if futures and queued[0]:
-                show()
+                    futures.append(pool.submit(self.finish, case, output))
+        with self.lock:
+            self.doing = ""
+            if futures and self.queued:
+                self.show()
         for future in futures:
             future.result()
-    return ctx.records([c.id for c in cases])
 
 
 def _raise_failed(futures: Sequence[concurrent.futures.Future[None]]) -> None:

@@ -177,3 +177,19 @@ def test_compare_refuses_two_benchmarks(tmp_path: Path) -> None:
     (b / "metrics.json").write_text(json.dumps({**payload, "benchmark": "mbpp"}))
     with pytest.raises(ValueError, match="is a mbpp run, not humaneval"):
         compare_runs(a, b)
+
+
+def test_a_failing_scorer_stops_the_run_and_keeps_what_was_scored(tmp_path: Path) -> None:
+    def score(case: Case, text: str) -> dict[str, Any]:
+        if case.id == "p1":
+            raise RuntimeError("the sandbox is gone")
+        return {}
+
+    ctx = context(tmp_path, Model())
+    with pytest.raises(RuntimeError, match="the sandbox is gone"):
+        generate_and_score(ctx, cases(6), score, background=True)
+    ctx.close()
+    kept = [json.loads(x)["id"] for x in (tmp_path / RECORDS_FILE).read_text().splitlines()]
+    assert kept[0] == "p0"
+    assert "p1" not in kept
+    assert len(kept) < 6
