@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import math
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -125,7 +125,3 @@ def compare_runs(this: str | Path, other: str | Path, *, resamples: int = 10_000
         )
     return "\n".join([*lines, ""])
 
-
-def paired_values(benchmark: str, records: Sequence[Mapping[str, Any]]) -> dict[str, float]:
-    """Each case's share of ``benchmark``'s headline metric, by id."""
-    return BENCHMARKS[benchmark].paired(records)
