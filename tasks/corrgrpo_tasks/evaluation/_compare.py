@@ -124,4 +124,3 @@ def compare_runs(this: str | Path, other: str | Path, *, resamples: int = 10_000
             f"p = {mcnemar_exact(only_a, only_b):.4g}."
         )
     return "\n".join([*lines, ""])
-
