@@ -19,8 +19,9 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..sandbox import SandboxUnavailableError
 from ._extract import entry_name, extract_code, parse_verifier
-from ._reward import CodeRewardConfig, score_batch
+from ._reward import CodeRewardConfig, compute_score, score_batch
 
 __all__ = ["EvalReport", "code_metrics", "evaluate", "failure", "reward_options", "score_problem"]
 
@@ -126,9 +127,18 @@ def score_problem(completion: str, ground_truth: Any, **options: Any) -> dict[st
     (see :func:`failure`), ``error`` (the judge's error text or failed assertion, when the reward reports
     it) and ``timing`` (the candidate's and the reference's round times, when both passed).
 
-    ``options`` are :func:`reward_options`' result (or ``CodeRewardConfig`` fields).
+    ``options`` are :func:`reward_options`' result (or ``CodeRewardConfig`` fields). The program runs
+    in a lane of sandboxes started from the calling thread, which should outlive the run: bubblewrap's
+    ``--die-with-parent`` kills a sandbox when the *thread* that started it exits, so a lane started by
+    a short-lived worker (``score_batch``'s pool, one per call) dies under the next problem that
+    reuses it (a sandbox error for a correct program, about one call in eight back to back here).
     """
-    scores = score_batch([completion], [ground_truth], max_workers=1, **options)[0]
+    try:
+        scores = compute_score(None, completion, ground_truth, **options)
+    except SandboxUnavailableError:
+        raise
+    except Exception:  # noqa: BLE001 -- a bad verifier: score_batch's all-zero result with sandbox_error
+        scores = score_batch([completion], [ground_truth], max_workers=1, **options)[0]
     return _record(completion, ground_truth, scores)
 
 

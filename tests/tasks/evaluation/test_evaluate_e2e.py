@@ -569,3 +569,15 @@ def test_mbpp_official_file_evaluates_its_test_split(tmp_path: Path) -> None:
     out = run(tmp_path, "mbpp", piece, data, options={"timing_rounds": 1})
     assert out["config"]["n_total"] == 2
     assert [r["id"] for r in out["records"]] == ["11", "12"]
+
+
+def test_problems_scored_back_to_back_never_meet_a_dead_sandbox() -> None:
+    """score_problem runs the sandbox lanes from the calling thread: lanes started by a short-lived pool
+    thread die with it (bwrap --die-with-parent) and failed about one call in sixteen back to back."""
+    from corrgrpo_tasks.code import data
+    from corrgrpo_tasks.code.evaluate import reward_options, score_problem
+
+    task = data.load_humaneval(data_files=str(CODE / "humaneval.jsonl"))[0]
+    options = reward_options(rounds=1)
+    failures = [score_problem(ADD, task.ground_truth, **options)["failure"] for _ in range(24)]
+    assert failures == ["passed"] * 24
