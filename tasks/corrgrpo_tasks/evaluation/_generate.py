@@ -59,8 +59,7 @@ class ChatModel:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         if max_new_tokens < 1 or batch_size < 1:
             raise ValueError("max_new_tokens and batch_size must be at least 1")
-        if backend == "auto":
-            backend = "vllm" if _vllm_usable() else "transformers"
+        backend = resolve_backend(backend)
         self.path, self.backend, self.max_new_tokens, self.batch_size = (
             path,
             backend,
@@ -157,6 +156,13 @@ def parameter_count(path: str | Path) -> int | None:
             header = json.loads(handle.read(size))
         total += sum(math.prod(v["shape"]) for k, v in header.items() if k != "__metadata__")
     return total
+
+
+def resolve_backend(backend: str) -> str:
+    """``auto`` as :class:`ChatModel` resolves it: vLLM when it imports and a GPU is visible."""
+    if backend == "auto":
+        return "vllm" if _vllm_usable() else "transformers"
+    return backend
 
 
 def _vllm_usable() -> bool:

@@ -189,7 +189,7 @@ def evaluate(
     ``FileNotFoundError`` with a one-line message for bad input (a missing file names the expected
     layout).
     """
-    from ._generate import ChatModel, parameter_count
+    from ._generate import ChatModel, parameter_count, resolve_backend
     from ._store import RunStore
 
     if benchmark not in BENCHMARKS:
@@ -238,7 +238,9 @@ def evaluate(
         "n_total": ctx.total,
         "n_selected": ctx.selected,
         "n_resumed": len(selected & ctx.store.loaded) if ctx.store else 0,
-        "backend": ctx._model.backend if ctx._model else model_options.get("backend", "auto"),
+        "backend": ctx._model.backend
+        if ctx._model
+        else resolve_backend(model_options.get("backend", "auto")),
         "max_new_tokens": model_options.get("max_new_tokens", 512),
         "threads": threads,
         "options": options,
