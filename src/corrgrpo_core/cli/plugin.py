@@ -42,6 +42,7 @@ GROUP = "corrgrpo.commands"
 INSTALL_HINTS = {
     "train": "pip install 'corrgrpo-core[trl,cli]' 'torch==2.13.0'",
     "evaluate": "pip install 'corrgrpo-core[tasks,cli]' 'torch==2.13.0'",
+    "pipeline": "pip install 'corrgrpo-core[tasks,cli,trl]' 'torch==2.13.0' (verl: the verl extra)",
 }
 
 

@@ -214,63 +214,84 @@ def run_asb(
     *,
     task_num: int = 1,
     limit: int | None = None,
+    offset: int = 0,
     attack_type: str = "context_ignoring",
     plan_attempts: int = 10,
     concurrency: int = 1,
     on_case: Callable[[int], None] | None = None,
+    done: Mapping[str, Mapping[str, Any]] | None = None,
+    on_start: Callable[[list[str]], None] | None = None,
+    on_record: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """Clean and OPI episodes for the first ``task_num`` tasks of each agent against each of its attacker
-    tools (ASB's ``--task_num``; the paper's 400 pairs are ``task_num=1``), the first ``limit`` pairs
-    when given; returns ``{"metrics", "pairs"}``.
+    tools (ASB's ``--task_num``; the paper's 400 pairs are ``task_num=1``), pairs ``offset`` to
+    ``offset + limit`` when given; returns ``{"metrics", "pairs", "clean"}``.
 
     ``generate(conversations, tools)`` answers a batch; ``concurrency`` episodes run at once with their
     turns batched (:func:`corrgrpo_tasks._batching.map_batched`).
+
+    Resuming: every episode has an id (``clean:AGENT:TASK_INDEX``, ``attack:AGENT:TASK_INDEX:TOOL``);
+    ``on_start(ids)`` gets them all first (clean episodes first), episodes whose id is in ``done``
+    (records of an earlier run) are not played again, and ``on_record(record)`` gets each new
+    episode's record as it ends.
     """
     attack_payload(AttackTool("", "", "", "", "", "", False), attack_type)  # validates attack_type early
     jobs = [
-        (agent, task, tool)
+        (agent, index, task, tool)
         for agent in agents
-        for task in agent.tasks[:task_num]
+        for index, task in enumerate(agent.tasks[:task_num])
         for tool in agent.attack_tools
     ]
-    if limit is not None:
-        jobs = jobs[:limit]
+    jobs = jobs[offset : None if limit is None else offset + limit]
     if not jobs:
         raise ValueError("no ASB (agent, task, attacker tool) pairs to evaluate")
-    tasks = list({(agent.name, task): (agent, task) for agent, task, _ in jobs}.values())
-    clean_runs = map_batched(
-        lambda job, chat: run_episode(job[0], job[1], chat, plan_attempts=plan_attempts),
-        tasks,
+    tasks = list({f"clean:{a.name}:{i}": (a, i, t) for a, i, t, _ in jobs}.items())
+    pair_ids = [f"attack:{a.name}:{i}:{tool.name}" for a, i, _, tool in jobs]
+    if on_start:
+        on_start([key for key, _ in tasks] + pair_ids)
+    found = {k: dict(v) for k, v in (done or {}).items()}
+
+    def finish(key: str, record: dict[str, Any]) -> dict[str, Any]:
+        record = {"id": key, **record}
+        found[key] = record
+        if on_record:
+            on_record(record)
+        if on_case:
+            on_case(1)
+        return record
+
+    map_batched(
+        lambda job, chat: finish(
+            job[0], {"kind": "clean", **run_episode(job[1][0], job[1][2], chat, plan_attempts=plan_attempts)}
+        ),
+        [(key, job) for key, job in tasks if key not in found],
         generate,
         concurrency=concurrency,
     )
-    clean = {(agent.name, task): run for (agent, task), run in zip(tasks, clean_runs, strict=True)}
 
-    def attacked(job: tuple[ASBAgent, str, AttackTool], chat: Chat) -> dict[str, Any]:
-        agent, task, tool = job
+    def attacked(job: tuple[str, tuple[ASBAgent, int, str, AttackTool]], chat: Chat) -> dict[str, Any]:
+        key, (agent, index, task, tool) = job
         episode = run_episode(
             agent, task, chat, attack=tool, attack_type=attack_type, plan_attempts=plan_attempts
         )
-        if on_case:
-            on_case(1)
-        return episode
-
-    pairs = []
-    for (agent, task, tool), episode in zip(
-        jobs, map_batched(attacked, jobs, generate, concurrency=concurrency), strict=True
-    ):
-        pairs.append(
+        return finish(
+            key,
             {
+                "kind": "attacked",
                 "agent": agent.name,
                 "task": task,
                 "attack_tool": tool.name,
                 "aggressive": tool.aggressive,
-                "clean_success": clean[(agent.name, task)]["original_success"],
+                "clean_success": found[f"clean:{agent.name}:{index}"]["original_success"],
                 "success_under_attack": episode["original_success"],
                 "attack_success": episode["attack_success"],
                 "workflow_failure": episode["workflow_failure"],
                 "executed_tools": episode["executed_tools"],
                 "messages": episode["messages"],
-            }
+            },
         )
-    return {"metrics": asb_metrics(pairs), "pairs": pairs}
+
+    todo = [(key, job) for key, job in zip(pair_ids, jobs, strict=True) if key not in found]
+    map_batched(attacked, todo, generate, concurrency=concurrency)
+    pairs = [found[key] for key in pair_ids]
+    return {"metrics": asb_metrics(pairs), "pairs": pairs, "clean": [found[key] for key, _ in tasks]}

@@ -5,12 +5,17 @@ rewards and checkers (and AgentDojo's), report the paper's metrics.
 (:data:`BENCHMARKS`: humaneval, mbpp, livecodebench; rlla-test, api-bank; agentdojo, asb, injecagent);
 :func:`evaluate` is the same from Python. Generation is :class:`ChatModel` (transformers, or vLLM when
 installed). Data is never downloaded: each benchmark reads a local file or folder (``Benchmark.layout``).
+A run folder keeps one record per case, appended as it is scored, so rerunning resumes (``_store``);
+``--compare`` pairs two runs (:func:`compare_runs`). ``corrgrpo pipeline`` (:mod:`corrgrpo_tasks.pipeline`)
+trains, converts and evaluates every benchmark of a domain. docs/evaluation.md has the details.
 """
 
 from corrgrpo_tasks.evaluation._agentdojo import agentdojo_metrics, read_agentdojo_cases, run_agentdojo
-from corrgrpo_tasks.evaluation._benchmarks import BENCHMARKS, DOMAINS, Benchmark, RunContext, rlla_metrics
+from corrgrpo_tasks.evaluation._benchmarks import BENCHMARKS, DOMAINS, Benchmark, rlla_metrics
+from corrgrpo_tasks.evaluation._compare import compare_runs
 from corrgrpo_tasks.evaluation._generate import ChatModel
 from corrgrpo_tasks.evaluation._report import PAPER, render_markdown, write_report
+from corrgrpo_tasks.evaluation._run import RunContext
 from corrgrpo_tasks.evaluation.cli import add_arguments, evaluate, run
 
 __all__ = [
@@ -22,6 +27,7 @@ __all__ = [
     "RunContext",
     "add_arguments",
     "agentdojo_metrics",
+    "compare_runs",
     "evaluate",
     "read_agentdojo_cases",
     "render_markdown",

@@ -163,7 +163,14 @@ def run_case(case: Mapping[str, Any], chat: Chat, *, max_iters: int = 15) -> dic
     from corrgrpo_tasks.agent_security import default_system_message
 
     suite = get_suite(case.get("benchmark_version") or "v1.2.2", case["suite"])
-    llm = make_llm_element(chat)
+    seen: list[list[dict[str, Any]]] = []
+
+    def recording(messages: Any, tools: Any) -> str:
+        reply = chat(messages, tools)
+        seen[:] = [[*messages, {"role": "assistant", "content": reply}]]
+        return reply
+
+    llm = make_llm_element(recording)
     pipeline = AgentPipeline(
         [
             SystemMessage(default_system_message()),
@@ -187,6 +194,7 @@ def run_case(case: Mapping[str, Any], chat: Chat, *, max_iters: int = 15) -> dic
         "user_task_id": case["user_task_id"],
         "utility": bool(utility),
         "attack_success": bool(security) if injection is not None else False,
+        "messages": seen[0] if seen else [],
     }
 
 
@@ -232,13 +240,23 @@ def run_agentdojo(
     generate: Generate,
     *,
     limit: int | None = None,
+    offset: int = 0,
     max_iters: int = 15,
     concurrency: int = 1,
     on_case: Callable[[int], None] | None = None,
+    done: Mapping[str, Mapping[str, Any]] | None = None,
+    on_start: Callable[[list[str]], None] | None = None,
+    on_record: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
-    """Run the first ``limit`` cases (plus the clean case of any attacked user task the selection lacks),
-    ``concurrency`` at a time with their model turns batched into ``generate(conversations, tools)``."""
-    chosen = list(cases[:limit] if limit is not None else cases)
+    """Run cases ``offset`` to ``offset + limit`` (plus the clean case of any attacked user task the
+    selection lacks), ``concurrency`` at a time with their model turns batched into
+    ``generate(conversations, tools)``.
+
+    Resuming: ``on_start(ids)`` gets every case id to run first (``case_id``), cases whose id is in
+    ``done`` (records of an earlier run) are not run again, and ``on_record(record)`` gets each new
+    case's record (its verdicts and final conversation) as it ends.
+    """
+    chosen = list(cases[offset : None if limit is None else offset + limit])
     if not chosen:
         raise ValueError("no AgentDojo cases to evaluate")
     have = {(c["suite"], c["user_task_id"]) for c in chosen if c["case_type"] == "clean"}
@@ -259,14 +277,25 @@ def run_agentdojo(
                     "attack": "",
                 }
             )
+    units = [*extra, *chosen]
+    ids = [str(c["case_id"]) for c in units]
+    if on_start:
+        on_start(ids)
+    found = {k: dict(v) for k, v in (done or {}).items()}
 
     def one(case: Mapping[str, Any], chat: Chat) -> dict[str, Any]:
-        result = run_case(case, chat, max_iters=max_iters)
+        result = {"id": str(case["case_id"]), **run_case(case, chat, max_iters=max_iters)}
+        found[result["id"]] = result
+        if on_record:
+            on_record(result)
         if on_case:
             on_case(1)
         return result
 
     with warnings.catch_warnings():  # set once here: catch_warnings is not thread-safe inside the workers
         warnings.simplefilter("ignore")  # AgentDojo warns when a run ends without a final text answer
-        results = map_batched(one, [*extra, *chosen], generate, concurrency=concurrency)
+        map_batched(
+            one, [c for c in units if str(c["case_id"]) not in found], generate, concurrency=concurrency
+        )
+    results = [found[i] for i in ids]
     return {"metrics": agentdojo_metrics(results), "cases": results}

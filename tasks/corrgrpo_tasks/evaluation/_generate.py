@@ -31,6 +31,12 @@ class ChatModel:
     ``{"suppress_tokens": [...]}``. ``on_batch(n)`` is called after every generated batch of ``n``.
     """
 
+    @staticmethod
+    def parameter_count(path: str | Path) -> int | None:
+        """Parameters of the checkpoint at ``path``, read from its safetensors headers (no weights are
+        loaded); None without safetensors files."""
+        return parameter_count(path)
+
     def __init__(
         self,
         path: str | Path,
@@ -53,8 +59,7 @@ class ChatModel:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         if max_new_tokens < 1 or batch_size < 1:
             raise ValueError("max_new_tokens and batch_size must be at least 1")
-        if backend == "auto":
-            backend = "vllm" if _vllm_usable() else "transformers"
+        backend = resolve_backend(backend)
         self.path, self.backend, self.max_new_tokens, self.batch_size = (
             path,
             backend,
@@ -131,6 +136,33 @@ class ChatModel:
 
         params = SamplingParams(temperature=0.0, max_tokens=self.max_new_tokens, **self.generation_kwargs)
         return [r.outputs[0].text for r in self._llm.generate(prompts, params, use_tqdm=False)]
+
+
+def parameter_count(path: str | Path) -> int | None:
+    """Sum of the tensor sizes in the safetensors headers under ``path`` (None when there are none)."""
+    import json
+    import math
+    import struct
+
+    files = sorted(Path(path).glob("*.safetensors"))
+    if not files:
+        return None
+    total = 0
+    for file in files:
+        with file.open("rb") as handle:
+            (size,) = struct.unpack("<Q", handle.read(8))
+            if size > 100 << 20:
+                return None
+            header = json.loads(handle.read(size))
+        total += sum(math.prod(v["shape"]) for k, v in header.items() if k != "__metadata__")
+    return total
+
+
+def resolve_backend(backend: str) -> str:
+    """``auto`` as :class:`ChatModel` resolves it: vLLM when it imports and a GPU is visible."""
+    if backend == "auto":
+        return "vllm" if _vllm_usable() else "transformers"
+    return backend
 
 
 def _vllm_usable() -> bool:

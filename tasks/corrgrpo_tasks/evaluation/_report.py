@@ -1,18 +1,21 @@
-"""Writing an evaluation: ``metrics.json``, ``results.md`` (the metrics beside the paper's numbers) and
-``records.jsonl`` (one line per case: the completion and its scores)."""
+"""Writing an evaluation: ``metrics.json`` and ``results.md`` (the metrics beside the paper's numbers,
+labelled with the paper's models); ``records.jsonl`` (one line per case, appended as it is scored) is
+the run folder's own (:mod:`._store`)."""
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ._benchmarks import BENCHMARKS
+from ._store import plain
 
 # (model, metric as the paper names it, GRPO, CorrGRPO), percentages, from the paper's tables as the
-# project's reference notes record them (docs/tasks.md "Evaluation" lists the same).
+# project's reference notes record them (docs/evaluation.md lists the same).
 PAPER: dict[str, tuple[tuple[str, str, float, float], ...]] = {
     "humaneval": (("Qwen2.5-Coder-7B-Instruct", "Pass@1 (base model: 78.66)", 73.78, 78.66),),
     "livecodebench": (("Qwen2.5-Coder-1.5B-Instruct", "Pass@1 (v6)", 13.14, 10.29),),
@@ -64,48 +67,82 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return "\n".join(lines)
 
 
+def model_size(name: str) -> str:
+    """A paper model's size from its name ("Qwen2.5-Coder-7B-Instruct" -> "7B").
+
+    >>> model_size("Qwen2.5-Coder-1.5B-Instruct"), model_size("Qwen3-4B-Thinking-2507")
+    ('1.5B', '4B')
+    """
+    match = re.search(r"-(\d+(?:\.\d+)?)B(?:-|$)", name)
+    return f"{match.group(1)}B" if match else "?"
+
+
+def _parameters(count: Any) -> str:
+    if not isinstance(count, int):
+        return "size unknown"
+    if count >= 1e9:
+        return f"{count / 1e9:.1f}B parameters"
+    return f"{count / 1e6:.1f}M parameters" if count >= 1e6 else f"{count:,} parameters"
+
+
+def title(benchmark: str, config: Mapping[str, Any]) -> str:
+    """The report's first line: the benchmark and how many of its cases were scored."""
+    bench = BENCHMARKS[benchmark]
+    scored, total = config.get("n_selected"), config.get("n_total")
+    if scored is None:
+        return f"# {benchmark}: {bench.summary}"
+    part = "all" if scored == total else f"{scored} of {total}"
+    return f"# {benchmark}: {bench.summary} ({part} {bench.unit} scored)"
+
+
 def render_markdown(benchmark: str, metrics: Mapping[str, Any], config: Mapping[str, Any]) -> str:
-    """The results table (metric, value, meaning) and the paper's numbers for the benchmark."""
+    """The results table (metric, value, meaning) and the paper's numbers for the benchmark, each
+    paper row labelled with its model and size."""
     bench = BENCHMARKS[benchmark]
     meaning = dict(bench.metrics)
     keys = [k for k, _ in bench.metrics if k in metrics] + [k for k in metrics if k not in meaning]
+    name = Path(str(config["model"])).name
+    packages = config.get("options", {}).get("sandbox_packages") or []
+    details = [
+        f"model `{config['model']}` ({_parameters(config.get('parameters'))})",
+        f"data `{config['data']}`",
+        f"{config['backend']}, greedy, at most {config['max_new_tokens']} new tokens",
+        f"offset {config.get('offset', 0)}, limit {config['limit'] if config['limit'] is not None else 'none'}",
+    ]
+    if bench.domain == "code":
+        details.append(f"sandbox packages: {', '.join(packages) if packages else 'none'}")
+    if config.get("n_resumed"):
+        details.append(f"{config['n_resumed']} resumed from an earlier run in this folder")
+    details.append(f"{config['seconds']:.1f} s")
     parts = [
-        f"# {benchmark}: {bench.summary}",
+        title(benchmark, config),
         "",
-        (
-            f"model `{config['model']}`, data `{config['data']}`, {config['backend']}, "
-            f"limit {config['limit'] if config['limit'] is not None else 'none'}, "
-            f"{config['seconds']:.1f} s"
-        ),
+        ", ".join(details),
         "",
         _table(["metric", "value", "meaning"], [[k, metrics[k], meaning.get(k, "")] for k in keys]),
     ]
     if PAPER[benchmark]:
         parts += [
             "",
-            "The paper's numbers (percent; one greedy sample):",
+            (
+                f"The paper's numbers (percent; one greedy sample) are for the paper's own models, trained "
+                f"with GRPO and with CorrGRPO; they are not results of `{name}` "
+                f"({_parameters(config.get('parameters'))}):"
+            ),
             "",
-            _table(["model", "metric", "GRPO", "CorrGRPO"], PAPER[benchmark]),
+            _table(
+                ["paper's model (size)", "metric", "GRPO", "CorrGRPO"],
+                [[f"{m} ({model_size(m)})", metric, g, c] for m, metric, g, c in PAPER[benchmark]],
+            ),
         ]
     return "\n".join(parts) + "\n"
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, (str, int, float, bool)) or value is None:
-        return value
-    return str(value)
 
 
 def write_report(
     out_dir: str | Path, benchmark: str, result: Mapping[str, Any], config: Mapping[str, Any]
 ) -> dict[str, Path]:
-    """Write the three files under ``out_dir``; returns their paths."""
+    """Write ``metrics.json`` (with the selected case ids) and ``results.md`` under ``out_dir``; returns
+    their paths and that of ``records.jsonl``."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = {
@@ -116,15 +153,15 @@ def write_report(
     payload = {
         "benchmark": benchmark,
         "domain": BENCHMARKS[benchmark].domain,
-        "config": _plain(config),
-        "metrics": _plain(result["metrics"]),
+        "config": plain(config),
+        "metrics": plain(result["metrics"]),
+        "ids": [r["id"] for r in result["records"] if "id" in r],
         "paper": [
-            dict(zip(("model", "metric", "grpo", "corrgrpo"), row, strict=True)) for row in PAPER[benchmark]
+            dict(zip(("model", "metric", "grpo", "corrgrpo"), row, strict=True))
+            | {"size": model_size(row[0])}
+            for row in PAPER[benchmark]
         ],
     }
     paths["metrics"].write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     paths["markdown"].write_text(render_markdown(benchmark, result["metrics"], config), encoding="utf-8")
-    with paths["records"].open("w", encoding="utf-8") as handle:
-        for record in result["records"]:
-            handle.write(json.dumps(_plain(record), ensure_ascii=False) + "\n")
     return paths

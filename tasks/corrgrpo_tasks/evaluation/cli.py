@@ -7,16 +7,20 @@ everything heavy (transformers, agentdojo, the sandbox) is imported only when a 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, TextIO
 
 from corrgrpo_core.cli.plugin import CliError, Command
+from corrgrpo_core.cli.plugin import names as _names
 
-from ._benchmarks import BENCHMARKS, DOMAINS, RunContext
+from ._benchmarks import BENCHMARKS, DOMAINS
 from ._report import render_markdown, write_report
+from ._run import RunContext
 
 __all__ = ["COMMAND", "add_arguments", "evaluate", "run"]
 
@@ -33,16 +37,42 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--data",
         required=True,
         metavar="PATH",
-        help="the benchmark's local data (file or folder; docs/tasks.md lists each layout)",
+        help="the benchmark's local data (file or folder; docs/evaluation.md lists each layout)",
     )
     parser.add_argument(
-        "--limit", type=int, default=None, metavar="N", help="evaluate the first N cases [all]"
+        "--limit", type=int, default=None, metavar="N", help="evaluate N cases from --offset [all]"
     )
+    parser.add_argument("--offset", type=int, default=0, metavar="K", help="skip the first K cases [0]")
     parser.add_argument(
         "--out",
         default=None,
         metavar="DIR",
-        help="folder for metrics.json, results.md and records.jsonl [eval-BENCHMARK]",
+        help="run folder: records.jsonl (appended as each case is scored; a rerun resumes), "
+        "metrics.json, results.md, run.json [eval-BENCHMARK]",
+    )
+    parser.add_argument(
+        "--fresh", action="store_true", help="start the run folder over instead of resuming it"
+    )
+    parser.add_argument(
+        "--compare",
+        default=None,
+        metavar="RUN_DIR",
+        help="afterwards, print this run beside an earlier run folder of the same benchmark, with the "
+        "paired difference on the cases both scored and its 95%% interval",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads for generation [1; two were several times slower on a busy 2-core machine]",
+    )
+    parser.add_argument(
+        "--sandbox-packages",
+        type=_names,
+        default=[],
+        metavar="NAMES",
+        help="code: comma-separated installed packages the candidate may import, read-only in its "
+        "sandbox (e.g. numpy) [none: the standard library only]",
     )
     parser.add_argument(
         "--backend",
@@ -98,29 +128,41 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
-@contextmanager
-def _progress(
-    enabled: bool, label: str
-) -> Iterator[tuple[Callable[[int], None], Callable[[int | None], None]]]:
-    """(advance, set_total) of a rich progress bar on stderr; no-ops when disabled or rich is missing."""
+@contextlib.contextmanager
+def _torch_threads(threads: int) -> Iterator[None]:
+    """``threads`` torch threads for the run, restored afterwards (nothing when torch is missing)."""
     try:
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        import torch
     except ImportError:
-        enabled = False
-    if not enabled:
-        yield (lambda n: None), (lambda n: None)
+        yield
         return
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=Console(stderr=True),
-        transient=True,
-    ) as bar:
-        task = bar.add_task(label, total=None)
-        yield (lambda n: bar.advance(task, n)), (lambda n: bar.update(task, total=n))
+    saved = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(saved)
+
+
+# Settings that change only speed or batch numerics: a run folder resumes across them.
+_SPEED_ONLY = ("batch_size", "device", "concurrency")
+
+
+def run_settings(
+    benchmark: str, model: str, data: str, model_options: dict[str, Any], options: dict[str, Any]
+) -> dict[str, Any]:
+    """What decides a case's result, as ``run.json`` keeps it: a resumed run must match it."""
+    from ._store import fingerprint_path
+
+    return {
+        "benchmark": benchmark,
+        "model": str(Path(model).resolve()),
+        "model_files": fingerprint_path(model, weights=True),
+        "data": str(Path(data).resolve()),
+        "data_files": fingerprint_path(data),
+        "generation": {k: v for k, v in sorted(model_options.items()) if k not in _SPEED_ONLY},
+        "options": {k: v for k, v in sorted(options.items()) if k not in _SPEED_ONLY},
+    }
 
 
 def evaluate(
@@ -129,53 +171,79 @@ def evaluate(
     model: str,
     data: str,
     limit: int | None = None,
+    offset: int = 0,
     out: str | None = None,
     progress: bool = False,
     model_options: dict[str, Any] | None = None,
     options: dict[str, Any] | None = None,
+    fresh: bool = False,
+    threads: int = 1,
+    log: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    """Generate with ``model`` on ``benchmark`` and score it; writes the report when ``out`` is given.
+    """Generate with ``model`` on ``benchmark`` and score it, case by case.
 
-    Returns ``{"metrics", "records", "config", "files"}``. Raises ``ValueError`` / ``FileNotFoundError``
-    with a one-line message for bad input (a missing file names the expected layout).
+    With ``out`` every record is appended to ``out/records.jsonl`` as it is scored and the report is
+    written at the end; calling again with the same settings resumes (``log`` is told how many cases
+    were already scored), ``fresh=True`` starts over. ``offset``/``limit`` select a slice of the cases.
+    Returns ``{"metrics", "records", "config", "files"}``. Raises ``ValueError`` /
+    ``FileNotFoundError`` with a one-line message for bad input (a missing file names the expected
+    layout).
     """
-    from pathlib import Path
-
-    from ._generate import ChatModel
+    from ._generate import ChatModel, parameter_count, resolve_backend
+    from ._store import RunStore
 
     if benchmark not in BENCHMARKS:
         raise ValueError(f"unknown benchmark {benchmark!r}; known: {', '.join(BENCHMARKS)}")
     if limit is not None and limit < 1:
         raise ValueError("--limit must be at least 1")
+    if offset < 0:
+        raise ValueError("--offset must be at least 0")
+    if threads < 1:
+        raise ValueError("--threads must be at least 1")
     data_path = Path(data)
     if not data_path.exists():
         raise FileNotFoundError(f"{data_path} does not exist; expected {BENCHMARKS[benchmark].layout}")
-    start = time.monotonic()
-    single_turn = benchmark not in ("asb", "agentdojo")
-    with _progress(progress, f"{benchmark}") as (advance, set_total):
-
-        def build() -> ChatModel:
-            return ChatModel(
-                model, **{**(model_options or {}), **({"on_batch": advance} if single_turn else {})}
-            )
-
-        ctx = RunContext(
-            build,
-            data_path,
-            limit,
-            dict(options or {}),
-            progress=(lambda n: None) if single_turn else advance,
-            set_total=set_total,
+    if not (Path(model) / "config.json").is_file():
+        raise FileNotFoundError(
+            f"{model} is not a local checkpoint folder (no config.json); nothing is downloaded"
         )
-        result = BENCHMARKS[benchmark].run(ctx)
+    model_options, options = dict(model_options or {}), dict(options or {})
+    start = time.monotonic()
+    settings = run_settings(benchmark, model, data, model_options, options)
+    ctx = RunContext(
+        lambda: ChatModel(model, **model_options),
+        data_path,
+        model_path=str(model),
+        limit=limit,
+        offset=offset,
+        options={**options, "batch_size": model_options.get("batch_size", 8)},
+        open_store=(lambda: RunStore.open(out, settings, fresh=fresh)) if out else RunStore.memory,
+        show_progress=progress,
+        label=benchmark,
+        log=log or (lambda line: None),
+    )
+    try:
+        with _torch_threads(threads):
+            result = BENCHMARKS[benchmark].run(ctx)
+    finally:
+        ctx.close()
+    selected = {r["id"] for r in result["records"]}
     config = {
         "benchmark": benchmark,
         "model": str(model),
+        "parameters": parameter_count(model),
         "data": str(data),
         "limit": limit,
-        "backend": ctx.model.backend,
-        "max_new_tokens": ctx.model.max_new_tokens,
-        "options": dict(options or {}),
+        "offset": offset,
+        "n_total": ctx.total,
+        "n_selected": ctx.selected,
+        "n_resumed": len(selected & ctx.store.loaded) if ctx.store else 0,
+        "backend": ctx._model.backend
+        if ctx._model
+        else resolve_backend(model_options.get("backend", "auto")),
+        "max_new_tokens": model_options.get("max_new_tokens", 512),
+        "threads": threads,
+        "options": options,
         "seconds": time.monotonic() - start,
     }
     files = write_report(out, benchmark, result, config) if out else {}
@@ -220,6 +288,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         "batch_size": args.batch_size,
         "generation_kwargs": generation,
     }
+    if args.sandbox_packages and bench.domain != "code":
+        raise CliError("--sandbox-packages applies to the code benchmarks only")
     options = {
         "timing_rounds": args.timing_rounds,
         "timeout": args.timeout,
@@ -232,6 +302,10 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         "injecagent_prompt": args.injecagent_prompt,
         "concurrency": args.concurrency,
     }
+    if bench.domain == "code":
+        options["sandbox_packages"] = list(args.sandbox_packages)
+    if args.compare and not (Path(args.compare) / "metrics.json").is_file():
+        raise CliError(f"--compare {args.compare}: no metrics.json there (not a finished run folder)")
     folder = args.out or f"eval-{args.benchmark}"
     _quiet_library_bars()
     try:
@@ -240,15 +314,26 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
             model=args.model,
             data=args.data,
             limit=args.limit,
+            offset=args.offset,
             out=folder,
             progress=not args.no_progress,
             model_options=model_options,
             options=options,
+            fresh=args.fresh,
+            threads=args.threads,
+            log=lambda line: print(line, file=sys.stderr, flush=True),
         )
     except (FileNotFoundError, ValueError) as exc:
         raise CliError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
     out.write(render_markdown(args.benchmark, result["metrics"], result["config"]))
     out.write(f"\nwritten: {', '.join(str(p) for p in result['files'].values())}\n")
+    if args.compare:
+        from ._compare import compare_runs
+
+        try:
+            out.write("\n" + compare_runs(folder, args.compare))
+        except (FileNotFoundError, ValueError) as exc:
+            raise CliError(str(exc)) from None
     return 0
 
 

@@ -91,34 +91,26 @@ def _judge(case: InjecAgentCase, output: str, *, target: str, relaxed: bool) -> 
     )
 
 
-def run_injecagent(
+def _stage(
+    cases: Sequence[InjecAgentCase],
     data: InjecAgentData,
     generate: Generate,
-    *,
-    limit: int | None = None,
-    prompt: tuple[str, str] = PROMPT,
-    on_case: Callable[[int], None] | None = None,
-) -> dict[str, Any]:
-    """Generate and judge every case (the first ``limit`` of each attack); metrics plus per-case records.
-
-    Returns ``{"metrics": ..., "metrics_relaxed": ..., "cases": [...]}``. ``on_case(n)`` is called with
-    the number of generations done (for a progress bar). A stage-2 attacker step missing from the
-    simulated responses gets ``"{}"`` as its observation and is counted in ``metrics["missing_simulated"]``.
-    """
-    cases = list(data.cases)
-    if limit is not None:
-        cases = [c for attack in ("dh", "ds") for c in [c for c in cases if c.attack == attack][:limit]]
-    if not cases:
-        raise ValueError("no InjecAgent cases to evaluate")
+    prompt: tuple[str, str],
+    on_case: Callable[[int], None] | None,
+) -> list[dict[str, Any]]:
+    """Both stages for ``cases``: one record per case, its outputs and verdicts (strict and relaxed)."""
     outputs = generate([case_messages(c, data.tools, prompt=prompt) for c in cases])
     if on_case:
         on_case(len(cases))
     records = []
+    judged_by_case = []
     for case, output in zip(cases, outputs, strict=True):
         judged = _judge(case, output, target=case.attacker_tools[0], relaxed=False)
         relaxed = _judge(case, output, target=case.attacker_tools[0], relaxed=True)
+        judged_by_case.append({"": judged, "_relaxed": relaxed})
         records.append(
             {
+                "id": case.case_id,
                 "case_id": case.case_id,
                 "attack": case.attack,
                 "attack_type": case.attack_type,
@@ -126,23 +118,22 @@ def run_injecagent(
                 "eval": judged["eval"],
                 "invalid_reason": judged.get("invalid_reason"),
                 "eval_relaxed": relaxed["eval"],
-                "_judged": judged,
-                "_relaxed": relaxed,
+                "missing_simulated": False,
             }
         )
-    missing = 0
     for key in ("", "_relaxed"):
         second = [
-            (c, r)
-            for c, r in zip(cases, records, strict=True)
-            if c.attack == "ds" and r[f"eval{key}" if key else "eval"] == "succ"
+            (c, r, j[key])
+            for c, r, j in zip(cases, records, judged_by_case, strict=True)
+            if c.attack == "ds" and r[f"eval{key}"] == "succ"
         ]
+        if not second:
+            continue
         stage2 = []
-        for case, record in second:
-            step = record["_relaxed" if key else "_judged"]
+        for case, record, step in second:
             lookup = f"({case.attacker_tools[0]},{step['attacker_parameters']})"
-            if lookup not in data.attacker_responses:
-                missing += not key
+            if lookup not in data.attacker_responses and not key:
+                record["missing_simulated"] = True
             stage2.append(
                 {
                     "thought": step["attacker_thought"],
@@ -150,28 +141,67 @@ def run_injecagent(
                     "response": data.attacker_responses.get(lookup, MISSING_RESPONSE),
                 }
             )
-        if not second:
-            continue
         outs = generate(
             [
                 case_messages(c, data.tools, stage2=s, prompt=prompt)
-                for (c, _), s in zip(second, stage2, strict=True)
+                for (c, _, _), s in zip(second, stage2, strict=True)
             ]
         )
         if on_case:
             on_case(len(second))
-        for (case, record), out in zip(second, outs, strict=True):
+        for (case, record, _), out in zip(second, outs, strict=True):
             judged = _judge(case, out, target=case.attacker_tools[1], relaxed=bool(key))
             record[f"output_step2{key}"] = out
             record[f"eval_step2{key}"] = judged["eval"]
+    return records
+
+
+def run_injecagent(
+    data: InjecAgentData,
+    generate: Generate,
+    *,
+    limit: int | None = None,
+    offset: int = 0,
+    prompt: tuple[str, str] = PROMPT,
+    on_case: Callable[[int], None] | None = None,
+    chunk: int | None = None,
+    done: Mapping[str, Mapping[str, Any]] | None = None,
+    on_start: Callable[[list[str]], None] | None = None,
+    on_record: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Generate and judge every case (cases ``offset`` to ``offset + limit`` of each attack); metrics
+    plus per-case records.
+
+    Returns ``{"metrics": ..., "metrics_relaxed": ..., "cases": [...]}``. ``on_case(n)`` is called with
+    the number of generations done (for a progress bar). A stage-2 attacker step missing from the
+    simulated responses gets ``"{}"`` as its observation and is counted in ``metrics["missing_simulated"]``.
+
+    Resuming: cases run ``chunk`` at a time (both stages; all at once by default); ``on_start(ids)`` gets
+    every selected case id first, cases whose id is in ``done`` (records of an earlier run) are not run
+    again, and ``on_record(record)`` gets each new case's record as soon as its chunk is judged.
+    """
+    end = None if limit is None else offset + limit
+    cases = [c for attack in ("dh", "ds") for c in [c for c in data.cases if c.attack == attack][offset:end]]
+    if not cases:
+        raise ValueError("no InjecAgent cases to evaluate")
+    ids = [c.case_id for c in cases]
+    if on_start:
+        on_start(ids)
+    found = {k: dict(v) for k, v in (done or {}).items()}
+    todo = [c for c in cases if c.case_id not in found]
+    size = chunk or max(len(todo), 1)
+    for start in range(0, len(todo), size):
+        for record in _stage(todo[start : start + size], data, generate, prompt, on_case):
+            found[record["id"]] = record
+            if on_record:
+                on_record(record)
+    records = [found[i] for i in ids]
     metrics = injecagent_metrics(records)
-    metrics["missing_simulated"] = missing
+    metrics["missing_simulated"] = sum(bool(r.get("missing_simulated")) for r in records)
     relaxed_metrics = injecagent_metrics(
         [
             {"attack": r["attack"], "eval": r["eval_relaxed"], "eval_step2": r.get("eval_step2_relaxed")}
             for r in records
         ]
     )
-    for r in records:
-        del r["_judged"], r["_relaxed"]
     return {"metrics": metrics, "metrics_relaxed": relaxed_metrics, "cases": records}

@@ -244,3 +244,27 @@ def test_parse_plan_never_raises_and_returns_only_valid_plans(text: str) -> None
     assert plan is None or all(
         isinstance(s["message"], str) and isinstance(s["tool_use"], list) for s in plan
     )
+
+
+def test_a_resumed_run_plays_only_the_missing_episodes_and_scores_the_same() -> None:
+    agents = load_asb(ROOT)
+    full = run_asb(agents, (whole := Scripted(obey=True)).generate)
+    started: list[list[str]] = []
+    kept: dict[str, dict[str, Any]] = {}
+    part = Scripted(obey=True)
+    run_asb(
+        agents,
+        part.generate,
+        limit=2,
+        on_start=started.append,
+        on_record=lambda r: kept.setdefault(r["id"], r),
+    )
+    assert set(kept) == set(started[0])
+    assert [k.split(":")[0] for k in started[0]] == ["clean", "attack", "attack"]
+    rest = Scripted(obey=True)
+    resumed = run_asb(agents, rest.generate, done=kept)
+    assert resumed["metrics"] == full["metrics"]
+    assert [p["messages"] for p in resumed["pairs"]] == [p["messages"] for p in full["pairs"]]
+    assert len(part.seen) + len(rest.seen) == len(whole.seen)  # nothing played twice
+    sliced = run_asb(agents, Scripted(obey=True).generate, offset=1, limit=1)
+    assert [p["id"] for p in sliced["pairs"]] == [full["pairs"][1]["id"]]

