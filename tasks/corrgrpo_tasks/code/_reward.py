@@ -94,6 +94,10 @@ class CodeRewardConfig:
         none. A name that is not an importable package is a ``ValueError``.
     keep_timing
         Attach the raw per-round times as ``"_timing": (candidate, reference)`` (for ``evaluate``).
+    keep_error
+        Attach ``"_error"``: the judge's text for the first stage that failed (syntax, compile, the run:
+        the failed assertion or the program's exception, as ``Name: message``), ``""`` when none did
+        (for ``evaluate``'s records).
     profile
         ``"paper"`` (default): the reference reward's definitions. ``"hardened"``: ``runtime_reward`` is
         paid only to a program that passes every test, so a program that gives up (``return None``) or
@@ -113,6 +117,7 @@ class CodeRewardConfig:
     python_paths: tuple[str, ...] = ()
     sandbox_packages: tuple[str, ...] = ()
     keep_timing: bool = False
+    keep_error: bool = False
     profile: str = "paper"
 
     def __post_init__(self) -> None:
@@ -208,7 +213,9 @@ def _score_one(
     ref = _reference_tokens(reference, name, config.ast_token_cap) if isinstance(reference, str) else None
     values["ast_reference_available"] = float(ref is not None)
     if len(code) > config.max_code_chars:
-        return _result(config, values)
+        return _with_error(
+            config, _result(config, values), f"program longer than {config.max_code_chars} characters"
+        )
     ref_code = _reference_code(reference, name) if isinstance(reference, str) else None
     stored_ref_time = _finite_positive(verifier.get("reference_runtime_seconds"))
     prompt = verifier.get("prompt") or ""
@@ -232,6 +239,46 @@ def _score_one(
             "budget": config.timing_budget_seconds,
         }
     records, clean = run_job(job, sandbox=sandbox, memory_mb=config.memory_mb, seconds=config.timeout_seconds)
+    result = _assemble(config, values, records, clean, fenced, code, name, ref, stored_ref_time)
+    return _with_error(config, result, _first_error(records, clean))
+
+
+def _with_error(config: CodeRewardConfig, result: dict[str, Any], error: str) -> dict[str, Any]:
+    if config.keep_error:
+        result["_error"] = error
+    return result
+
+
+def _first_error(records: Mapping[str, Mapping[str, Any]], clean: bool) -> str:
+    """The judge's text for the first stage that failed, ``""`` when none did."""
+    if not records:
+        return "" if clean else "no record from the judge (a sandbox failure)"
+    for stage in ("syntax", "compile"):
+        record = records.get(stage)
+        if record is None:
+            return f"no {stage} record"
+        if record.get("ok") is not True:
+            return str(record.get("error") or f"{stage} failed")[:2000]
+    run = records.get("run")
+    if run is None:
+        return "no run record (the job did not finish)"
+    if run.get("status") != "passed":
+        return f"{run.get('status')}: {run.get('error') or ''}".rstrip(": ")[:2000]
+    return ""
+
+
+def _assemble(
+    config: CodeRewardConfig,
+    values: dict[str, float],
+    records: Mapping[str, Mapping[str, Any]],
+    clean: bool,
+    fenced: bool,
+    code: str,
+    name: str | None,
+    ref: tuple[tuple[str, ...], bool] | None,
+    stored_ref_time: float | None,
+) -> dict[str, Any]:
+    """The components from the judge's records (stages chain: each needs the one before)."""
     values["sandbox_error"] = float(not records and not clean)
     syntax = records.get("syntax", {})
     values["format_reward"] = _format(fenced, code, name, syntax)
