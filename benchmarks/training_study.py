@@ -54,7 +54,7 @@ def slim_steps(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     >>> slim_steps([{"step": 1, "loss": 0.5, "grad_norm": 1.234567, "rewards/a/mean": 0.1}])
     [{'step': 1, 'grad_norm': 1.235, 'rewards/a/mean': 0.1}]
     """
-    keep = [
+    return [
         {
             k: _round(v)
             for k, v in row.items()
@@ -62,7 +62,6 @@ def slim_steps(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         }
         for row in rows
     ]
-    return keep
 
 
 def publish(run: Path, docs: Path) -> str:
