@@ -39,7 +39,17 @@ __all__ = [
 # Per-task defaults of the documented default runs (the TrainConfig defaults are the tool-calling ones).
 _TASK_DEFAULTS: dict[str, dict[str, Any]] = {
     "tool_calling": {},
-    "code": {"steps": 20, "eval_every": 5, "n_eval": 64, "n_train": 1000},
+    "code": {  # part 3 of docs/experiments.md
+        "steps": 20,
+        "eval_every": 5,
+        "n_eval": 64,
+        "n_train": 1000,
+        "hidden_size": 128,
+        "layers": 4,
+        "warm_steps": 200,
+        "lr": 1e-4,
+        "prompts_per_step": 4,
+    },
     "scales": {
         "hidden_size": 64,
         "layers": 2,
@@ -70,18 +80,18 @@ class TrainConfig:
     estimators: tuple[str, ...] = ("grpo", "corrgrpo")
     seeds: int = 1
     first_seed: int = 0
-    steps: int = 50
-    eval_every: int = 10
-    n_eval: int = 128
+    steps: int = 150
+    eval_every: int = 25
+    n_eval: int = 256
     n_train: int = 2000
     model: str | None = None
-    hidden_size: int = 128
-    layers: int = 4
-    warm_steps: int = 200
+    hidden_size: int = 96
+    layers: int = 2
+    warm_steps: int = 400
     warm_lr: float = 1e-3
     warm_batch: int = 32
-    lr: float = 1e-4
-    prompts_per_step: int = 4
+    lr: float = 2e-4
+    prompts_per_step: int = 8
     num_generations: int = 8
     max_completion_length: int | None = None  # None: see completion_budget
     temperature: float = 0.7
