@@ -11,7 +11,8 @@ import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+
+from corrgrpo_tasks.training._tokenizer import byte_chat_tokenizer, save_random_qwen2
 
 CHARS: tuple[str, ...] = (*(chr(i) for i in range(32, 127)), "\n", "\t")
 SPECIALS: tuple[str, ...] = ("<pad>", "<eos>")
@@ -43,35 +44,8 @@ def write_tiny_checkpoint(
         tokenizer_object=core, pad_token="<pad>", eos_token="<eos>", unk_token="?", padding_side="left"
     )
     tokenizer.chat_template = CHAT_TEMPLATE
-    _save_random_qwen2(out, tokenizer, hidden_size=hidden_size, layers=layers, seed=seed, max_positions=8192)
+    save_random_qwen2(out, tokenizer, hidden_size=hidden_size, layers=layers, seed=seed, max_positions=8192)
     return out
-
-
-def _save_random_qwen2(
-    out: Path, tokenizer: Any, *, hidden_size: int, layers: int, seed: int, max_positions: int
-) -> None:
-    """Save ``tokenizer`` and a random-weight Qwen2 sized to its vocabulary under ``out``."""
-    import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    tokenizer.save_pretrained(out)
-    torch.manual_seed(seed)
-    heads = max(2, hidden_size // 16)
-    config = Qwen2Config(
-        vocab_size=len(tokenizer),
-        hidden_size=hidden_size,
-        intermediate_size=2 * hidden_size,
-        num_hidden_layers=layers,
-        num_attention_heads=heads,
-        num_key_value_heads=heads // 2 or 1,
-        max_position_embeddings=max_positions,
-        tie_word_embeddings=True,
-        pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=tokenizer.eos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        architectures=["Qwen2ForCausalLM"],
-    )
-    Qwen2ForCausalLM(config).save_pretrained(out)
 
 
 # A Qwen2.5-style chat template (tools in the system turn, hermes <tool_call> blocks, tool replies as
@@ -121,30 +95,6 @@ QWEN_MARKERS: tuple[str, ...] = (
 )
 
 
-def byte_chat_tokenizer(
-    chat_template: str,
-    *,
-    markers: Sequence[str] = QWEN_MARKERS,
-    pieces: Sequence[str] = (),
-    eos: str = "<|im_end|>",
-) -> Any:
-    """A tokenizer that can render a real chat template: byte-level (every text encodes, newlines
-    included), the template's ``markers`` and each piece as single ordinary tokens, ``eos`` ending a turn."""
-    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    vocab = {ch: i for i, ch in enumerate(sorted(pre_tokenizers.ByteLevel.alphabet()))}
-    core = Tokenizer(models.BPE(vocab=vocab, merges=[]))
-    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
-    core.decoder = decoders.ByteLevel()
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=core, eos_token=eos, pad_token="<|endoftext|>", padding_side="left"
-    )
-    tokenizer.add_tokens([AddedToken(t, special=False, normalized=False) for t in (*markers, *pieces)])
-    tokenizer.chat_template = chat_template
-    return tokenizer
-
-
 def write_chat_checkpoint(
     out_dir: str | Path,
     pieces: Sequence[str],
@@ -164,7 +114,7 @@ def write_chat_checkpoint(
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     out = Path(out_dir)
     tokenizer = byte_chat_tokenizer(chat_template, markers=markers, pieces=pieces, eos=eos)
-    _save_random_qwen2(out, tokenizer, hidden_size=hidden_size, layers=layers, seed=seed, max_positions=32768)
+    save_random_qwen2(out, tokenizer, hidden_size=hidden_size, layers=layers, seed=seed, max_positions=32768)
     allowed = {tokenizer.convert_tokens_to_ids(p) for p in pieces} | {tokenizer.eos_token_id}
     suppress = [i for i in range(len(tokenizer)) if i not in allowed]
     return out, "generation_kwargs=" + json.dumps({"suppress_tokens": suppress})

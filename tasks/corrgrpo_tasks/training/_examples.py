@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["Example", "split_examples"]
+__all__ = ["Example", "completion_text", "split_examples"]
 
 
 @dataclass(frozen=True)
@@ -39,3 +40,11 @@ def split_examples(
     if len(held) < n_eval:
         raise ValueError(f"could not draw {n_eval} held-out {name} prompts distinct from the training set")
     return train, held
+
+
+def completion_text(completion: Any) -> str:
+    """The text TRL hands a reward function: a string, or chat messages whose last content is the answer."""
+    if isinstance(completion, Sequence) and not isinstance(completion, str):
+        last = completion[-1] if completion else {}
+        return str(last.get("content", "")) if isinstance(last, dict) else str(last)
+    return str(completion)

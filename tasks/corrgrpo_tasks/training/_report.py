@@ -7,6 +7,7 @@ paired differences subtract grpo's value on the same seed (same warm start, same
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import math
 from collections import defaultdict
@@ -17,7 +18,7 @@ from typing import Any
 from ._run import RunRecords, write_csv
 from ._tasks import get_task
 
-__all__ = ["interval", "load_csv", "summarise", "write_outputs"]
+__all__ = ["area_under_curve", "interval", "load_csv", "summarise", "write_outputs"]
 
 # t_{0.975, df} for df = 1..30; beyond that the normal quantile is close enough.
 _T975 = (
@@ -108,46 +109,93 @@ def _by_run(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, int], list[Map
     return runs
 
 
+def area_under_curve(rows: Sequence[Mapping[str, Any]], key: str) -> float:
+    """The held-out ``key`` averaged over training: the trapezoid area under its curve over the
+    evaluated steps, divided by the steps covered (the value itself for a single evaluation).
+
+    >>> area_under_curve([{"step": 0, "x": 0.0}, {"step": 10, "x": 1.0}, {"step": 20, "x": 1.0}], "x")
+    0.75
+    """
+    points = [(int(r["step"]), float(r[key])) for r in rows]
+    span = points[-1][0] - points[0][0]
+    if span == 0:
+        return points[-1][1]
+    area = sum((b[0] - a[0]) * (a[1] + b[1]) / 2 for a, b in itertools.pairwise(points))
+    return area / span
+
+
+def _paired(values: Mapping[int, float], base: Mapping[int, float]) -> tuple[float, float, int, int] | None:
+    """(mean, 95% half-width, seeds higher, seeds lower) of ``values - base`` over their common seeds."""
+    diffs = [values[s] - base[s] for s in values if s in base]
+    if not diffs:
+        return None
+    return (*interval(diffs), sum(d > 0 for d in diffs), sum(d < 0 for d in diffs))
+
+
+BLOW_UP = 10.0  # a step whose largest |advantage| exceeds this counts as a blow-up (GRPO's bound for
+# groups of 8 is 7/sqrt(8) = 2.47; Dr.GRPO's is the reward's range times 7/8)
+MAX_GRAD_NORM = 1.0  # TRL's default clipping norm: a step whose pre-clip norm exceeds it was clipped
+
+
 def summarise(
     evals: Sequence[Mapping[str, Any]], steps: Sequence[Mapping[str, Any]], task_name: str
 ) -> dict[str, Any]:
-    """Per estimator: final held-out values (mean, 95% half-width), paired differences against grpo,
-    steps to threshold, the largest |advantage| and mean c_q / correlation sum over training."""
+    """Per estimator: final held-out values and their area under the curve (mean, 95% half-width over
+    seeds) and the paired differences of both against grpo; steps to threshold; training diagnostics
+    (c_q, correlation and covariance sums, the largest |advantage|, blow-ups, gradient norms)."""
     task = get_task(task_name)
     keys = (task.success, *task.components, "score")
     runs = _by_run(evals)
     estimators = list(dict.fromkeys(str(r["estimator"]) for r in evals))
-    finals = {run: rows[-1] for run, rows in runs.items()}
+    per_run = {
+        run: {
+            "final": {k: float(rows[-1][k]) for k in keys},
+            "auc": {k: area_under_curve(rows, k) for k in keys},
+        }
+        for run, rows in runs.items()
+    }
     out: dict[str, Any] = {"keys": keys, "estimators": estimators, "rows": {}}
     train_runs = _by_run(steps)
+    hits_by: dict[str, dict[int, int]] = {}
     for est in estimators:
         seeds = sorted(s for e, s in runs if e == est)
-        row: dict[str, Any] = {"seeds": len(seeds), "final": {}, "paired": {}, "to_threshold": {}}
-        for key in keys:
-            row["final"][key] = interval([float(finals[(est, s)][key]) for s in seeds])
+        row: dict[str, Any] = {"seeds": len(seeds), "paired": {}, "paired_auc": {}, "to_threshold": {}}
+        for family in ("final", "auc"):
+            row[family] = {k: interval([per_run[(est, s)][family][k] for s in seeds]) for k in keys}
             if est != "grpo":
-                diffs = [
-                    float(finals[(est, s)][key]) - float(finals[("grpo", s)][key])
-                    for s in seeds
-                    if ("grpo", s) in finals
-                ]
-                if diffs:
-                    row["paired"][key] = (
-                        *interval(diffs),
-                        sum(d > 0 for d in diffs),
-                        sum(d < 0 for d in diffs),
+                for key in keys:
+                    found = _paired(
+                        {s: per_run[(est, s)][family][key] for s in seeds},
+                        {s: v[family][key] for (e, s), v in per_run.items() if e == "grpo"},
                     )
+                    if found is not None:
+                        row["paired" if family == "final" else "paired_auc"][key] = found
         for key, gain in ((task.success, THRESHOLD_GAIN), ("score", SCORE_THRESHOLD_GAIN)):
-            hits = []
+            hits: dict[int, int] = {}
             for s in seeds:
                 rows = runs[(est, s)]
                 target = float(rows[0][key]) + gain
                 hit = next((int(r["step"]) for r in rows if float(r[key]) >= target), None)
                 if hit is not None:
-                    hits.append(hit)
-            row["to_threshold"][key] = sorted(hits)
+                    hits[s] = hit
+            row["to_threshold"][key] = sorted(hits.values())
+            if key == task.success:
+                hits_by[est] = hits
+        if est != "grpo" and "grpo" in hits_by:
+            row["paired_threshold"] = _paired(
+                {s: float(v) for s, v in hits_by[est].items()},
+                {s: float(v) for s, v in hits_by["grpo"].items()},
+            )
         tr = [r for s in seeds for r in train_runs.get((est, s), [])]
-        row["max_abs_advantage"] = max((float(r.get("max_abs_advantage", 0.0)) for r in tr), default=math.nan)
+        advantages = [float(r.get("max_abs_advantage", 0.0)) for r in tr]
+        row["max_abs_advantage"] = max(advantages, default=math.nan)
+        row["blow_ups"] = sum(a > BLOW_UP for a in advantages)
+        row["train_steps"] = len(tr)
+        norms = [
+            float(r["grad_norm"]) for r in tr if "grad_norm" in r and not math.isnan(float(r["grad_norm"]))
+        ]
+        row["clipped"] = sum(n > MAX_GRAD_NORM for n in norms) / len(norms) if norms else math.nan
+        row["grad_norm_max"] = max(norms, default=math.nan)
 
         def mean_of(key: str, rows: Sequence[Mapping[str, Any]] = tr) -> float:
             vals = [float(r[key]) for r in rows if key in r and not math.isnan(float(r[key]))]
@@ -161,6 +209,8 @@ def summarise(
             "corrgrpo/covariance_sum/mean",
             "frac_reward_zero_std",
             "step_time",
+            "grad_norm",
+            "entropy",
         ):
             row[key] = mean_of(key)
         seconds = sum(float(r.get("reward_seconds", 0.0)) for r in tr)
@@ -204,55 +254,83 @@ def render_report(summary: Mapping[str, Any], records: RunRecords | None = None)
         ]
     seeds = max((r["seeds"] for r in summary["rows"].values()), default=0)
     note = "mean ± 95% interval over seeds" if seeds > 1 else "one seed"
-    lines += [
-        f"## Final held-out values ({note})",
-        "",
-        "| estimator | " + " | ".join(keys) + " |",
-        "|---" * (len(keys) + 1) + "|",
-    ]
-    for est, row in summary["rows"].items():
-        lines.append(f"| {est} | " + " | ".join(_fmt(*row["final"][k]) for k in keys) + " |")
-    paired = {e: r for e, r in summary["rows"].items() if r["paired"]}
-    if paired:
-        lines += [
+    rows = summary["rows"]
+
+    def table(title: str, cell: Any, which: Sequence[str]) -> list[str]:
+        return [
             "",
-            (
-                "## Paired differences against grpo (estimator minus grpo on the same seed; "
-                "(n+ m-): seeds where it is higher, lower)"
-            ),
+            title,
             "",
             "| estimator | " + " | ".join(keys) + " |",
             "|---" * (len(keys) + 1) + "|",
+            *(f"| {est} | " + " | ".join(cell(rows[est], k) for k in keys) + " |" for est in which),
         ]
-        for est, row in paired.items():
-            cells = [f"{_fmt(m, h)} ({up}+ {down}-)" for m, h, up, down in (row["paired"][k] for k in keys)]
-            lines.append(f"| {est} | " + " | ".join(cells) + " |")
-    lines += [
-        "",
-        (
-            f"## Training diagnostics (steps to threshold: first evaluation with {keys[0]} >= warm start "
-            f"+ {THRESHOLD_GAIN}, or score >= warm start + {SCORE_THRESHOLD_GAIN}; seeds that got there, median "
-            "step)"
-        ),
-        "",
-        (
-            f"| estimator | {keys[0]} threshold | score threshold | max abs advantage | mean c_q | c_q range (mean of "
-            "step min/max) | correlation sum | covariance sum | zero-std groups | s/step | rewards scored/s |"
-        ),
-        "|---" * 11 + "|",
-    ]
+
+    lines += table(f"## Final held-out values ({note})", lambda r, k: _fmt(*r["final"][k]), list(rows))[1:]
+    lines += table(
+        f"## Area under the held-out curve (the value averaged over training; {note})",
+        lambda r, k: _fmt(*r["auc"][k]),
+        list(rows),
+    )
+    legend = "estimator minus grpo on the same seed; (n+ m-): seeds where it is higher, lower"
+
+    def diff(found: Any) -> str:
+        m, h, up, down = found
+        return f"{_fmt(m, h)} ({up}+ {down}-)"
+
+    for family, title in (("paired", "final values"), ("paired_auc", "areas under the curve")):
+        which = [e for e, r in rows.items() if r[family]]
+        if which:
+            lines += table(
+                f"## Paired differences against grpo, {title} ({legend})",
+                lambda r, k, f=family: diff(r[f][k]),
+                which,
+            )
 
     def reached(hits: Sequence[int], seeds: int) -> str:
         return f"{len(hits)}/{seeds}" + (f", {hits[len(hits) // 2]}" if hits else "")
 
-    for est, row in summary["rows"].items():
+    lines += [
+        "",
+        (
+            f"## Steps to threshold (first evaluation with {keys[0]} >= warm start + {THRESHOLD_GAIN}, or score "
+            f">= warm start + {SCORE_THRESHOLD_GAIN}: seeds that got there, median step; paired: {legend}, on "
+            "seeds where both got there)"
+        ),
+        "",
+        f"| estimator | {keys[0]} threshold | score threshold | paired steps to the {keys[0]} threshold |",
+        "|---|---|---|---|",
+    ]
+    for est, row in rows.items():
         hits = row["to_threshold"]
+        found = row.get("paired_threshold")
         lines.append(
             f"| {est} | {reached(hits[keys[0]], row['seeds'])} | {reached(hits['score'], row['seeds'])} | "
-            f"{row['max_abs_advantage']:.2f} | "
-            f"{row['corrgrpo/c_q/mean']:.2f} | {row['corrgrpo/c_q/min']:.2f}-{row['corrgrpo/c_q/max']:.2f} | "
-            f"{row['corrgrpo/correlation_sum/mean']:.2f} | {row['corrgrpo/covariance_sum/mean']:.2f} | "
-            f"{row['frac_reward_zero_std']:.2f} | {row['step_time']:.2f} | {row['reward_samples_per_s']:.0f} |"
+            f"{diff(found) if found else '-'} |"
+        )
+    lines += [
+        "",
+        (
+            "## Training diagnostics (means over every step of every seed; c_q = CorrGRPO's advantage over "
+            f"GRPO's in a group; blow-ups: steps whose largest |advantage| exceeds {BLOW_UP:g}; clipped: share "
+            f"of steps whose gradient norm before clipping exceeds {MAX_GRAD_NORM:g})"
+        ),
+        "",
+        (
+            "| estimator | mean c_q | c_q range (mean of step min/max) | correlation sum | covariance sum | "
+            "max abs advantage | blow-ups | grad norm (max) | clipped | zero-std groups | entropy | s/step | "
+            "rewards scored/s |"
+        ),
+        "|---" * 14 + "|",
+    ]
+    for est, row in rows.items():
+        lines.append(
+            f"| {est} | {row['corrgrpo/c_q/mean']:.2f} | {row['corrgrpo/c_q/min']:.2f}-"
+            f"{row['corrgrpo/c_q/max']:.2f} | {row['corrgrpo/correlation_sum/mean']:.2f} | "
+            f"{row['corrgrpo/covariance_sum/mean']:.2f} | {row['max_abs_advantage']:.2f} | "
+            f"{row['blow_ups']}/{row['train_steps']} | {row['grad_norm']:.2f} ({row['grad_norm_max']:.1f}) | "
+            f"{row['clipped']:.2f} | {row['frac_reward_zero_std']:.2f} | {row['entropy']:.2f} | "
+            f"{row['step_time']:.2f} | {row['reward_samples_per_s']:.0f} |"
         )
     if records is not None and records.audits:
         lines += [

@@ -15,20 +15,23 @@ import tempfile
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ._examples import Example, completion_text
 from ._tasks import Task, get_task
 
 __all__ = [
     "RunRecords",
     "TrainConfig",
+    "completion_budget",
     "evaluate_policy",
     "load_records",
     "merge_records",
     "run_training",
     "task_defaults",
+    "with_system_turn",
     "write_csv",
     "write_run_file",
 ]
@@ -36,7 +39,29 @@ __all__ = [
 # Per-task defaults of the documented default runs (the TrainConfig defaults are the tool-calling ones).
 _TASK_DEFAULTS: dict[str, dict[str, Any]] = {
     "tool_calling": {},
-    "code": {"steps": 20, "eval_every": 5, "n_eval": 64, "n_train": 1000},
+    "code": {  # part 3 of docs/experiments.md
+        "steps": 20,
+        "eval_every": 5,
+        "n_eval": 64,
+        "n_train": 1000,
+        "hidden_size": 128,
+        "layers": 4,
+        "warm_steps": 200,
+        "lr": 1e-4,
+        "prompts_per_step": 4,
+    },
+    "scales": {
+        "hidden_size": 64,
+        "layers": 2,
+        "warm_steps": 350,
+        "warm_lr": 2e-3,
+        "steps": 250,
+        "eval_every": 25,
+        "n_eval": 512,
+        "prompts_per_step": 8,
+        "lr": 2e-4,
+        "temperature": 1.0,
+    },
 }
 
 
@@ -55,23 +80,25 @@ class TrainConfig:
     estimators: tuple[str, ...] = ("grpo", "corrgrpo")
     seeds: int = 1
     first_seed: int = 0
-    steps: int = 50
-    eval_every: int = 10
-    n_eval: int = 128
+    steps: int = 150
+    eval_every: int = 25
+    n_eval: int = 256
     n_train: int = 2000
     model: str | None = None
-    hidden_size: int = 128
-    layers: int = 4
-    warm_steps: int = 200
+    hidden_size: int = 96
+    layers: int = 2
+    warm_steps: int = 400
     warm_lr: float = 1e-3
     warm_batch: int = 32
-    lr: float = 1e-4
-    prompts_per_step: int = 4
+    lr: float = 2e-4
+    prompts_per_step: int = 8
     num_generations: int = 8
-    max_completion_length: int | None = None
+    max_completion_length: int | None = None  # None: see completion_budget
     temperature: float = 0.7
     loss_type: str = "dapo"
     min_correlation_sum: float | None = None
+    system_prompt: str | None = None  # None: the task's (its output format); "": no system turn
+    micro_batch: int | None = None  # completions per forward/backward pass (None: the whole step)
     data_seed: int = 0
     threads: int = 1
     cache_dir: str | None = None
@@ -101,6 +128,18 @@ class TrainConfig:
             raise ValueError("give at least one estimator")
         if not (self.lr > 0 and self.warm_lr > 0 and self.temperature > 0):
             raise ValueError("learning rates and temperature must be positive")
+        if self.max_completion_length is not None and self.max_completion_length < 1:
+            raise ValueError(f"max_completion_length must be >= 1, got {self.max_completion_length}")
+        total = self.prompts_per_step * self.num_generations
+        if self.micro_batch is not None and (self.micro_batch < 1 or total % self.micro_batch):
+            raise ValueError(
+                f"micro_batch must divide the step's {total} completions "
+                f"(prompts_per_step x num_generations), got {self.micro_batch}"
+            )
+
+    def system(self, task: Task) -> str:
+        """The system turn every prompt starts with ("" for none)."""
+        return task.system_prompt if self.system_prompt is None else self.system_prompt
 
     def warm_spec(self) -> dict[str, Any]:
         return {
@@ -114,6 +153,8 @@ class TrainConfig:
             "n_train": self.n_train,
             "n_eval": self.n_eval,
             "seed": self.data_seed,
+            "system_prompt": self.system_prompt,
+            "max_completion_length": self.max_completion_length,
         }
 
 
@@ -140,6 +181,29 @@ def write_csv(path: Path, rows: Sequence[dict[str, Any]]) -> None:
         writer = csv.DictWriter(handle, fieldnames=fields)
         writer.writeheader()
         writer.writerows(rows)
+
+
+def with_system_turn(examples: Sequence[Example], system: str) -> list[Example]:
+    """``examples`` with ``system`` as a first system turn of each prompt (unchanged for "")."""
+    if not system:
+        return list(examples)
+    turn = {"role": "system", "content": system}
+    return [replace(e, prompt=[turn, *e.prompt]) for e in examples]
+
+
+def completion_budget(
+    tokenizer: Any, completions: Sequence[str], *, factor: int = 1, margin: int = 16
+) -> int:
+    """Tokens a completion may take: ``factor`` times the longest of ``completions`` in ``tokenizer``,
+    plus ``margin`` (the end of turn and some slack). The tiny model writes the target's layout and
+    nothing else (factor 1); a pretrained checkpoint gets room for a preamble or reasoning (factor 2).
+
+    >>> from corrgrpo_tasks.training._tokenizer import byte_chat_tokenizer
+    >>> completion_budget(byte_chat_tokenizer("", pieces=["abc"]), ["abc", "xy"])
+    18
+    """
+    lengths = tokenizer(list(completions), add_special_tokens=False)["input_ids"]
+    return factor * max(len(ids) for ids in lengths) + margin
 
 
 def _chat_texts(tokenizer: Any, prompts: Sequence[Sequence[dict[str, str]]]) -> list[str]:
@@ -230,7 +294,7 @@ class RewardMeter:
                 if first:
                     truths = kwargs["ground_truth"]
                     self.kept += [
-                        (_completion_text(c), str(t), {})
+                        (completion_text(c), str(t), {})
                         for c, t in zip(kwargs["completions"], truths, strict=True)
                     ]
                 for kept, value in zip(self.kept[len(self.kept) - len(values) :], values, strict=True):
@@ -239,14 +303,6 @@ class RewardMeter:
 
         timed.__name__ = timed.__qualname__ = fn.__name__
         return timed
-
-
-def _completion_text(completion: Any) -> str:
-    if isinstance(completion, str):
-        return completion
-    if isinstance(completion, Sequence) and completion and isinstance(completion[-1], dict):
-        return str(completion[-1].get("content", ""))
-    return str(completion)
 
 
 def _callback_class() -> type:
@@ -272,6 +328,8 @@ def _grpo_args(cfg: TrainConfig, task: Task, estimator: str, seed: int, out: Pat
     from corrgrpo_adapters.trl import CorrGRPOConfig
 
     kwargs: dict[str, Any] = {}
+    total = cfg.prompts_per_step * cfg.num_generations
+    micro = cfg.micro_batch or total
     if cfg.min_correlation_sum is not None and estimator in ("corrgrpo", "gdpo_corr", "dara"):
         kwargs["advantage_min_correlation_sum"] = cfg.min_correlation_sum
     return CorrGRPOConfig(
@@ -284,7 +342,8 @@ def _grpo_args(cfg: TrainConfig, task: Task, estimator: str, seed: int, out: Pat
         weight_decay=0.0,
         beta=0.0,
         loss_type=cfg.loss_type,
-        per_device_train_batch_size=cfg.prompts_per_step * cfg.num_generations,
+        per_device_train_batch_size=micro,
+        gradient_accumulation_steps=total // micro,  # one optimiser step per generation batch
         num_generations=cfg.num_generations,
         max_completion_length=max_len,
         temperature=cfg.temperature,
@@ -317,6 +376,7 @@ class _Context:
     max_len: int
     on_step: Callable[[], None]
     evaluate: Callable[[Any, Any], dict[str, float]]
+    log: Callable[[str], None]
 
 
 class _RunState:
@@ -361,6 +421,10 @@ class _RunState:
                     **scores,
                     "wall_s": round(time.monotonic() - self.start, 2),
                 }
+            )
+            ctx.log(
+                f"{self.base['estimator']} seed {self.base['seed']} step {step}: "
+                + ", ".join(f"{k} {scores[k]:.3f}" for k in (ctx.task.success, *ctx.task.components))
             )
         ctx.on_step()
 
@@ -473,13 +537,19 @@ def _run_all(
 ) -> RunRecords:
     import datasets
 
-    from ._model import default_cache_dir, warm_start
+    from ._model import base_tokenizer, default_cache_dir, warm_start
 
     start = time.monotonic()
     task = get_task(cfg.task)
-    max_len = cfg.max_completion_length or task.max_completion_length
     train, held = task.make_examples(cfg.n_train, cfg.n_eval, cfg.data_seed)
-    records = RunRecords(config=asdict(cfg))
+    system = cfg.system(task)
+    train, held = with_system_turn(train, system), with_system_turn(held, system)
+    # The tiny tokenizer holds the system prompt as one whole token: it costs one position, not hundreds.
+    pieces = [*task.pieces(), *([system] if system and cfg.model is None else [])]
+    max_len = cfg.max_completion_length or completion_budget(
+        base_tokenizer(cfg.model, pieces), [e.completion for e in train], factor=1 if cfg.model is None else 2
+    )
+    records = RunRecords(config={**asdict(cfg), "max_completion_length": max_len, "system_prompt": system})
     out.mkdir(parents=True, exist_ok=True)
 
     def evaluate(model: Any, tokenizer: Any) -> dict[str, float]:
@@ -491,7 +561,7 @@ def _run_all(
     checkpoint, records.warm = warm_start(
         cfg.warm_spec(),
         sft_rows,
-        pieces=task.pieces(),
+        pieces=pieces,
         cache_dir=Path(cfg.cache_dir) if cfg.cache_dir else default_cache_dir(),
         evaluate=evaluate,
         log=log,
@@ -503,7 +573,7 @@ def _run_all(
         [{"prompt": e.prompt, "ground_truth": e.ground_truth} for e in train]
     )
     context = _Context(
-        cfg, task, checkpoint, held, warm_scores, records, out, rl_rows, max_len, on_step, evaluate
+        cfg, task, checkpoint, held, warm_scores, records, out, rl_rows, max_len, on_step, evaluate, log
     )
     # Seeds outermost: an interrupted study still has every estimator on the seeds it finished (paired).
     for seed in range(cfg.first_seed, cfg.first_seed + cfg.seeds):

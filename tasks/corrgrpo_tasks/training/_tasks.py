@@ -3,6 +3,11 @@
 ``tool_calling``: the synthetic catalogue of :mod:`._tool_data`, scored by the project's RLLA reward
 (four components on different scales). ``code``: one-line function bodies from a docstring and
 examples (:mod:`._code_data`), scored by the project's seven-component sandboxed code reward.
+``scales``: string reversal scored by three components on very different scales (:mod:`._scales`),
+built to test the paper's Figure 2 situation.
+
+Each task's system prompt states the output format its reward expects (as RLLA's and
+LeetCodeDataset's prompts do), so a pretrained instruct model's first samples can earn format reward.
 """
 
 from __future__ import annotations
@@ -11,7 +16,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["TASKS", "Task", "get_task"]
+__all__ = ["CODE_SYSTEM_PROMPT", "SCALES_SYSTEM_PROMPT", "TASKS", "TOOL_SYSTEM_PROMPT", "Task", "get_task"]
+
+TOOL_SYSTEM_PROMPT = (
+    "Call one of the listed tools. Reply in exactly this format and nothing after it:\n"
+    "<think>short reasoning</think>\n<tool_call>\n"
+    '{"name": "tool_name", "parameters": {"argument": "value"}}\n</tool_call>'
+)
+CODE_SYSTEM_PROMPT = (
+    "Complete the Python function. Return the whole function in one ```python code block and nothing else."
+)
+SCALES_SYSTEM_PROMPT = "Write the letters of the user's word in reverse order, and nothing else."
 
 
 @dataclass(frozen=True)
@@ -27,7 +42,7 @@ class Task:
     pieces: Callable[[], list[str]]
     reward_funcs: Callable[[], list[Callable[..., list[Any]]]]
     score: Callable[[Sequence[str], Sequence[str]], list[dict[str, float]]]
-    max_completion_length: int
+    system_prompt: str  # the default system turn: the output format the reward expects
     # Optional check of the RL samples a run scored: (text, ground truth, {component: value}) -> findings.
     audit: Callable[[list[tuple[str, str, dict[str, float]]]], dict[str, Any]] | None = None
 
@@ -50,7 +65,7 @@ def _tool_task() -> Task:
         tool_pieces,
         trl_reward_functions,
         score,
-        48,
+        TOOL_SYSTEM_PROMPT,
     )
 
 
@@ -78,12 +93,36 @@ def _code_task() -> Task:
         code_pieces,
         rewards,
         score,
-        40,
+        CODE_SYSTEM_PROMPT,
         audit=audit_code_samples,
     )
 
 
-TASKS: dict[str, Callable[[], Task]] = {"tool_calling": _tool_task, "code": _code_task}
+def _scales_task() -> Task:
+    from ._scales import COMPONENTS, make_scales_examples, scales_reward_functions, score_reversal
+
+    def score(completions: Sequence[str], truths: Sequence[str]) -> list[dict[str, float]]:
+        return [score_reversal(c, t) for c, t in zip(completions, truths, strict=True)]
+
+    return Task(
+        "scales",
+        COMPONENTS,
+        (1.0,) * len(COMPONENTS),
+        "exact_match",
+        ("score",),
+        lambda n, m, seed: make_scales_examples(n, m, seed=seed),
+        list,
+        scales_reward_functions,
+        score,
+        SCALES_SYSTEM_PROMPT,
+    )
+
+
+TASKS: dict[str, Callable[[], Task]] = {
+    "tool_calling": _tool_task,
+    "code": _code_task,
+    "scales": _scales_task,
+}
 
 
 def get_task(name: str) -> Task:

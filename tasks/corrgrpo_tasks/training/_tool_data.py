@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from ._examples import Example, split_examples
 
-__all__ = ["CATALOGUE", "Tool", "make_tool_examples", "tool_pieces"]
+__all__ = ["CATALOGUE", "VALUE_WORDS", "Tool", "make_tool_examples", "tool_pieces"]
 
 _CITIES = (
     "Paris",
@@ -74,6 +74,10 @@ _WORDS = (
     "eleven",
     "twelve",
 )
+_LABELS = ("gym", "work", "pills", "call mom", "meeting", "bus")
+_SUBJECTS = ("lunch", "invoice", "the trip", "budget", "party", "report")
+_ERRANDS = ("pay rent", "buy milk", "water plants", "renew passport", "book dentist")
+_PICKUPS = ("the airport", "Main Street", "the hotel", "the station", "Pier 9")
 _UNITS = {
     "celsius": ("in Celsius", "in C", "in celsius degrees"),
     "fahrenheit": ("in Fahrenheit", "in F", "in fahrenheit degrees"),
@@ -126,14 +130,14 @@ def _currency(rng: random.Random) -> tuple[dict[str, object], dict[str, str]]:
 
 
 def _alarm(rng: random.Random) -> tuple[dict[str, object], dict[str, str]]:
-    at, label = _time(rng), rng.choice(("gym", "work", "pills", "call mom", "meeting", "bus"))
+    at, label = _time(rng), rng.choice(_LABELS)
     return {"time": at, "label": label}, {"time": at, "label": label}
 
 
 def _email(rng: random.Random) -> tuple[dict[str, object], dict[str, str]]:
     name = rng.choice(_NAMES)
     to = f"{name.lower()}@{rng.choice(('mail.com', 'work.org', 'home.net'))}"
-    subject = rng.choice(("lunch", "invoice", "the trip", "budget", "party", "report"))
+    subject = rng.choice(_SUBJECTS)
     return {"to": to, "subject": subject}, {"to": to, "subject": subject}
 
 
@@ -159,7 +163,7 @@ def _stock(rng: random.Random) -> tuple[dict[str, object], dict[str, str]]:
 
 
 def _reminder(rng: random.Random) -> tuple[dict[str, object], dict[str, str]]:
-    task = rng.choice(("pay rent", "buy milk", "water plants", "renew passport", "book dentist"))
+    task = rng.choice(_ERRANDS)
     day = _date(rng)
     return {"task": task, "date": day}, {"task": task, "date": day}
 
@@ -172,7 +176,7 @@ def _pizza(rng: random.Random) -> tuple[dict[str, object], dict[str, str]]:
 
 def _taxi(rng: random.Random) -> tuple[dict[str, object], dict[str, str]]:
     n, words = _count(rng, 1, 5)
-    place = rng.choice(("the airport", "Main Street", "the hotel", "the station", "Pier 9"))
+    place = rng.choice(_PICKUPS)
     return {"pickup": place, "passengers": n}, {"pickup": place, "passengers": words}
 
 
@@ -369,13 +373,40 @@ def make_tool_examples(
     return split_examples(lambda rng: _one(rng, catalogue), n_train, n_eval, name="tool", seed=seed)
 
 
-def tool_pieces(catalogue: Sequence[Tool] = CATALOGUE) -> list[str]:
-    """Whole tokens for the tiny tokenizer: the call scaffolding, tool names and quoted parameter keys.
+# Values drawn from a closed set: whole tokens of the tiny tokenizer (numbers, times, dates and e-mail
+# addresses stay byte-level).
+VALUE_WORDS: tuple[str, ...] = (
+    *_CITIES,
+    *_ARTISTS,
+    *_TOPICS,
+    *_LANGS,
+    *_PHRASES,
+    *_FOODS,
+    *_CURRENCIES,
+    *_SYMBOLS,
+    *_RESTAURANTS,
+    *_LABELS,
+    *_SUBJECTS,
+    *_ERRANDS,
+    *_PICKUPS,
+    *_UNITS,
+    *_SIZES,
+)
 
-    They shorten a completion from ~80 bytes to ~25 tokens; values stay byte-level, so copying them
-    from the request is what the model has to learn.
+
+def tool_pieces(catalogue: Sequence[Tool] = CATALOGUE, *, values: bool = True) -> list[str]:
+    """Whole tokens for the tiny tokenizer: the call scaffolding, tool names, quoted parameter keys and
+    (``values``) the closed-set values of :data:`VALUE_WORDS` and the bare parameter names.
+
+    They shorten a completion from ~80 bytes to ~12 tokens. A closed-set value is then one choice (which
+    word of the request, or which rewrite: ``in F`` -> ``fahrenheit``), as the tool name is; numbers,
+    times, dates and addresses are still copied byte by byte.
     """
     pieces = [THINK + '<tool_call>\n{"name": "', '", "parameters": {', "}}\n</tool_call>", ", "]
     pieces += sorted({t.name for t in catalogue})
     pieces += sorted({f'"{p}": ' for t in catalogue for p in t.params})
+    if values:
+        # Bare parameter names shorten the prompt's signatures (not "to": it is inside too many words).
+        names = {p for t in catalogue for p in t.params if len(p) > 2}
+        pieces += sorted((set(VALUE_WORDS) | names) - set(pieces))
     return pieces

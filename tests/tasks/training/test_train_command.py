@@ -166,3 +166,90 @@ def test_runs_over_different_seeds_merge_into_one_study(
         ("1", "1"),
     ]
     assert "mean ± 95% interval over seeds" in (merged / "report.md").read_text()
+
+
+def test_zero_warm_steps_take_no_supervised_step(
+    train: Callable[..., tuple[int, str, str, Path]], tmp_path: Path
+) -> None:
+    import json
+
+    import torch
+    from safetensors.torch import load_file
+
+    from corrgrpo_tasks.training._model import _build_tiny
+    from corrgrpo_tasks.training._tasks import TOOL_SYSTEM_PROMPT
+
+    code, text, _, out = train("--estimators", "grpo", "--warm-steps", "0", "--steps", "1")
+    assert code == 0
+    assert "0 supervised steps" in text
+    warm = json.loads((out / "run.json").read_text())["warm"]
+    assert warm["sft_steps"] == 0
+    assert warm["sft_seconds"] == 0.0
+    # The warm start is the random initialisation itself, not one step away from it.
+    fresh = tmp_path / "fresh"
+    pieces = [*get_task("tool_calling").pieces(), TOOL_SYSTEM_PROMPT]
+    _build_tiny(fresh, pieces, hidden_size=32, layers=1, seed=0)
+    cached = load_file(Path(warm["checkpoint"]) / "model.safetensors")
+    for name, tensor in load_file(fresh / "model.safetensors").items():
+        assert torch.equal(cached[name], tensor), name
+
+
+def test_a_checkpoint_converted_from_gguf_trains_as_it_is(
+    train: Callable[..., tuple[int, str, str, Path]], tmp_path: Path, tiny_gguf: Path
+) -> None:
+    # The layout of the documented SmolLM2 run: GGUF -> convert_gguf -> --model PATH --warm-steps 0.
+    import json
+
+    from corrgrpo_tasks.training.convert_gguf import main as convert_main
+
+    model = tmp_path / "model"
+    assert convert_main([str(tiny_gguf), "--out", str(model)]) == 0
+    before = (model / "model.safetensors").read_bytes()
+    code, text, _, out = train(
+        "--estimators",
+        "corrgrpo",
+        "--model",
+        str(model),
+        "--warm-steps",
+        "0",
+        "--steps",
+        "1",
+        "--micro-batch",
+        "2",
+    )
+    assert code == 0
+    assert "0 supervised steps" in text
+    run = json.loads((out / "run.json").read_text())
+    assert run["warm"]["checkpoint"] == str(model.resolve())  # used in place, not copied or trained
+    assert (model / "model.safetensors").read_bytes() == before
+    assert run["config"]["system_prompt"].startswith("Call one of the listed tools")
+    # The completion budget comes from the checkpoint's own tokenizer: byte-level here, so long.
+    assert run["config"]["max_completion_length"] > 80
+    assert len(_rows(out / "steps.csv")) == 1
+
+
+def test_the_scales_task_trains_and_the_system_prompt_and_lengths_are_options(
+    train: Callable[..., tuple[int, str, str, Path]],
+) -> None:
+    import json
+
+    code, _, _, out = train(
+        "--task",
+        "scales",
+        "--estimators",
+        "gdpo",
+        "--system-prompt",
+        "",
+        "--completion-length",
+        "9",
+        "--warm-lr",
+        "3e-3",
+    )
+    assert code == 0
+    run = json.loads((out / "run.json").read_text())
+    assert (run["config"]["system_prompt"], run["config"]["max_completion_length"]) == ("", 9)
+    assert run["warm"]["spec"]["warm_lr"] == 3e-3
+    steps = _rows(out / "steps.csv")
+    assert len(steps) == 2
+    assert all(float(r["completions/max_length"]) <= 9 for r in steps)
+    assert "judge_reward" in (out / "report.md").read_text()

@@ -1,0 +1,122 @@
+"""The estimator study of ``corrgrpo train``: run it in parts, merge, publish a small copy for the docs.
+
+    python -m benchmarks.training_study commands --task scales --parts 4     # the shell lines to run
+    python -m benchmarks.training_study publish MERGED docs/experiments/scales
+
+``commands`` prints one ``corrgrpo train`` per part (disjoint seed ranges, each in the background under
+``nice -n 10``) and the ``--merge`` that joins them. ``publish`` copies a merged run's evals.csv and
+run.json, writes steps.csv with only the columns the report and plots read (floats to 4 significant
+digits: a few hundred kB instead of tens of MB), and redraws report.md and the plots from that copy,
+so ``corrgrpo train --report-only --out DOCS`` reproduces the published report. See docs/experiments.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+ESTIMATORS = "grpo,dr_grpo,corrgrpo,gdpo,gdpo_corr"
+# steps.csv columns the report and the plots read (besides rewards/<component>/mean).
+KEPT = (
+    "task",
+    "estimator",
+    "seed",
+    "step",
+    "max_abs_advantage",
+    "mean_abs_advantage",
+    "reward_seconds",
+    "reward_samples",
+    "grad_norm",
+    "entropy",
+    "step_time",
+    "frac_reward_zero_std",
+    "completions/mean_length",
+    "corrgrpo/c_q/mean",
+    "corrgrpo/c_q/min",
+    "corrgrpo/c_q/max",
+    "corrgrpo/correlation_sum/mean",
+    "corrgrpo/covariance_sum/mean",
+)
+
+
+def _round(value: Any) -> Any:
+    return float(f"{value:.4g}") if isinstance(value, float) else value
+
+
+def slim_steps(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The report's columns of ``rows`` (steps.csv records), floats to 4 significant digits.
+
+    >>> slim_steps([{"step": 1, "loss": 0.5, "grad_norm": 1.234567, "rewards/a/mean": 0.1}])
+    [{'step': 1, 'grad_norm': 1.235, 'rewards/a/mean': 0.1}]
+    """
+    return [
+        {
+            k: _round(v)
+            for k, v in row.items()
+            if k in KEPT or (k.startswith("rewards/") and k.endswith("/mean"))
+        }
+        for row in rows
+    ]
+
+
+def publish(run: Path, docs: Path) -> str:
+    """Copy ``run`` (a ``corrgrpo train`` output folder) into ``docs`` slimmed; returns the report."""
+    from corrgrpo_tasks.training import load_records, write_outputs
+
+    records = load_records(run)
+    records.steps = slim_steps(records.steps)
+    docs.mkdir(parents=True, exist_ok=True)
+    shutil.copy(run / "run.json", docs / "run.json")
+    return write_outputs(records, docs)
+
+
+def commands(task: str, parts: int, seeds: int, out: str, extra: Sequence[str]) -> list[str]:
+    """Shell lines for a study of ``seeds`` paired seeds split into ``parts`` background processes."""
+    per = -(-seeds // parts)
+    lines, folders = [], []
+    for first in range(0, seeds, per):
+        count = min(per, seeds - first)
+        folder = f"{out}_s{first}"
+        folders.append(folder)
+        lines.append(
+            f"nice -n 10 corrgrpo train --task {task} --estimators {ESTIMATORS} --seeds {count} "
+            f"--first-seed {first} --out {folder} --no-progress {' '.join(extra)} > {folder}.log 2>&1 &".replace(
+                "  ", " "
+            )
+        )
+    lines += ["wait", f"corrgrpo train --merge {','.join(folders)} --out {out}"]
+    return lines
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.training_study", description=__doc__)
+    sub = parser.add_subparsers(dest="what", required=True)
+    c = sub.add_parser("commands", help="print the study's shell lines")
+    c.add_argument("--task", default="scales", choices=("tool_calling", "code", "scales"))
+    c.add_argument("--parts", type=int, default=4)
+    c.add_argument("--seeds", type=int, default=8)
+    c.add_argument("--out", default="study")
+    c.add_argument("extra", nargs=argparse.REMAINDER, help="more corrgrpo train options")
+    p = sub.add_parser("publish", help="copy a merged run into the docs, slimmed, and redraw its report")
+    p.add_argument("run", type=Path)
+    p.add_argument("docs", type=Path)
+    args = parser.parse_args(argv)
+    if args.what == "commands":
+        print("\n".join(commands(args.task, args.parts, args.seeds, args.out, args.extra)))
+        return 0
+    try:
+        report = publish(args.run, args.docs)
+    except (FileNotFoundError, ValueError, json.JSONDecodeError) as err:
+        print(f"training_study: {err}", file=sys.stderr)
+        return 2
+    print(report)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
