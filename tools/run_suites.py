@@ -11,11 +11,12 @@ Each folder ``ci/envs/NAME/`` describes one environment:
   a line, run without a shell from the repository root with the environment's ``bin/`` first on
   ``PATH``. Every line runs; the step fails when any of them exits non-zero.
 
-Usage: ``python3 tools/run_suites.py [NAME | NAME/STEP ...] [--reuse]``: ``core`` runs that
+Usage: ``python3 tools/run_suites.py [NAME | NAME/STEP ...] [--reuse] [--jobs N]``: ``core`` runs that
 environment's steps and its suite, ``core/lint`` only the step ``ci/envs/core/lint.cmd``.
 Environments are installed in parallel with uv (installs wait on the network, tests on the CPU; uv
-installs an environment several times faster than pip), then each environment's steps and suite run
-one after another. The run fails when any step fails, or any
+installs an environment several times faster than pip), then the environments' steps and suites run,
+``--jobs`` environments at a time (default: two, or one on a single core; the longest of the last run
+first). With more than one job, each environment's output is printed whole when it finishes. The run fails when any step fails, or any
 suite fails, errors, or collects no test.
 """
 
@@ -25,14 +26,17 @@ import argparse
 import concurrent.futures
 import functools
 import hashlib
+import json
 import os
 import shlex
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import TextIO
 
 ROOT = Path(__file__).resolve().parent.parent
 ENVS = ROOT / "ci" / "envs"
@@ -113,7 +117,7 @@ def _pytest_args(name: str) -> list[str]:
     return args
 
 
-def _run(name: str) -> tuple[int, dict[str, int], float]:
+def _run(name: str, out: TextIO) -> tuple[int, dict[str, int], float]:
     venv = VENVS / name
     junit = venv / "junit.xml"
     junit.unlink(missing_ok=True)
@@ -137,9 +141,11 @@ def _run(name: str) -> tuple[int, dict[str, int], float]:
         "-p",
         "no:cacheprovider",
     ]
-    print(f"\n=== suite {name}: {shlex.join(cmd[1:])}", flush=True)
+    print(f"\n=== suite {name}: {shlex.join(cmd[1:])}", file=out, flush=True)
     start = time.monotonic()
-    code = subprocess.run(cmd, cwd=ROOT, env=environ, check=False).returncode
+    code = subprocess.run(
+        cmd, cwd=ROOT, env=environ, stdout=out, stderr=subprocess.STDOUT, check=False
+    ).returncode
     counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     if junit.is_file():
         for suite in ET.parse(junit).getroot().iter("testsuite"):
@@ -153,7 +159,7 @@ def _commands(file: Path) -> list[list[str]]:
     return [shlex.split(line) for line in lines if line and not line.startswith("#")]
 
 
-def _step(name: str, file: Path) -> tuple[list[str], list[str], float]:
+def _step(name: str, file: Path, out: TextIO) -> tuple[list[str], list[str], float]:
     """Run the commands of one ``*.cmd`` file in the environment ``name``: (passed, failed) commands."""
     venv = VENVS / name
     # Caches per environment: mypy's results depend on which packages are installed.
@@ -167,16 +173,75 @@ def _step(name: str, file: Path) -> tuple[list[str], list[str], float]:
     failed: list[str] = []
     start = time.monotonic()
     for cmd in _commands(file):
-        print(f"\n=== step {name}/{file.stem}: {shlex.join(cmd)}", flush=True)
-        code = subprocess.run(cmd, cwd=ROOT, env=environ, check=False).returncode
+        print(f"\n=== step {name}/{file.stem}: {shlex.join(cmd)}", file=out, flush=True)
+        code = subprocess.run(
+            cmd, cwd=ROOT, env=environ, stdout=out, stderr=subprocess.STDOUT, check=False
+        ).returncode
         (passed if code == 0 else failed).append(shlex.join(cmd))
     return passed, failed, time.monotonic() - start
+
+
+# Seconds each environment's steps and suite took on the 2-core machine: the order of a first run (the
+# longest first, so two jobs finish together); later runs use what the last run measured.
+_TYPICAL_SECONDS = {"verl": 300, "trl": 270, "core": 265, "tasks": 140, "openrlhf": 95, "agents": 30}
+_SECONDS = VENVS / ".seconds.json"
+_SECONDS_LOCK = threading.Lock()
+
+
+def _last_seconds(name: str) -> float:
+    """How long the environment's steps and suite took last time: the longest run first."""
+    try:
+        return float(json.loads(_SECONDS.read_text())[name])
+    except (OSError, ValueError, KeyError, TypeError):
+        return float(_TYPICAL_SECONDS.get(name, 0))
+
+
+def _environment(
+    name: str, wanted: set[str] | None, out: TextIO
+) -> tuple[list[tuple[str, str, float]], int, int]:
+    """Run an environment's steps (those in ``wanted``; all when None) and, when None, its suite."""
+    rows: list[tuple[str, str, float]] = []
+    passed = failed = 0
+    start = time.monotonic()
+    for file in sorted((ENVS / name).glob("*.cmd")):
+        if wanted is not None and file.stem not in wanted:
+            continue
+        ok_cmds, bad_cmds, secs = _step(name, file, out)
+        passed += len(ok_cmds)
+        failed += len(bad_cmds)
+        status = f"{len(ok_cmds)} of {len(ok_cmds) + len(bad_cmds)} commands passed"
+        if bad_cmds:
+            status += f"; FAILED: {', '.join(bad_cmds)}"
+        rows.append((f"{name}/{file.stem}", status, secs))
+    if wanted is None:
+        code, c, secs = _run(name, out)
+        ok = c["tests"] - c["failures"] - c["errors"] - c["skipped"]
+        passed += ok
+        failed += c["failures"] + c["errors"]
+        status = f"{ok} passed, {c['failures'] + c['errors']} failed, {c['skipped']} skipped"
+        if code != 0 or c["tests"] == 0:
+            failed += 0 if c["failures"] + c["errors"] else 1
+            status += f" (pytest exit {code}{', no test ran' if c['tests'] == 0 else ''})"
+        rows.append((name, status, secs))
+        with _SECONDS_LOCK:
+            try:
+                seen = json.loads(_SECONDS.read_text())
+            except (OSError, ValueError):
+                seen = {}
+            _SECONDS.write_text(json.dumps({**seen, name: round(time.monotonic() - start)}))
+    return rows, passed, failed
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("envs", nargs="*", help="environments (NAME) or steps (NAME/STEP); default: all")
     parser.add_argument("--reuse", action="store_true", help="keep an environment whose spec is unchanged")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=min(2, len(os.sched_getaffinity(0))),
+        help="environments whose suites run at the same time [2, or 1 on a single core]",
+    )
     opts = parser.parse_args()
     known = sorted(p.name for p in ENVS.iterdir() if (p / "install.sh").is_file())
     # environment -> the steps asked for (None: all its steps and its suite)
@@ -201,34 +266,35 @@ def main() -> int:
                 print(tail, flush=True)
                 failed_installs.append(name)
 
-    rows, passed, failed = [], 0, 0
+    jobs = max(1, opts.jobs)
+    order = sorted((n for n in names if n not in failed_installs), key=_last_seconds, reverse=True)
+    lock = threading.Lock()
+
+    def work(name: str) -> tuple[list[tuple[str, str, float]], int, int]:
+        if jobs == 1:
+            return _environment(name, plan[name], sys.stdout)
+        log = VENVS / name / "suite.log"
+        with log.open("w") as handle:
+            result = _environment(name, plan[name], handle)
+        with lock:
+            print(log.read_text(), end="", flush=True)
+        return result
+
+    results: dict[str, tuple[list[tuple[str, str, float]], int, int]] = {}
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        for name, result in zip(order, pool.map(work, order), strict=True):
+            results[name] = result
+    rows: list[tuple[str, str, float]] = []
+    passed = failed = 0
     for name in names:
         if name in failed_installs:
             rows.append((name, "install failed", 0.0))
             failed += 1
             continue
-        wanted = plan[name]
-        for file in sorted((ENVS / name).glob("*.cmd")):
-            if wanted is not None and file.stem not in wanted:
-                continue
-            ok_cmds, bad_cmds, secs = _step(name, file)
-            passed += len(ok_cmds)
-            failed += len(bad_cmds)
-            status = f"{len(ok_cmds)} of {len(ok_cmds) + len(bad_cmds)} commands passed"
-            if bad_cmds:
-                status += f"; FAILED: {', '.join(bad_cmds)}"
-            rows.append((f"{name}/{file.stem}", status, secs))
-        if wanted is not None:
-            continue
-        code, c, secs = _run(name)
-        ok = c["tests"] - c["failures"] - c["errors"] - c["skipped"]
-        passed += ok
-        failed += c["failures"] + c["errors"]
-        status = f"{ok} passed, {c['failures'] + c['errors']} failed, {c['skipped']} skipped"
-        if code != 0 or c["tests"] == 0:
-            failed += 0 if c["failures"] + c["errors"] else 1
-            status += f" (pytest exit {code}{', no test ran' if c['tests'] == 0 else ''})"
-        rows.append((name, status, secs))
+        env_rows, env_passed, env_failed = results[name]
+        rows += env_rows
+        passed += env_passed
+        failed += env_failed
 
     print("\n=== summary")
     for name, status, secs in rows:
