@@ -9,6 +9,8 @@ metrics, the largest |advantage| of every step, and greedy held-out scores every
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import math
 import os
 import tempfile
@@ -20,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ._examples import Example, completion_text
-from ._tasks import Task, get_task
+from ._tasks import TOOL_WARM_NORMALISE, Task, get_task
 
 __all__ = [
     "RunRecords",
@@ -49,8 +51,10 @@ _TASK_DEFAULTS: dict[str, dict[str, Any]] = {
         "warm_steps": 200,
         "lr": 1e-4,
         "prompts_per_step": 4,
+        "temperature": 0.7,
     },
     "scales": {
+        "n_train": 2000,
         "hidden_size": 64,
         "layers": 2,
         "warm_steps": 350,
@@ -83,18 +87,18 @@ class TrainConfig:
     steps: int = 150
     eval_every: int = 25
     n_eval: int = 256
-    n_train: int = 2000
+    n_train: int = 20000
     model: str | None = None
-    hidden_size: int = 96
+    hidden_size: int = 128
     layers: int = 2
-    warm_steps: int = 400
+    warm_steps: int = 800
     warm_lr: float = 1e-3
     warm_batch: int = 32
     lr: float = 2e-4
     prompts_per_step: int = 8
     num_generations: int = 8
     max_completion_length: int | None = None  # None: see completion_budget
-    temperature: float = 0.7
+    temperature: float = 1.0
     loss_type: str = "dapo"
     min_correlation_sum: float | None = None
     system_prompt: str | None = None  # None: the task's (its output format); "": no system turn
@@ -102,6 +106,9 @@ class TrainConfig:
     data_seed: int = 0
     threads: int = 1
     cache_dir: str | None = None
+    profile: str = "paper"  # the reward's definition: "paper" or "hardened"
+    # tool calling: share of the rephrased values the warm start's demonstrations normalise (None: 0.15)
+    warm_normalise: float | None = None
 
     def __post_init__(self) -> None:
         for name in (
@@ -130,6 +137,7 @@ class TrainConfig:
             raise ValueError("learning rates and temperature must be positive")
         if self.max_completion_length is not None and self.max_completion_length < 1:
             raise ValueError(f"max_completion_length must be >= 1, got {self.max_completion_length}")
+        self.make_task()  # an unknown task or profile, or normalise where it does not apply
         total = self.prompts_per_step * self.num_generations
         if self.micro_batch is not None and (self.micro_batch < 1 or total % self.micro_batch):
             raise ValueError(
@@ -155,7 +163,19 @@ class TrainConfig:
             "seed": self.data_seed,
             "system_prompt": self.system_prompt,
             "max_completion_length": self.max_completion_length,
+            **({"warm_normalise": self.normalise} if self.task == "tool_calling" else {}),
+            **({"profile": self.profile} if self.profile != "paper" else {}),  # the record's scores
         }
+
+    @property
+    def normalise(self) -> float | None:
+        """The tool-calling demonstrations' normalised share (None for the other tasks)."""
+        if self.task != "tool_calling":
+            return self.warm_normalise
+        return TOOL_WARM_NORMALISE if self.warm_normalise is None else self.warm_normalise
+
+    def make_task(self) -> Task:
+        return get_task(self.task, profile=self.profile, normalise=self.warm_normalise)
 
 
 @dataclass
@@ -540,7 +560,7 @@ def _run_all(
     from ._model import base_tokenizer, default_cache_dir, warm_start
 
     start = time.monotonic()
-    task = get_task(cfg.task)
+    task = cfg.make_task()
     train, held = task.make_examples(cfg.n_train, cfg.n_eval, cfg.data_seed)
     system = cfg.system(task)
     train, held = with_system_turn(train, system), with_system_turn(held, system)
@@ -558,8 +578,11 @@ def _run_all(
     sft_rows = [
         {"prompt": e.prompt, "completion": [{"role": "assistant", "content": e.completion}]} for e in train
     ]
+    # The data's own fingerprint in the cache key: a changed generator never reuses a stale warm start.
+    data = [sft_rows, pieces, [(e.prompt, e.ground_truth) for e in held]]
+    digest = hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
     checkpoint, records.warm = warm_start(
-        cfg.warm_spec(),
+        {**cfg.warm_spec(), "data": digest},
         sft_rows,
         pieces=pieces,
         cache_dir=Path(cfg.cache_dir) if cfg.cache_dir else default_cache_dir(),
@@ -595,7 +618,6 @@ def _run_all(
 
 def write_run_file(out: Path, records: RunRecords) -> None:
     """run.json: the configuration, the warm-start record, and (once done) the wall time."""
-    import json
 
     data = {
         "config": records.config,
@@ -641,7 +663,6 @@ def merge_records(parts: Sequence[RunRecords]) -> RunRecords:
 
 def load_records(folder: str | Path) -> RunRecords:
     """The records of a (possibly still running or interrupted) ``corrgrpo train --out`` folder."""
-    import json
 
     from ._report import load_csv
 

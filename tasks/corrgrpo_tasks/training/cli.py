@@ -63,6 +63,8 @@ def _default(field: str) -> str:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The ``train`` sub-command's options."""
+    from corrgrpo_tasks.training._tasks import TOOL_WARM_NORMALISE
+
     p.add_argument(
         "--estimators",
         type=_names,
@@ -126,6 +128,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         type=float,
         default=None,
         help=f"warm-start learning rate (AdamW; 10%% warm-up, then constant) [{_default('warm_lr')}]",
+    )
+    p.add_argument(
+        "--warm-normalise",
+        type=float,
+        default=None,
+        metavar="P",
+        help="tool calling: share of the values a request says its own way ('in C', 'six', 'dollars', 'Paris') "
+        "that the warm start's demonstrations normalise ('celsius', 6, 'USD', 'CDG'); the rest are copied as "
+        f"said, which the reward scores wrong, and RL has to learn them [{TOOL_WARM_NORMALISE:g}]",
+    )
+    p.add_argument(
+        "--profile",
+        choices=("paper", "hardened"),
+        default=None,
+        help="the reward's definition (tool calling, code): the authors' or the one closing its loopholes [paper]",
     )
     p.add_argument(
         "--completion-length",
@@ -197,6 +214,8 @@ _FIELDS = {
     "temperature": "temperature",
     "warm_steps": "warm_steps",
     "warm_lr": "warm_lr",
+    "warm_normalise": "warm_normalise",
+    "profile": "profile",
     "completion_length": "max_completion_length",
     "system_prompt": "system_prompt",
     "micro_batch": "micro_batch",

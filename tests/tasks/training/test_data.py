@@ -9,6 +9,7 @@ import pytest
 
 from corrgrpo_tasks.tool_calling import RANGES, compute_score
 from corrgrpo_tasks.training._code_data import FAMILIES, code_pieces, make_code_examples
+from corrgrpo_tasks.training._examples import Example
 from corrgrpo_tasks.training._tool_data import CATALOGUE, make_tool_examples, tool_pieces
 
 
@@ -47,6 +48,46 @@ def test_some_values_need_a_rewrite_not_a_copy() -> None:
         request = example.prompt[0]["content"].split("User: ")[1]
         rewritten += any(str(v) not in request for v in call["parameters"].values())
     assert rewritten > 40
+
+
+def _parameters(text: str) -> dict[str, object]:
+    parameters: dict[str, object] = json.loads(text.split("\n")[2])["parameters"]
+    return parameters
+
+
+def _wrong_values(examples: list[Example]) -> int:
+    return sum(
+        value != _parameters(e.ground_truth)[name]
+        for e in examples
+        for name, value in _parameters(e.completion).items()
+    )
+
+
+@pytest.mark.parametrize("normalise", [0.0, 0.5])
+def test_demonstrations_copy_as_said_the_values_they_do_not_normalise(normalise: float) -> None:
+    # The warm start's targets: a value the request says its own way ("dollars", "Paris", "six") is
+    # copied as said with probability 1 - normalise; the reward's ground truth is always the right call.
+    right, _ = make_tool_examples(400, 1)
+    train, _ = make_tool_examples(400, 1, normalise=normalise)
+    assert [e.prompt for e in train] == [e.prompt for e in right]
+    assert [e.ground_truth for e in train] == [e.ground_truth for e in right]
+    for example in train:
+        request = example.prompt[0]["content"].split("User: ")[1]
+        truth, shown = _parameters(example.ground_truth), _parameters(example.completion)
+        assert shown.keys() == truth.keys()
+        assert all(str(value) in request for name, value in shown.items() if value != truth[name])
+        scores = compute_score("synthetic", example.completion, example.ground_truth)
+        assert (scores["exact_match"] == 1.0) == (shown == truth)
+        assert (scores["values_reward"] < RANGES["values_reward"][1]) == (shown != truth)
+    said = _wrong_values(make_tool_examples(400, 1, normalise=0.0)[0])
+    assert said > 200  # most requests say at least one value their own way
+    assert _wrong_values(right) == 0
+    assert 0.7 * (1 - normalise) * said <= _wrong_values(train) <= 1.3 * (1 - normalise) * said
+
+
+def test_normalise_outside_zero_one_is_an_error() -> None:
+    with pytest.raises(ValueError, match=r"normalise must be in \[0, 1\]"):
+        make_tool_examples(4, 1, normalise=1.5)
 
 
 def test_pieces_are_distinct() -> None:
