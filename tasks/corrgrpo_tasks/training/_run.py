@@ -33,6 +33,7 @@ __all__ = [
     "merge_records",
     "run_training",
     "task_defaults",
+    "with_shots",
     "with_system_turn",
     "write_csv",
     "write_run_file",
@@ -103,6 +104,8 @@ class TrainConfig:
     min_correlation_sum: float | None = None
     system_prompt: str | None = None  # None: the task's (its output format); "": no system turn
     micro_batch: int | None = None  # completions per forward/backward pass (None: the whole step)
+    gradient_checkpointing: bool = False  # RL backward passes recompute activations: less memory
+    shots: int = 0  # worked exchanges (request, right answer) before every prompt's request
     data_seed: int = 0
     threads: int = 1
     cache_dir: str | None = None
@@ -127,6 +130,8 @@ class TrainConfig:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.warm_steps < 0:
             raise ValueError(f"warm_steps must be >= 0, got {self.warm_steps}")
+        if not 0 <= self.shots < self.n_train:
+            raise ValueError(f"shots must be >= 0 and fewer than the training prompts, got {self.shots}")
         if self.num_generations < 2:
             raise ValueError(
                 f"num_generations must be >= 2 (a group needs two samples), got {self.num_generations}"
@@ -209,6 +214,15 @@ def with_system_turn(examples: Sequence[Example], system: str) -> list[Example]:
         return list(examples)
     turn = {"role": "system", "content": system}
     return [replace(e, prompt=[turn, *e.prompt]) for e in examples]
+
+
+def with_shots(examples: Sequence[Example], shots: Sequence[Example]) -> list[Example]:
+    """``examples`` whose prompts start with ``shots`` as worked exchanges: each shot's request and
+    its right answer (``ground_truth``) as a user and an assistant turn."""
+    turns = [
+        turn for shot in shots for turn in (*shot.prompt, {"role": "assistant", "content": shot.ground_truth})
+    ]
+    return [replace(e, prompt=[*turns, *e.prompt]) for e in examples]
 
 
 def completion_budget(
@@ -372,7 +386,7 @@ def _grpo_args(cfg: TrainConfig, task: Task, estimator: str, seed: int, out: Pat
         report_to="none",
         use_cpu=True,
         bf16=False,
-        gradient_checkpointing=False,
+        gradient_checkpointing=cfg.gradient_checkpointing,
         seed=seed,
         data_seed=seed,
         disable_tqdm=True,
@@ -563,13 +577,23 @@ def _run_all(
     task = cfg.make_task()
     train, held = task.make_examples(cfg.n_train, cfg.n_eval, cfg.data_seed)
     system = cfg.system(task)
+    # Worked exchanges come from the training set and leave it: no prompt is its own example.
+    shots, train = train[: cfg.shots], train[cfg.shots :]
+    train, held = with_shots(train, shots), with_shots(held, shots)
     train, held = with_system_turn(train, system), with_system_turn(held, system)
     # The tiny tokenizer holds the system prompt as one whole token: it costs one position, not hundreds.
     pieces = [*task.pieces(), *([system] if system and cfg.model is None else [])]
     max_len = cfg.max_completion_length or completion_budget(
         base_tokenizer(cfg.model, pieces), [e.completion for e in train], factor=1 if cfg.model is None else 2
     )
-    records = RunRecords(config={**asdict(cfg), "max_completion_length": max_len, "system_prompt": system})
+    records = RunRecords(
+        config={
+            **asdict(cfg),
+            "max_completion_length": max_len,
+            "system_prompt": system,
+            "warm_normalise": cfg.normalise,
+        }
+    )
     out.mkdir(parents=True, exist_ok=True)
 
     def evaluate(model: Any, tokenizer: Any) -> dict[str, float]:

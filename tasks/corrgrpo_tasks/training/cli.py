@@ -159,6 +159,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="the system turn of every prompt; '' for none [the task's statement of the output format]",
     )
     p.add_argument(
+        "--gradient-checkpointing",
+        action="store_true",
+        default=None,
+        help="recompute activations in the RL backward passes: much less memory for a --model checkpoint, "
+        "about a third more compute",
+    )
+    p.add_argument(
+        "--shots",
+        type=int,
+        default=None,
+        metavar="N",
+        help="worked exchanges (a training request and its right answer, as a user and an assistant turn) "
+        "before every prompt's request, taken out of the training set: shows a pretrained checkpoint the "
+        "format [0]",
+    )
+    p.add_argument(
         "--micro-batch",
         type=int,
         default=None,
@@ -219,6 +235,8 @@ _FIELDS = {
     "completion_length": "max_completion_length",
     "system_prompt": "system_prompt",
     "micro_batch": "micro_batch",
+    "shots": "shots",
+    "gradient_checkpointing": "gradient_checkpointing",
     "hidden_size": "hidden_size",
     "layers": "layers",
     "min_correlation_sum": "min_correlation_sum",

@@ -108,3 +108,15 @@ def test_code_references_pass_their_hidden_tests_and_prompts_show_two_examples(s
         namespace: dict[str, object] = {}
         exec(verifier["reference_solution"] + verifier["test"], namespace)  # noqa: S102 - our own generated code
         namespace["check"](namespace[verifier["entry_point"]])  # type: ignore[operator]
+
+
+def test_shots_are_worked_exchanges_before_the_request() -> None:
+    from corrgrpo_tasks.training._run import with_shots, with_system_turn
+
+    train, held = make_tool_examples(3, 1)
+    [shown] = with_system_turn(with_shots(held, train[:2]), "SYSTEM")
+    roles = [turn["role"] for turn in shown.prompt]
+    assert roles == ["system", "user", "assistant", "user", "assistant", "user"]
+    assert shown.prompt[2]["content"] == train[0].ground_truth
+    assert shown.prompt[-1] == held[0].prompt[-1]
+    assert with_shots(held, []) == held

@@ -266,10 +266,27 @@ def test_the_reward_profile_and_the_demonstrations_are_options_and_part_of_the_c
     assert (config["profile"], config["warm_normalise"]) == ("hardened", 0.5)
     # Other demonstrations are another warm start; the same ones are the cached one.
     code, second, _, _ = train("--estimators", "grpo", "--warm-normalise", "1")
-    assert code == 0 and "supervised steps" in second and "cached checkpoint" not in second
+    assert code == 0
+    assert "supervised steps" in second
+    assert "cached checkpoint" not in second
     code, third, _, _ = train("--estimators", "grpo", "--warm-normalise", "1")
-    assert code == 0 and "cached checkpoint" in third
+    assert code == 0
+    assert "cached checkpoint" in third
     code, _, err, _ = train("--task", "scales", "--warm-normalise", "0.5")
-    assert code == 2 and "normalise applies to the tool_calling task only" in err and err.count("\n") == 1
+    assert code == 2
+    assert "normalise applies to the tool_calling task only" in err
+    assert err.count("\n") == 1
     code, _, err, _ = train("--task", "scales", "--profile", "hardened")
-    assert code == 2 and "one reward definition" in err
+    assert code == 2
+    assert "one reward definition" in err
+
+
+def test_shots_put_worked_exchanges_before_every_request(
+    train: Callable[..., tuple[int, str, str, Path]],
+) -> None:
+    code, out, _, folder = train("--estimators", "grpo", "--shots", "2")
+    assert code == 0, out
+    assert {r["step"] for r in _rows(folder / "evals.csv")} == {"0", "1", "2"}
+    code, _, err, _ = train("--shots", "40")
+    assert code == 2
+    assert "shots must be >= 0 and fewer than the training prompts" in err
