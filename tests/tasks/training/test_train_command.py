@@ -281,11 +281,15 @@ def test_the_reward_profile_and_the_demonstrations_are_options_and_part_of_the_c
     assert "one reward definition" in err
 
 
-def test_shots_put_worked_exchanges_before_every_request(
+def test_shots_and_gradient_checkpointing_are_options(
     train: Callable[..., tuple[int, str, str, Path]],
 ) -> None:
-    code, out, _, folder = train("--estimators", "grpo", "--shots", "2")
+    import json
+
+    code, out, _, folder = train("--estimators", "grpo", "--shots", "2", "--gradient-checkpointing")
     assert code == 0, out
+    config = json.loads((folder / "run.json").read_text())["config"]
+    assert (config["shots"], config["gradient_checkpointing"]) == (2, True)
     assert {r["step"] for r in _rows(folder / "evals.csv")} == {"0", "1", "2"}
     code, _, err, _ = train("--shots", "40")
     assert code == 2
