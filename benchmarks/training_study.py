@@ -107,7 +107,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("docs", type=Path)
     args = parser.parse_args(argv)
     if args.what == "commands":
-        print("\n".join(commands(args.task, args.parts, args.seeds, args.out, args.extra)))
+        extra = args.extra[1:] if args.extra[:1] == ["--"] else args.extra  # `-- --eval-size 512`
+        print("\n".join(commands(args.task, args.parts, args.seeds, args.out, extra)))
         return 0
     try:
         report = publish(args.run, args.docs)

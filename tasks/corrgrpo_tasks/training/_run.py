@@ -9,6 +9,8 @@ metrics, the largest |advantage| of every step, and greedy held-out scores every
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import math
 import os
 import tempfile
@@ -20,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ._examples import Example, completion_text
-from ._tasks import Task, get_task
+from ._tasks import TOOL_WARM_NORMALISE, Task, get_task
 
 __all__ = [
     "RunRecords",
@@ -31,6 +33,7 @@ __all__ = [
     "merge_records",
     "run_training",
     "task_defaults",
+    "with_shots",
     "with_system_turn",
     "write_csv",
     "write_run_file",
@@ -49,8 +52,10 @@ _TASK_DEFAULTS: dict[str, dict[str, Any]] = {
         "warm_steps": 200,
         "lr": 1e-4,
         "prompts_per_step": 4,
+        "temperature": 0.7,
     },
     "scales": {
+        "n_train": 2000,
         "hidden_size": 64,
         "layers": 2,
         "warm_steps": 350,
@@ -83,25 +88,30 @@ class TrainConfig:
     steps: int = 150
     eval_every: int = 25
     n_eval: int = 256
-    n_train: int = 2000
+    n_train: int = 20000
     model: str | None = None
-    hidden_size: int = 96
+    hidden_size: int = 128
     layers: int = 2
-    warm_steps: int = 400
+    warm_steps: int = 800
     warm_lr: float = 1e-3
     warm_batch: int = 32
     lr: float = 2e-4
     prompts_per_step: int = 8
     num_generations: int = 8
     max_completion_length: int | None = None  # None: see completion_budget
-    temperature: float = 0.7
+    temperature: float = 1.0
     loss_type: str = "dapo"
     min_correlation_sum: float | None = None
     system_prompt: str | None = None  # None: the task's (its output format); "": no system turn
     micro_batch: int | None = None  # completions per forward/backward pass (None: the whole step)
+    gradient_checkpointing: bool = False  # RL backward passes recompute activations: less memory
+    shots: int = 0  # worked exchanges (request, right answer) before every prompt's request
     data_seed: int = 0
     threads: int = 1
     cache_dir: str | None = None
+    profile: str = "paper"  # the reward's definition: "paper" or "hardened"
+    # tool calling: share of the rephrased values the warm start's demonstrations normalise (None: 0.15)
+    warm_normalise: float | None = None
 
     def __post_init__(self) -> None:
         for name in (
@@ -120,6 +130,8 @@ class TrainConfig:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.warm_steps < 0:
             raise ValueError(f"warm_steps must be >= 0, got {self.warm_steps}")
+        if not 0 <= self.shots < self.n_train:
+            raise ValueError(f"shots must be >= 0 and fewer than the training prompts, got {self.shots}")
         if self.num_generations < 2:
             raise ValueError(
                 f"num_generations must be >= 2 (a group needs two samples), got {self.num_generations}"
@@ -130,6 +142,7 @@ class TrainConfig:
             raise ValueError("learning rates and temperature must be positive")
         if self.max_completion_length is not None and self.max_completion_length < 1:
             raise ValueError(f"max_completion_length must be >= 1, got {self.max_completion_length}")
+        self.make_task()  # an unknown task or profile, or normalise where it does not apply
         total = self.prompts_per_step * self.num_generations
         if self.micro_batch is not None and (self.micro_batch < 1 or total % self.micro_batch):
             raise ValueError(
@@ -155,7 +168,19 @@ class TrainConfig:
             "seed": self.data_seed,
             "system_prompt": self.system_prompt,
             "max_completion_length": self.max_completion_length,
+            **({"warm_normalise": self.normalise} if self.task == "tool_calling" else {}),
+            **({"profile": self.profile} if self.profile != "paper" else {}),  # the record's scores
         }
+
+    @property
+    def normalise(self) -> float | None:
+        """The tool-calling demonstrations' normalised share (None for the other tasks)."""
+        if self.task != "tool_calling":
+            return self.warm_normalise
+        return TOOL_WARM_NORMALISE if self.warm_normalise is None else self.warm_normalise
+
+    def make_task(self) -> Task:
+        return get_task(self.task, profile=self.profile, normalise=self.warm_normalise)
 
 
 @dataclass
@@ -189,6 +214,15 @@ def with_system_turn(examples: Sequence[Example], system: str) -> list[Example]:
         return list(examples)
     turn = {"role": "system", "content": system}
     return [replace(e, prompt=[turn, *e.prompt]) for e in examples]
+
+
+def with_shots(examples: Sequence[Example], shots: Sequence[Example]) -> list[Example]:
+    """``examples`` whose prompts start with ``shots`` as worked exchanges: each shot's request and
+    its right answer (``ground_truth``) as a user and an assistant turn."""
+    turns = [
+        turn for shot in shots for turn in (*shot.prompt, {"role": "assistant", "content": shot.ground_truth})
+    ]
+    return [replace(e, prompt=[*turns, *e.prompt]) for e in examples]
 
 
 def completion_budget(
@@ -352,7 +386,7 @@ def _grpo_args(cfg: TrainConfig, task: Task, estimator: str, seed: int, out: Pat
         report_to="none",
         use_cpu=True,
         bf16=False,
-        gradient_checkpointing=False,
+        gradient_checkpointing=cfg.gradient_checkpointing,
         seed=seed,
         data_seed=seed,
         disable_tqdm=True,
@@ -540,16 +574,26 @@ def _run_all(
     from ._model import base_tokenizer, default_cache_dir, warm_start
 
     start = time.monotonic()
-    task = get_task(cfg.task)
+    task = cfg.make_task()
     train, held = task.make_examples(cfg.n_train, cfg.n_eval, cfg.data_seed)
     system = cfg.system(task)
+    # Worked exchanges come from the training set and leave it: no prompt is its own example.
+    shots, train = train[: cfg.shots], train[cfg.shots :]
+    train, held = with_shots(train, shots), with_shots(held, shots)
     train, held = with_system_turn(train, system), with_system_turn(held, system)
     # The tiny tokenizer holds the system prompt as one whole token: it costs one position, not hundreds.
     pieces = [*task.pieces(), *([system] if system and cfg.model is None else [])]
     max_len = cfg.max_completion_length or completion_budget(
         base_tokenizer(cfg.model, pieces), [e.completion for e in train], factor=1 if cfg.model is None else 2
     )
-    records = RunRecords(config={**asdict(cfg), "max_completion_length": max_len, "system_prompt": system})
+    records = RunRecords(
+        config={
+            **asdict(cfg),
+            "max_completion_length": max_len,
+            "system_prompt": system,
+            "warm_normalise": cfg.normalise,
+        }
+    )
     out.mkdir(parents=True, exist_ok=True)
 
     def evaluate(model: Any, tokenizer: Any) -> dict[str, float]:
@@ -558,8 +602,11 @@ def _run_all(
     sft_rows = [
         {"prompt": e.prompt, "completion": [{"role": "assistant", "content": e.completion}]} for e in train
     ]
+    # The data's own fingerprint in the cache key: a changed generator never reuses a stale warm start.
+    data = [sft_rows, pieces, [(e.prompt, e.ground_truth) for e in held]]
+    digest = hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
     checkpoint, records.warm = warm_start(
-        cfg.warm_spec(),
+        {**cfg.warm_spec(), "data": digest},
         sft_rows,
         pieces=pieces,
         cache_dir=Path(cfg.cache_dir) if cfg.cache_dir else default_cache_dir(),
@@ -595,7 +642,6 @@ def _run_all(
 
 def write_run_file(out: Path, records: RunRecords) -> None:
     """run.json: the configuration, the warm-start record, and (once done) the wall time."""
-    import json
 
     data = {
         "config": records.config,
@@ -641,7 +687,6 @@ def merge_records(parts: Sequence[RunRecords]) -> RunRecords:
 
 def load_records(folder: str | Path) -> RunRecords:
     """The records of a (possibly still running or interrupted) ``corrgrpo train --out`` folder."""
-    import json
 
     from ._report import load_csv
 

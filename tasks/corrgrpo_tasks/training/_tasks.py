@@ -8,6 +8,8 @@ built to test the paper's Figure 2 situation.
 
 Each task's system prompt states the output format its reward expects (as RLLA's and
 LeetCodeDataset's prompts do), so a pretrained instruct model's first samples can earn format reward.
+``profile`` picks the reward's definition for the two project rewards: ``"paper"`` (the authors') or
+``"hardened"`` (their loopholes closed); the scales task has one definition.
 """
 
 from __future__ import annotations
@@ -16,7 +18,22 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["CODE_SYSTEM_PROMPT", "SCALES_SYSTEM_PROMPT", "TASKS", "TOOL_SYSTEM_PROMPT", "Task", "get_task"]
+__all__ = [
+    "CODE_SYSTEM_PROMPT",
+    "PROFILES",
+    "SCALES_SYSTEM_PROMPT",
+    "TASKS",
+    "TOOL_SYSTEM_PROMPT",
+    "TOOL_WARM_NORMALISE",
+    "Task",
+    "get_task",
+]
+
+PROFILES = ("paper", "hardened")
+# The tool-calling warm start's demonstrations normalise this share of the values a request says its own
+# way and copy the rest as said: a warm start in the 0.10-0.45 exact-match range whose remaining errors
+# are one systematic skill the reward teaches (docs/experiments.md, the default run).
+TOOL_WARM_NORMALISE = 0.15
 
 TOOL_SYSTEM_PROMPT = (
     "Call one of the listed tools. Reply in exactly this format and nothing after it:\n"
@@ -47,13 +64,16 @@ class Task:
     audit: Callable[[list[tuple[str, str, dict[str, float]]]], dict[str, Any]] | None = None
 
 
-def _tool_task() -> Task:
+def _tool_task(profile: str, normalise: float) -> Task:
     from corrgrpo_tasks.tool_calling import COMPONENTS, DEFAULT_WEIGHTS, compute_score, trl_reward_functions
 
     from ._tool_data import make_tool_examples, tool_pieces
 
     def score(completions: Sequence[str], truths: Sequence[str]) -> list[dict[str, float]]:
-        return [compute_score("synthetic", c, t) for c, t in zip(completions, truths, strict=True)]
+        return [
+            compute_score("synthetic", c, t, profile=profile)
+            for c, t in zip(completions, truths, strict=True)
+        ]
 
     return Task(
         "tool_calling",
@@ -61,27 +81,29 @@ def _tool_task() -> Task:
         DEFAULT_WEIGHTS,
         "exact_match",
         ("score",),
-        lambda n, m, seed: make_tool_examples(n, m, seed=seed),
+        lambda n, m, seed: make_tool_examples(n, m, seed=seed, normalise=normalise),
         tool_pieces,
-        trl_reward_functions,
+        lambda: list(trl_reward_functions(profile=profile)),
         score,
         TOOL_SYSTEM_PROMPT,
     )
 
 
-def _code_task() -> Task:
+def _code_task(profile: str, normalise: float) -> Task:
     from corrgrpo_tasks.code import COMPONENTS, DEFAULT_WEIGHTS, score_batch, trl_reward_functions
 
     from ._code_data import audit_code_samples, code_pieces, make_code_examples
 
     def score(completions: Sequence[str], truths: Sequence[str]) -> list[dict[str, float]]:
-        rows = score_batch(list(completions), list(truths), timing_rounds=2, timing_budget_seconds=0.2)
+        rows = score_batch(
+            list(completions), list(truths), timing_rounds=2, timing_budget_seconds=0.2, profile=profile
+        )
         for row in rows:
             row["passed"] = row["accuracy_reward"]
         return rows
 
     def rewards() -> list[Callable[..., list[Any]]]:
-        return list(trl_reward_functions(timing_rounds=2, timing_budget_seconds=0.2))
+        return list(trl_reward_functions(timing_rounds=2, timing_budget_seconds=0.2, profile=profile))
 
     return Task(
         "code",
@@ -98,7 +120,7 @@ def _code_task() -> Task:
     )
 
 
-def _scales_task() -> Task:
+def _scales_task(profile: str, normalise: float) -> Task:
     from ._scales import COMPONENTS, make_scales_examples, scales_reward_functions, score_reversal
 
     def score(completions: Sequence[str], truths: Sequence[str]) -> list[dict[str, float]]:
@@ -118,14 +140,29 @@ def _scales_task() -> Task:
     )
 
 
-TASKS: dict[str, Callable[[], Task]] = {
+TASKS: dict[str, Callable[[str, float], Task]] = {
     "tool_calling": _tool_task,
     "code": _code_task,
     "scales": _scales_task,
 }
 
 
-def get_task(name: str) -> Task:
+def get_task(name: str, *, profile: str = "paper", normalise: float | None = None) -> Task:
+    """Task ``name`` scored by its reward's ``profile``. ``normalise`` (tool calling only): the share of
+    rephrased values the supervised demonstrations normalise (see ``make_tool_examples``); None: the
+    task's (:data:`TOOL_WARM_NORMALISE`)."""
     if name not in TASKS:
         raise ValueError(f"unknown task {name!r}; known: {', '.join(TASKS)}")
-    return TASKS[name]()
+    if profile not in PROFILES:
+        raise ValueError(f"profile must be one of {PROFILES}, got {profile!r}")
+    if name == "scales" and profile != "paper":
+        raise ValueError("the scales task has one reward definition: profile must be 'paper'")
+    if name != "tool_calling":
+        if normalise is not None:
+            raise ValueError(f"normalise applies to the tool_calling task only, got {normalise} for {name}")
+        return TASKS[name](profile, 1.0)
+    if normalise is None:
+        normalise = TOOL_WARM_NORMALISE
+    if not 0.0 <= normalise <= 1.0:
+        raise ValueError(f"normalise must be in [0, 1], got {normalise}")
+    return TASKS[name](profile, normalise)

@@ -44,7 +44,37 @@ _CITIES = (
 _NAMES = ("Ana", "Ben", "Chen", "Dara", "Eli", "Fay", "Gus", "Hana", "Ivo", "Jon", "Kim", "Lea", "Max", "Nia")
 _ARTISTS = ("Adele", "Queen", "Bjork", "Muse", "Drake", "Sade", "Abba", "Moby", "Enya", "Toto")
 _TOPICS = ("sports", "science", "politics", "music", "travel", "health", "finance", "weather")
-_LANGS = ("French", "German", "Spanish", "Italian", "Japanese", "Polish", "Greek")
+_LANGS = {
+    "fr": "French",
+    "de": "German",
+    "es": "Spanish",
+    "it": "Italian",
+    "ja": "Japanese",
+    "pl": "Polish",
+    "el": "Greek",
+}
+_AIRPORTS = {
+    "Paris": "CDG",
+    "Berlin": "BER",
+    "Madrid": "MAD",
+    "Lisbon": "LIS",
+    "Oslo": "OSL",
+    "Vienna": "VIE",
+    "Prague": "PRG",
+    "Dublin": "DUB",
+    "Rome": "FCO",
+    "Athens": "ATH",
+    "Warsaw": "WAW",
+    "Zurich": "ZRH",
+    "Tokyo": "HND",
+    "Lima": "LIM",
+    "Cairo": "CAI",
+    "Seoul": "ICN",
+    "Quito": "UIO",
+    "Delhi": "DEL",
+    "Hanoi": "HAN",
+    "Boston": "BOS",
+}
 _PHRASES = (
     "good morning",
     "thank you",
@@ -56,8 +86,27 @@ _PHRASES = (
     "the bill please",
 )
 _FOODS = ("rice", "eggs", "tofu", "beans", "lentils", "pasta", "salmon", "spinach")
-_CURRENCIES = ("USD", "EUR", "GBP", "JPY", "CHF", "CAD", "SEK")
-_SYMBOLS = ("AAPL", "MSFT", "NVDA", "TSLA", "AMZN", "IBM", "ORCL", "SAP")
+# Canonical values and how a request may say them instead (the call must use the canonical value).
+_CURRENCIES = {
+    "USD": "dollars",
+    "EUR": "euros",
+    "GBP": "pounds",
+    "JPY": "yen",
+    "CHF": "francs",
+    "CAD": "Canadian dollars",
+    "SEK": "kronor",
+}
+_SYMBOLS = {
+    "AAPL": "Apple",
+    "MSFT": "Microsoft",
+    "NVDA": "Nvidia",
+    "TSLA": "Tesla",
+    "AMZN": "Amazon",
+    "IBM": "IBM",
+    "ORCL": "Oracle",
+    "SAP": "SAP",
+}
+_MINUTES = {15: "a quarter of an hour", 30: "half an hour", 45: "three quarters of an hour", 60: "an hour"}
 _RESTAURANTS = ("Luigi's", "Blue Fin", "Casa Rosa", "Green Leaf", "Hot Pot", "Le Coq", "Taj", "Wok On")
 _WORDS = (
     "zero",
@@ -79,10 +128,16 @@ _SUBJECTS = ("lunch", "invoice", "the trip", "budget", "party", "report")
 _ERRANDS = ("pay rent", "buy milk", "water plants", "renew passport", "book dentist")
 _PICKUPS = ("the airport", "Main Street", "the hotel", "the station", "Pier 9")
 _UNITS = {
-    "celsius": ("in Celsius", "in C", "in celsius degrees"),
-    "fahrenheit": ("in Fahrenheit", "in F", "in fahrenheit degrees"),
+    "celsius": ("Celsius", "C", "celsius degrees"),
+    "fahrenheit": ("Fahrenheit", "F", "fahrenheit degrees"),
 }
-_SIZES = {"small": ("small", "little"), "medium": ("medium", "regular"), "large": ("large", "big")}
+_SIZES = {"small": "little", "medium": "regular", "large": "big"}
+SAID = 0.9  # how often a request says a value its own way (a word, a name, a synonym) when it has one
+
+
+def _said(rng: random.Random, value: object, words: str) -> str:
+    """How the request phrases ``value``: ``words`` with probability SAID, else the value itself."""
+    return words if rng.random() < SAID else str(value)
 
 
 def _time(rng: random.Random) -> str:
@@ -106,7 +161,7 @@ class Tool:
 
 def _count(rng: random.Random, low: int, high: int) -> tuple[int, str]:
     n = rng.randint(low, high)
-    return n, rng.choice((str(n), _WORDS[n])) if n < len(_WORDS) else str(n)
+    return n, _said(rng, n, _WORDS[n]) if n < len(_WORDS) else str(n)
 
 
 def _weather(rng: random.Random) -> tuple[dict[str, object], dict[str, str]]:
@@ -122,10 +177,14 @@ def _table(rng: random.Random) -> tuple[dict[str, object], dict[str, str]]:
 
 def _currency(rng: random.Random) -> tuple[dict[str, object], dict[str, str]]:
     amount = rng.choice((rng.randint(1, 999), round(rng.uniform(1, 500), 2)))
-    src, dst = rng.sample(_CURRENCIES, 2)
+    src, dst = rng.sample(tuple(_CURRENCIES), 2)
     return (
         {"amount": amount, "from_currency": src, "to_currency": dst},
-        {"amount": str(amount), "from_currency": src, "to_currency": dst},
+        {
+            "amount": str(amount),
+            "from_currency": _said(rng, src, _CURRENCIES[src]),
+            "to_currency": _said(rng, dst, _CURRENCIES[dst]),
+        },
     )
 
 
@@ -142,9 +201,14 @@ def _email(rng: random.Random) -> tuple[dict[str, object], dict[str, str]]:
 
 
 def _flights(rng: random.Random) -> tuple[dict[str, object], dict[str, str]]:
-    src, dst = rng.sample(_CITIES, 2)
+    src, dst = (_AIRPORTS[c] for c in rng.sample(_CITIES, 2))
     day = _date(rng)
-    return {"origin": src, "destination": dst, "date": day}, {"origin": src, "destination": dst, "date": day}
+    city = {code: name for name, code in _AIRPORTS.items()}
+    return {"origin": src, "destination": dst, "date": day}, {
+        "origin": _said(rng, src, city[src]),
+        "destination": _said(rng, dst, city[dst]),
+        "date": day,
+    }
 
 
 def _music(rng: random.Random) -> tuple[dict[str, object], dict[str, str]]:
@@ -153,13 +217,16 @@ def _music(rng: random.Random) -> tuple[dict[str, object], dict[str, str]]:
 
 
 def _translate(rng: random.Random) -> tuple[dict[str, object], dict[str, str]]:
-    text, lang = rng.choice(_PHRASES), rng.choice(_LANGS)
-    return {"text": text, "target_language": lang}, {"text": text, "target_language": lang}
+    text, lang = rng.choice(_PHRASES), rng.choice(tuple(_LANGS))
+    return {"text": text, "target_language": lang}, {
+        "text": text,
+        "target_language": _said(rng, lang, _LANGS[lang]),
+    }
 
 
 def _stock(rng: random.Random) -> tuple[dict[str, object], dict[str, str]]:
-    symbol = rng.choice(_SYMBOLS)
-    return {"symbol": symbol}, {"symbol": symbol}
+    symbol = rng.choice(tuple(_SYMBOLS))
+    return {"symbol": symbol}, {"symbol": _said(rng, symbol, _SYMBOLS[symbol])}
 
 
 def _reminder(rng: random.Random) -> tuple[dict[str, object], dict[str, str]]:
@@ -171,7 +238,7 @@ def _reminder(rng: random.Random) -> tuple[dict[str, object], dict[str, str]]:
 def _pizza(rng: random.Random) -> tuple[dict[str, object], dict[str, str]]:
     size = rng.choice(tuple(_SIZES))
     n, words = _count(rng, 1, 6)
-    return {"size": size, "quantity": n}, {"size": rng.choice(_SIZES[size]), "quantity": words}
+    return {"size": size, "quantity": n}, {"size": _said(rng, size, _SIZES[size]), "quantity": words}
 
 
 def _taxi(rng: random.Random) -> tuple[dict[str, object], dict[str, str]]:
@@ -193,7 +260,11 @@ def _tip(rng: random.Random) -> tuple[dict[str, object], dict[str, str]]:
 
 def _recipe(rng: random.Random) -> tuple[dict[str, object], dict[str, str]]:
     food, minutes = rng.choice(_FOODS), rng.choice((10, 15, 20, 30, 45, 60))
-    return {"ingredient": food, "max_minutes": minutes}, {"ingredient": food, "max_minutes": str(minutes)}
+    said = _said(rng, minutes, _MINUTES[minutes]) if minutes in _MINUTES else str(minutes)
+    return {"ingredient": food, "max_minutes": minutes}, {
+        "ingredient": food,
+        "max_minutes": said if said in _MINUTES.values() else f"{minutes} minutes",
+    }
 
 
 CATALOGUE: tuple[Tool, ...] = (
@@ -202,10 +273,10 @@ CATALOGUE: tuple[Tool, ...] = (
         ("city", "unit"),
         _weather,
         (
-            "What is the weather in {city} {unit}?",
-            "Weather for {city} {unit}, please.",
-            "Tell me the forecast in {city}, {unit}.",
-            "How warm is it in {city} {unit}?",
+            "What is the weather in {city} in {unit}?",
+            "Weather for {city} in {unit}, please.",
+            "Tell me the forecast in {city}, in {unit}.",
+            "How warm is it in {city} in {unit}?",
         ),
     ),
     Tool(
@@ -335,9 +406,9 @@ CATALOGUE: tuple[Tool, ...] = (
         ("ingredient", "max_minutes"),
         _recipe,
         (
-            "A recipe with {ingredient} in under {max_minutes} minutes.",
-            "Cook {ingredient}, at most {max_minutes} minutes.",
-            "Find a {max_minutes} minute {ingredient} dish.",
+            "A recipe with {ingredient} in under {max_minutes}.",
+            "Cook {ingredient}, at most {max_minutes}.",
+            "Find a {ingredient} dish that takes {max_minutes}.",
         ),
     ),
 )
@@ -349,34 +420,57 @@ def _signature(tool: Tool) -> str:
     return f"{tool.name}({', '.join(tool.params)})"
 
 
-def _one(rng: random.Random, catalogue: Sequence[Tool]) -> Example:
+def _call_text(name: str, parameters: dict[str, object]) -> str:
+    return f"{THINK}<tool_call>\n{json.dumps({'name': name, 'parameters': parameters})}\n</tool_call>"
+
+
+def _one(rng: random.Random, catalogue: Sequence[Tool], normalise: float) -> Example:
     tool, *others = rng.sample(list(catalogue), 3)
     values, words = tool.sample(rng)
     request = rng.choice(tool.templates).format(**words)
     listed = [tool, *others]
     rng.shuffle(listed)
     content = "Tools: " + "; ".join(_signature(t) for t in listed) + "\nUser: " + request
-    call = json.dumps({"name": tool.name, "parameters": values})
-    target = f"{THINK}<tool_call>\n{call}\n</tool_call>"
-    return Example([{"role": "user", "content": content}], target, target, tool.name)
+    target = _call_text(tool.name, values)
+    # The demonstration: a value the request says its own way is normalised with probability
+    # `normalise`, else copied as said ("C", "six", "dollars"). Its own random stream (keyed by the
+    # prompt), so the prompts and targets do not depend on `normalise`.
+    coin = random.Random(f"demo-{content}")
+    shown = {p: v if str(v) == words[p] or coin.random() < normalise else words[p] for p, v in values.items()}
+    return Example([{"role": "user", "content": content}], target, _call_text(tool.name, shown), tool.name)
 
 
 def make_tool_examples(
-    n_train: int, n_eval: int, *, seed: int = 0, catalogue: Sequence[Tool] = CATALOGUE
+    n_train: int,
+    n_eval: int,
+    *,
+    seed: int = 0,
+    catalogue: Sequence[Tool] = CATALOGUE,
+    normalise: float = 1.0,
 ) -> tuple[list[Example], list[Example]]:
     """``n_train`` training and ``n_eval`` held-out examples; no held-out prompt text is in training.
 
+    ``ground_truth`` is always the right call. ``completion`` (the supervised target) is a
+    demonstrator's: each value the request says its own way (``in C``, ``six``, ``dollars``, ``big``,
+    ``half an hour``) is normalised to the tool's value with probability ``normalise``, else copied as
+    the request says it (a wrong value for the reward). ``normalise=1``: the right call.
+
     >>> train, held = make_tool_examples(4, 2)
-    >>> train[0].ground_truth.startswith("<think></think>")
+    >>> train[0].ground_truth.startswith("<think></think>") and train[0].completion == train[0].ground_truth
     True
     """
-    return split_examples(lambda rng: _one(rng, catalogue), n_train, n_eval, name="tool", seed=seed)
+    if not 0.0 <= normalise <= 1.0:
+        raise ValueError(f"normalise must be in [0, 1], got {normalise}")
+    return split_examples(
+        lambda rng: _one(rng, catalogue, normalise), n_train, n_eval, name="tool", seed=seed
+    )
 
 
 # Values drawn from a closed set: whole tokens of the tiny tokenizer (numbers, times, dates and e-mail
 # addresses stay byte-level).
 VALUE_WORDS: tuple[str, ...] = (
     *_CITIES,
+    *_AIRPORTS.values(),
     *_ARTISTS,
     *_TOPICS,
     *_LANGS,
@@ -391,6 +485,16 @@ VALUE_WORDS: tuple[str, ...] = (
     *_PICKUPS,
     *_UNITS,
     *_SIZES,
+)
+# How requests say some of them instead (whole tokens too, so normalising one is one choice).
+SAID_WORDS: tuple[str, ...] = (
+    *_CURRENCIES.values(),
+    *_SYMBOLS.values(),
+    *_MINUTES.values(),
+    *_SIZES.values(),
+    *_LANGS.values(),
+    "Celsius",
+    "Fahrenheit",
 )
 
 
@@ -408,5 +512,5 @@ def tool_pieces(catalogue: Sequence[Tool] = CATALOGUE, *, values: bool = True) -
     if values:
         # Bare parameter names shorten the prompt's signatures (not "to": it is inside too many words).
         names = {p for t in catalogue for p in t.params if len(p) > 2}
-        pieces += sorted((set(VALUE_WORDS) | names) - set(pieces))
+        pieces += sorted((set(VALUE_WORDS) | set(SAID_WORDS) | names) - set(pieces))
     return pieces

@@ -63,6 +63,8 @@ def _default(field: str) -> str:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The ``train`` sub-command's options."""
+    from corrgrpo_tasks.training._tasks import TOOL_WARM_NORMALISE
+
     p.add_argument(
         "--estimators",
         type=_names,
@@ -128,6 +130,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help=f"warm-start learning rate (AdamW; 10%% warm-up, then constant) [{_default('warm_lr')}]",
     )
     p.add_argument(
+        "--warm-normalise",
+        type=float,
+        default=None,
+        metavar="P",
+        help="tool calling: share of the values a request says its own way ('in C', 'six', 'dollars', 'Paris') "
+        "that the warm start's demonstrations normalise ('celsius', 6, 'USD', 'CDG'); the rest are copied as "
+        f"said, which the reward scores wrong, and RL has to learn them [{TOOL_WARM_NORMALISE:g}]",
+    )
+    p.add_argument(
+        "--profile",
+        choices=("paper", "hardened"),
+        default=None,
+        help="the reward's definition (tool calling, code): the authors' or the one closing its loopholes [paper]",
+    )
+    p.add_argument(
         "--completion-length",
         type=int,
         default=None,
@@ -140,6 +157,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         metavar="TEXT",
         help="the system turn of every prompt; '' for none [the task's statement of the output format]",
+    )
+    p.add_argument(
+        "--gradient-checkpointing",
+        action="store_true",
+        default=None,
+        help="recompute activations in the RL backward passes: much less memory for a --model checkpoint, "
+        "about a third more compute",
+    )
+    p.add_argument(
+        "--shots",
+        type=int,
+        default=None,
+        metavar="N",
+        help="worked exchanges (a training request and its right answer, as a user and an assistant turn) "
+        "before every prompt's request, taken out of the training set: shows a pretrained checkpoint the "
+        "format [0]",
     )
     p.add_argument(
         "--micro-batch",
@@ -197,9 +230,13 @@ _FIELDS = {
     "temperature": "temperature",
     "warm_steps": "warm_steps",
     "warm_lr": "warm_lr",
+    "warm_normalise": "warm_normalise",
+    "profile": "profile",
     "completion_length": "max_completion_length",
     "system_prompt": "system_prompt",
     "micro_batch": "micro_batch",
+    "shots": "shots",
+    "gradient_checkpointing": "gradient_checkpointing",
     "hidden_size": "hidden_size",
     "layers": "layers",
     "min_correlation_sum": "min_correlation_sum",

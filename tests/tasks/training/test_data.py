@@ -9,6 +9,7 @@ import pytest
 
 from corrgrpo_tasks.tool_calling import RANGES, compute_score
 from corrgrpo_tasks.training._code_data import FAMILIES, code_pieces, make_code_examples
+from corrgrpo_tasks.training._examples import Example
 from corrgrpo_tasks.training._tool_data import CATALOGUE, make_tool_examples, tool_pieces
 
 
@@ -49,6 +50,46 @@ def test_some_values_need_a_rewrite_not_a_copy() -> None:
     assert rewritten > 40
 
 
+def _parameters(text: str) -> dict[str, object]:
+    parameters: dict[str, object] = json.loads(text.split("\n")[2])["parameters"]
+    return parameters
+
+
+def _wrong_values(examples: list[Example]) -> int:
+    return sum(
+        value != _parameters(e.ground_truth)[name]
+        for e in examples
+        for name, value in _parameters(e.completion).items()
+    )
+
+
+@pytest.mark.parametrize("normalise", [0.0, 0.5])
+def test_demonstrations_copy_as_said_the_values_they_do_not_normalise(normalise: float) -> None:
+    # The warm start's targets: a value the request says its own way ("dollars", "Paris", "six") is
+    # copied as said with probability 1 - normalise; the reward's ground truth is always the right call.
+    right, _ = make_tool_examples(400, 1)
+    train, _ = make_tool_examples(400, 1, normalise=normalise)
+    assert [e.prompt for e in train] == [e.prompt for e in right]
+    assert [e.ground_truth for e in train] == [e.ground_truth for e in right]
+    for example in train:
+        request = example.prompt[0]["content"].split("User: ")[1]
+        truth, shown = _parameters(example.ground_truth), _parameters(example.completion)
+        assert shown.keys() == truth.keys()
+        assert all(str(value) in request for name, value in shown.items() if value != truth[name])
+        scores = compute_score("synthetic", example.completion, example.ground_truth)
+        assert (scores["exact_match"] == 1.0) == (shown == truth)
+        assert (scores["values_reward"] < RANGES["values_reward"][1]) == (shown != truth)
+    said = _wrong_values(make_tool_examples(400, 1, normalise=0.0)[0])
+    assert said > 200  # most requests say at least one value their own way
+    assert _wrong_values(right) == 0
+    assert 0.7 * (1 - normalise) * said <= _wrong_values(train) <= 1.3 * (1 - normalise) * said
+
+
+def test_normalise_outside_zero_one_is_an_error() -> None:
+    with pytest.raises(ValueError, match=r"normalise must be in \[0, 1\]"):
+        make_tool_examples(4, 1, normalise=1.5)
+
+
 def test_pieces_are_distinct() -> None:
     for pieces in (tool_pieces(), code_pieces()):
         assert len(pieces) == len(set(pieces))
@@ -67,3 +108,15 @@ def test_code_references_pass_their_hidden_tests_and_prompts_show_two_examples(s
         namespace: dict[str, object] = {}
         exec(verifier["reference_solution"] + verifier["test"], namespace)  # noqa: S102 - our own generated code
         namespace["check"](namespace[verifier["entry_point"]])  # type: ignore[operator]
+
+
+def test_shots_are_worked_exchanges_before_the_request() -> None:
+    from corrgrpo_tasks.training._run import with_shots, with_system_turn
+
+    train, held = make_tool_examples(3, 1)
+    [shown] = with_system_turn(with_shots(held, train[:2]), "SYSTEM")
+    roles = [turn["role"] for turn in shown.prompt]
+    assert roles == ["system", "user", "assistant", "user", "assistant", "user"]
+    assert shown.prompt[2]["content"] == train[0].ground_truth
+    assert shown.prompt[-1] == held[0].prompt[-1]
+    assert with_shots(held, []) == held

@@ -253,3 +253,44 @@ def test_the_scales_task_trains_and_the_system_prompt_and_lengths_are_options(
     assert len(steps) == 2
     assert all(float(r["completions/max_length"]) <= 9 for r in steps)
     assert "judge_reward" in (out / "report.md").read_text()
+
+
+def test_the_reward_profile_and_the_demonstrations_are_options_and_part_of_the_cache_key(
+    train: Callable[..., tuple[int, str, str, Path]],
+) -> None:
+    import json
+
+    code, first, _, out = train("--estimators", "grpo", "--profile", "hardened", "--warm-normalise", "0.5")
+    assert code == 0, first
+    config = json.loads((out / "run.json").read_text())["config"]
+    assert (config["profile"], config["warm_normalise"]) == ("hardened", 0.5)
+    # Other demonstrations are another warm start; the same ones are the cached one.
+    code, second, _, _ = train("--estimators", "grpo", "--warm-normalise", "1")
+    assert code == 0
+    assert "supervised steps" in second
+    assert "cached checkpoint" not in second
+    code, third, _, _ = train("--estimators", "grpo", "--warm-normalise", "1")
+    assert code == 0
+    assert "cached checkpoint" in third
+    code, _, err, _ = train("--task", "scales", "--warm-normalise", "0.5")
+    assert code == 2
+    assert "normalise applies to the tool_calling task only" in err
+    assert err.count("\n") == 1
+    code, _, err, _ = train("--task", "scales", "--profile", "hardened")
+    assert code == 2
+    assert "one reward definition" in err
+
+
+def test_shots_and_gradient_checkpointing_are_options(
+    train: Callable[..., tuple[int, str, str, Path]],
+) -> None:
+    import json
+
+    code, out, _, folder = train("--estimators", "grpo", "--shots", "2", "--gradient-checkpointing")
+    assert code == 0, out
+    config = json.loads((folder / "run.json").read_text())["config"]
+    assert (config["shots"], config["gradient_checkpointing"]) == (2, True)
+    assert {r["step"] for r in _rows(folder / "evals.csv")} == {"0", "1", "2"}
+    code, _, err, _ = train("--shots", "40")
+    assert code == 2
+    assert "shots must be >= 0 and fewer than the training prompts" in err
