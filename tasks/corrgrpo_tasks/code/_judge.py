@@ -61,8 +61,6 @@ else:  # imported by the tests
 _HEADER = struct.Struct(">I")
 _MODULE = "__judge__"
 _BUILTIN_NAMES = frozenset(vars(builtins))
-# The tolerance of a token whose expected value is a non-integer number (stdin/stdout problems).
-_REAL_TOLERANCE = 1e-6
 _DIGITS = frozenset("0123456789")
 
 
@@ -87,12 +85,22 @@ class _Timeout(_Poison):
     pass
 
 
+class _Shape(BaseException):
+    """The candidate answered with an object of its own where the reference answered with plain data: a
+    wrong answer, whatever the test code catches."""
+
+
 class _LaneFault(_Poison):
     """The sandboxes failed before the program could have had a hand in it: the job is run again."""
 
 
 class _WrongAnswer(Exception):
     pass
+
+
+# What a builtin raises when the candidate's object lacks the protocol the test code used (``len`` of a
+# generator, ``hasattr`` of a missing attribute): the builtin's own exception, as in a plain run.
+_PROTOCOL_ERRORS: dict[str, type[Exception]] = {"TypeError": TypeError, "AttributeError": AttributeError}
 
 
 def _number_kind(token: str) -> str:
@@ -110,27 +118,39 @@ def _number_kind(token: str) -> str:
     return "real" if dot or e else "int"
 
 
-def _same_token(got: str, expected: str) -> bool:
-    """An integer answer compares exactly (as a decimal number: ``5.0`` is 5, ``2.65e32`` is not 30!); a
-    non-integer one within ``1e-6`` absolute or relative; anything else, ``nan`` and ``inf`` included,
-    only as the same text."""
+def _canonical(token: str) -> bool:
+    """A number as a problem prints one: ``-?(0|[1-9][0-9]*)(.[0-9]+)?`` (no sign ``+``, no leading
+    zeros, no exponent)."""
+    body = token[1:] if token[:1] == "-" else token
+    whole, dot, fraction = body.partition(".")
+    if not whole or not set(whole) <= _DIGITS or (len(whole) > 1 and whole[0] == "0"):
+        return False
+    return not dot or (bool(fraction) and set(fraction) <= _DIGITS)
+
+
+def _same_token(got: str, expected: str, tolerance: float | None = None) -> bool:
+    """The same text; or, where the expected token is a number in canonical form, a number of the same
+    value (``5.0`` for ``5``: decimal arithmetic, never floats), within ``tolerance`` (absolute or
+    relative) where the problem states one, but never more than half a unit of the expected token's
+    last digit. Anything else (``00000101``, ``1e3``, ``nan``) only as the same text."""
     if got == expected:
         return True
-    wanted, have = _number_kind(expected), _number_kind(got)
-    if not wanted or not have:
+    if not _canonical(expected) or not _number_kind(got):
         return False
     from decimal import Decimal  # imported once by the judge's PID 1 (see _main)
 
-    if Decimal(got) == Decimal(expected):
+    mine, theirs = Decimal(got), Decimal(expected)
+    if mine == theirs:
         return True
-    if wanted == "int":
+    if tolerance is None or not tolerance > 0:
         return False
-    mine, theirs = float(got), float(expected)
-    finite = mine - mine == 0.0 and theirs - theirs == 0.0
-    return finite and abs(mine - theirs) <= _REAL_TOLERANCE * max(1.0, abs(theirs))
+    digits = len(expected.partition(".")[2])
+    half_unit = Decimal(5).scaleb(-digits - 1)
+    bound = min(Decimal(repr(float(tolerance))) * max(Decimal(1), abs(theirs)), half_unit)
+    return abs(mine - theirs) <= bound
 
 
-def _same_output(got: str, expected: str) -> bool:
+def _same_output(got: str, expected: str, tolerance: float | None = None) -> bool:
     """Line by line after stripping the whole text and each line (LiveCodeBench's rule), and token by
     token on a line that differs (``_same_token``)."""
     got_lines = [line.strip() for line in got.strip().split("\n")]
@@ -141,7 +161,7 @@ def _same_output(got: str, expected: str) -> bool:
         if mine == theirs:
             continue
         a, b = mine.split(), theirs.split()
-        if len(a) != len(b) or not all(_same_token(x, y) for x, y in zip(a, b, strict=True)):
+        if len(a) != len(b) or not all(_same_token(x, y, tolerance) for x, y in zip(a, b, strict=True)):
             return False
     return True
 
@@ -150,6 +170,7 @@ class _Server:
     """The judge's end of one server sandbox (candidate or reference)."""
 
     def __init__(self, fd: int, deadline: float, prompt: str, program: str) -> None:
+        self.expected: list[bool] | None = None
         self.ctl = _socket.socket(fileno=fd)
         self.deadline = deadline
         self.exited = False
@@ -174,9 +195,16 @@ class _Server:
             raise _Poison("malformed control message") from None
         if not isinstance(event, dict):
             raise _Poison("malformed control message")
+        if event.get("event") == "lane_error":  # only the server (or a session not yet confined) has ctl
+            raise _LaneFault(str(event.get("error"))[:300])
         if event.get("event") == "exit":
             self.exited = True
         return event
+
+    def pending(self) -> None:
+        """Read the control messages already queued (a session's lane failure comes before its end)."""
+        while select.select([self.ctl.fileno()], [], [], 0)[0]:
+            self._event()
 
     def session(self, mode: str) -> _Session:
         mine, theirs = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)
@@ -221,6 +249,13 @@ class _Session:
         self.classes: dict[str, type] = {}
         self.kinds: dict[type, str] = {}
         self.failure: str | None = None
+        self.wrong: str | None = None
+        # Per request: whether the answer held an object of the program's (a handle); ``expected`` is the
+        # reference's sequence for the same tests, where the job has one.
+        self.shapes: list[bool] = []
+        self.expected: list[bool] | None = server.expected
+        self.handles = 0
+        self.attributes: dict[str, frozenset[str]] = {}
 
     def _recv(self, size: int) -> bytes:
         data = bytearray()
@@ -229,6 +264,7 @@ class _Session:
             if self.sock.fileno() in ready:
                 chunk = self.sock.recv(min(size - len(data), 1 << 20))
                 if not chunk:
+                    self.server.pending()
                     self.poison("the candidate's process ended")
                 data += chunk
             elif self.server.ctl.fileno() in ready:
@@ -282,21 +318,36 @@ class _Session:
         if size > _wire.MAX_BYTES:
             self.poison("oversized reply")
         try:
-            reply = _wire.decode(self._recv(size), self.classes, handle=self.proxy)
+            reply = _wire.decode(
+                self._recv(size), self.classes, handle=self.proxy, attributes=self.attributes
+            )
         except _wire.WireError as exc:
             self.poison(f"malformed reply: {exc}")
         if type(reply) is not tuple or not reply or type(reply[0]) is not str:
             self.poison("malformed reply")
-        if reply[0] == "lane_error" and len(reply) == 2 and type(reply[1]) is str:
-            self.failure = self.failure or reply[1]
-            raise _LaneFault(reply[1])
+        if reply[0] == "lane_error":  # lane failures come on the server's channel, never from a session
+            self.poison("a session claimed a lane failure")
         return reply
 
     def proxy(self, handle: int) -> _Remote:
+        self.handles += 1
         return _Remote(self, handle)
 
     def request(self, message: tuple[Any, ...]) -> Any:
+        if self.wrong is not None:
+            raise _Shape(self.wrong)
+        self.handles = 0
         reply = self.exchange(message)
+        index = len(self.shapes)
+        self.shapes.append(self.handles > 0)
+        expected = self.expected
+        if self.handles and expected is not None and index < len(expected) and not expected[index]:
+            # The test code would ask the program's object what it asked the reference's plain value:
+            # an object that answers ``in``, ``==`` or ``startswith`` for itself is not an answer.
+            self.wrong = (
+                f"request {index}: an object of the program's where the reference returned plain data"
+            )
+            raise _Shape(self.wrong)
         tag = reply[0]
         if tag == "v" and len(reply) == 2:
             return reply[1]
@@ -304,6 +355,8 @@ class _Session:
             if reply[1] == "NotPlain":
                 self.poison(reply[2])
             raise CandidateError(reply[1], reply[2])
+        if tag == "p" and len(reply) == 3 and reply[1] in _PROTOCOL_ERRORS and type(reply[2]) is str:
+            raise _PROTOCOL_ERRORS[reply[1]](reply[2])
         if tag == "x":
             self.poison("the candidate called exit()")
         self.poison("malformed reply")
@@ -314,6 +367,7 @@ class _Session:
         modules."""
         self.classes = judge_classes
         self.kinds = {cls: name for name, cls in judge_classes.items()}
+        self.attributes = {name: _fresh_attributes(cls) for name, cls in judge_classes.items()}
         reply = self.exchange(None)
         if (
             reply[0] == "ready"
@@ -330,6 +384,9 @@ class _Session:
             self.poison(f"the program failed to load: {str(reply[2:])[:300]}")
         self.poison("malformed ready message")
         raise AssertionError("unreachable")
+
+
+_GENERATOR = type(_wire._replay([], None))
 
 
 class _Remote:
@@ -366,10 +423,10 @@ class _Remote:
         return text
 
     def __iter__(self) -> Any:
-        items = self._session.request(("iter", self._handle))
-        if type(items) is not list:
-            raise TypeError("not iterable")
-        return iter(items)
+        items = self._session.request(("iter", self._handle))  # a generator over the drained items
+        if type(items) is not _GENERATOR:
+            raise TypeError("iter() returned a non-iterator")
+        return items
 
     def __len__(self) -> int:
         size = self._session.request(("len", self._handle))
@@ -391,6 +448,27 @@ class _Remote:
 
     def __repr__(self) -> str:
         return "<candidate object>"
+
+
+def _fresh_attributes(cls: type) -> frozenset[str]:
+    """The attributes an instance of the judge's dataset class has: those of ``cls()`` where it can be
+    made without arguments (``ListNode()``, ``TreeNode()``), else those its ``__init__`` methods assign
+    to ``self`` (and its ``__slots__``)."""
+    names: set[str] = set()
+    try:
+        names.update(vars(cls()))
+    except Exception:  # noqa: BLE001 - needs arguments: read its __init__ methods instead
+        import dis
+
+        for klass in cls.__mro__:
+            init = vars(klass).get("__init__")
+            code = getattr(init, "__code__", None)
+            if code is not None:
+                names.update(i.argval for i in dis.get_instructions(code) if i.opname == "STORE_ATTR")
+    for klass in cls.__mro__:
+        slots = vars(klass).get("__slots__", ())
+        names.update((slots,) if isinstance(slots, str) else slots)
+    return frozenset(name for name in names if type(name) is str)
 
 
 def _read_names(tree: _ast.AST) -> set[str]:
@@ -476,6 +554,8 @@ class _Job:
                     self.reference = None
         else:
             self.cases = [(str(case["input"]), str(case["output"])) for case in job["tests"]]
+            stated = job.get("tolerance")
+            self.tolerance = float(stated) if isinstance(stated, (int, float)) and stated > 0 else None
 
     def namespace(self, session: _Session) -> dict[str, Any]:
         """The test code's globals: the prompt's names and the real builtins, then the program's entry
@@ -529,6 +609,8 @@ class _Job:
             namespace["check"](candidate)
             if session.failure is not None:
                 raise _Poison(session.failure)
+            if session.wrong is not None:
+                raise _Shape(session.wrong)
             return None  # the session is still open: its processor time comes with end()
 
         return sessions, run
@@ -552,7 +634,9 @@ class _Job:
                     raise CandidateError(str(status[1:2])[:100], str(status[2:])[:300])
                 if status[:1] == ("x",) and status[1:] not in ((0,), (None,)):
                     raise CandidateError("SystemExit", f"the program exited with {status[1:]!r}")
-                if reply[2] or not _same_output(reply[1].decode("utf-8", "replace"), expected):
+                if reply[2] or not _same_output(
+                    reply[1].decode("utf-8", "replace"), expected, self.tolerance
+                ):
                     raise _WrongAnswer(f"wrong output for input {given[:80]!r}")
             finally:
                 cpu += server.end(session)
@@ -565,7 +649,7 @@ def _classify(exc: BaseException) -> tuple[str, str]:
         return "lane", text
     if isinstance(exc, _Timeout):
         return "timeout", text
-    if isinstance(exc, (_WrongAnswer, AssertionError)):  # the program's own exceptions are CandidateError
+    if isinstance(exc, (_WrongAnswer, AssertionError, _Shape)):  # the program's own: CandidateError
         return "wrong_answer", text
     return "runtime_error", text
 
@@ -615,16 +699,24 @@ def _run_job(job_fd: int, candidate_fd: int, reference_fd: int) -> None:
     sink = io.StringIO()
     sys.stdout = sys.stderr = sink
     candidate = _Server(candidate_fd, deadline, job.get("prompt") or "", code)
+    reference = None
     status, error, seconds = "passed", "", 0.0
-    sessions, suite = runner.suite(candidate)
+    sessions: list[_Session] = []
     try:
+        if runner.kind == "check" and job.get("reference"):
+            reference = _Server(reference_fd, deadline, job.get("prompt") or "", job["reference"])
+            candidate.expected = _reference_shapes(runner, reference, job, emit)
+        sessions, suite = runner.suite(candidate)
         start = time.perf_counter()
         suite()
         seconds = time.perf_counter() - start
     except BaseException as exc:  # noqa: BLE001 - SystemExit and KeyboardInterrupt of test code included
         failure = next((s.failure for s in sessions if s.failure is not None), None)
+        wrong = next((s.wrong for s in sessions if s.wrong is not None), None)
         if failure is not None and not isinstance(exc, (_Timeout, _LaneFault)):
             exc = _Poison(failure)
+        elif wrong is not None and not isinstance(exc, (_Poison, _LaneFault)):
+            exc = _Shape(wrong)
         status, error = _classify(exc)
     sys.stdout, sys.stderr = saved_out, saved_err
     if status == "lane":
@@ -636,7 +728,7 @@ def _run_job(job_fd: int, candidate_fd: int, reference_fd: int) -> None:
         return
     sys.stdout = sys.stderr = sink
     try:
-        times = _time(runner, candidate, sessions, job, timing, reference_fd)
+        times = _time(runner, candidate, sessions, job, timing, reference)
     except BaseException as exc:  # noqa: BLE001 - a candidate that fails on a rerun gets no efficiency
         sys.stdout, sys.stderr = saved_out, saved_err
         text = f"{type(exc).__name__}: {exc}"[:500]
@@ -646,19 +738,43 @@ def _run_job(job_fd: int, candidate_fd: int, reference_fd: int) -> None:
     emit({"stage": "timing", **times})
 
 
+def _reference_shapes(
+    runner: _Job, reference: _Server, job: dict[str, Any], emit: Callable[[dict[str, Any]], None]
+) -> list[bool] | None:
+    """Which of the reference's answers held objects of its own, request by request, on the same tests:
+    the job's (the scorer keeps them per problem), else from a run of the reference here (reported in a
+    ``shapes`` record). None when the reference fails its own tests: then nothing is compared."""
+    known = job.get("shapes")
+    if isinstance(known, dict):
+        shapes = known.get("shapes")
+        return [bool(x) for x in shapes] if isinstance(shapes, list) else None
+    sessions, suite = runner.suite(reference)
+    result: list[bool] | None = None
+    try:
+        suite()
+        result = sessions[-1].shapes if sessions else None
+    except (_Timeout, _LaneFault):
+        raise
+    except BaseException:  # noqa: BLE001, S110 - a reference that fails its tests: no comparison
+        pass
+    for session in sessions:
+        reference.end(session)
+    emit({"stage": "shapes", "shapes": result})
+    return result
+
+
 def _time(
     runner: _Job,
     candidate: _Server,
     sessions: list[_Session],
     job: dict[str, Any],
     timing: dict[str, Any],
-    reference_fd: int,
+    reference: _Server | None,
 ) -> dict[str, list[float] | None]:
     for session in sessions:
         candidate.end(session)
     servers: dict[str, _Server | None] = {"candidate": candidate, "reference": None}
-    if job.get("reference"):
-        reference = _Server(reference_fd, runner.deadline, job.get("prompt") or "", job["reference"])
+    if reference is not None:
         ref_sessions, ref_suite = runner.suite(reference)
         try:  # the reference must pass its own tests (this also warms it up)
             ref_suite()

@@ -227,6 +227,7 @@ def _score_one(
         "entry_point": verifier.get("entry_point"),
         "entry_top": name,
         "tests": verifier.get("tests"),
+        "tolerance": verifier.get("tolerance"),
         "reference": ref_code,
         "seconds": config.timeout_seconds,
         "ast_token_cap": config.ast_token_cap if ref is not None else 0,
@@ -238,9 +239,30 @@ def _score_one(
             "min_rounds": config.timing_min_rounds,
             "budget": config.timing_budget_seconds,
         }
+    key = (prompt, str(verifier.get("test")), str(verifier.get("entry_point")), ref_code)
+    if verifier["kind"] == "check" and ref_code:
+        job["shapes"] = _SHAPES.get(key)
     records, clean = run_job(job, sandbox=sandbox, memory_mb=config.memory_mb, seconds=config.timeout_seconds)
+    _keep_shapes(key, records.get("shapes"))
     result = _assemble(config, values, records, clean, fenced, code, name, ref, stored_ref_time)
     return _with_error(config, result, _first_error(records, clean))
+
+
+# Per problem, which of the reference's answers held objects of its own (the judge's ``shapes`` record),
+# so that the reference runs once per problem and process for it, not once per sample.
+_SHAPES: dict[tuple[str, str, str, str | None], dict[str, list[bool] | None]] = {}
+_SHAPES_CAP = 4096
+
+
+def _keep_shapes(key: tuple[str, str, str, str | None], record: Mapping[str, Any] | None) -> None:
+    if record is None:
+        return
+    shapes = record.get("shapes")
+    if shapes is not None and not (isinstance(shapes, list) and all(type(x) is bool for x in shapes)):
+        return
+    if len(_SHAPES) >= _SHAPES_CAP:
+        _SHAPES.pop(next(iter(_SHAPES)), None)
+    _SHAPES[key] = {"shapes": shapes}
 
 
 def _with_error(config: CodeRewardConfig, result: dict[str, Any], error: str) -> dict[str, Any]:

@@ -112,15 +112,29 @@ def _quiet() -> None:
     )
 
 
+# Requests whose builtin raises TypeError when the type lacks every one of these slots.
+_PROTOCOL = {
+    "call": (("__call__",), "is not callable"),
+    "len": (("__len__",), "has no len()"),
+    "iter": (("__iter__", "__getitem__"), "is not iterable"),
+    "contains": (("__contains__", "__iter__", "__getitem__"), "is not a container"),
+    "getitem": (("__getitem__", "__class_getitem__"), "is not subscriptable"),
+    "setitem": (("__setitem__",), "does not support item assignment"),
+}
+
+
+def _text(exc: BaseException) -> str:
+    try:
+        return str(exc)[:500]
+    except BaseException:  # noqa: BLE001 - the program's exception may refuse str()
+        return ""
+
+
 def _error(exc: BaseException) -> tuple[Any, ...]:
     if isinstance(exc, SystemExit):
         code = exc.code
         return ("x", code if type(code) is int else (0 if code is None else 1))
-    try:
-        message = str(exc)[:500]
-    except BaseException:  # noqa: BLE001 - the program's exception may refuse str()
-        message = ""
-    return ("e", type(exc).__name__[:100], message)
+    return ("e", type(exc).__name__[:100], _text(exc))
 
 
 class _Session:
@@ -190,6 +204,11 @@ class _Session:
             self.send(self.answer(request[0], target, request[2:]))
 
     def answer(self, op: str, target: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
+        missing = _PROTOCOL.get(op)
+        if missing is not None and not any(hasattr(type(target), slot) for slot in missing[0]):
+            # The builtin the test code used (len, iter, in, [], a call) would raise its own TypeError
+            # here: so does the judge, rather than the program's CandidateError.
+            return ("p", "TypeError", f"{type(target).__name__[:100]!r} object {missing[1]}")
         try:
             if op == "call":
                 result = target(*args[0], **args[1])
@@ -199,7 +218,7 @@ class _Session:
                 setattr(target, args[0], args[1])
                 result = None
             elif op == "iter":
-                result = list(target)
+                result = iter(target)  # drained by the encoder
             elif op == "len":
                 result = len(target)
             elif op == "getitem":
@@ -213,6 +232,10 @@ class _Session:
                 result = str(target)
             else:
                 return ("e", "ProtocolError", "unknown request")
+        except AttributeError as exc:
+            if op == "getattr" and type(exc) is AttributeError:  # hasattr() and getattr(x, n, d) see it
+                return ("p", "AttributeError", _text(exc))
+            return _error(exc)
         except BaseException as exc:  # noqa: BLE001 - the program's failures are reported, not fatal
             return _error(exc)
         return ("v", result)  # send() turns what is not plain data into handles
@@ -251,14 +274,20 @@ class _Session:
         _frame(self.sock, _wire.encode(("out", output, size > _STDOUT_CAP, status)))
 
 
-def _session(sock_fd: int, mode: str, confinement: Any) -> None:
+def _session(sock_fd: int, mode: str, confinement: Any, ctl: _socket.socket) -> None:
     sock = _socket.socket(fileno=sock_fd)
     try:  # first of all, before the judge's texts are even read
         if confinement is not None:
             confinement.enter()
-    except OSError as exc:  # the sandbox's doing, not the program's: the judge retries on a fresh lane
-        _frame(sock, _wire.encode(("lane_error", f"session confinement failed: {exc}"[:300])))
+    except OSError as exc:
+        # The sandbox's doing, not the program's: said on the server's control socket, which no session
+        # holds once it is confined (a "lane_error" on the session's own socket is the program's forgery
+        # and poisons the sample). The judge retries on a fresh lane.
+        ctl.send(
+            _wire.dumps({"event": "lane_error", "error": f"session confinement failed: {exc}"[:300]}).encode()
+        )
         return
+    ctl.close()
     # Nothing a session writes reaches the sandbox's own output (which outlives it): descriptors 1 and 2
     # go nowhere (stdio mode puts a file on 1).
     null = os.open(os.devnull, os.O_WRONLY)
@@ -397,12 +426,11 @@ def _main() -> None:
             except OSError:
                 os._exit(3)  # the sandbox cannot start sessions any more: the lane is replaced
             if child == 0:
-                ctl.close()
                 try:
                     # A session (and process group) of its own: kill(0, ...) reaches only itself, and so
                     # does a change of its scheduler autogroup (/proc/self/autogroup).
                     os.setsid()
-                    _session(fds[0], str(request.get("mode")), confinement)
+                    _session(fds[0], str(request.get("mode")), confinement, ctl)
                 finally:
                     os._exit(0)
             for fd in fds:

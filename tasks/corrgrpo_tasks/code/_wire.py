@@ -3,7 +3,8 @@
 This file is imported by the scorer's tests and copied into every sandbox (``/sandbox/_wire.py``). Both
 directions use it, but only one matters for security: what a candidate sends back is decoded by the judge,
 and the decoder is the trust boundary. It builds nothing but ``None``, ``bool``, ``int``, ``float`` (inf and
-nan included), ``str``, ``bytes``, ``list``, ``tuple``, ``dict``, ``set``, ``frozenset`` and instances of the
+nan included), ``complex``, ``str``, ``bytes``, ``bytearray``, ``fractions.Fraction``, ``decimal.Decimal``,
+``list``, ``tuple``, ``dict``, ``set``, ``frozenset``, generators over drained values and instances of the
 *judge's own* dataset classes (``ListNode``, ``TreeNode``: classes the trusted prompt defines), and handles
 (a number that names an object the candidate's process keeps: the judge wraps it in a proxy whose every use
 is a request), so no object of the candidate's ever reaches the judge and none of its methods can run there.
@@ -11,12 +12,19 @@ is a request), so no object of the candidate's ever reaches the judge and none o
 Format: JSON text of a flat list (no nesting, so the C parser never recurses) in prefix order::
 
     "n" | "T" | "F" | "i", int | "I", hex | "f", float | "s", str | "b", latin-1 str
+    "c", float, float | "B", latin-1 str | "q", hex, hex | "D", str (complex, bytearray, Fraction, Decimal)
+    "g", count, items..., rest              (an iterator, drained: its first items, then None, a handle to
+                                             the rest or to the exception that ended it)
     "l"|"t"|"S"|"Z", count, items...        (list, tuple, set, frozenset)
     "Li"|"Lf"|"Ls", count, raw values...    (a list of ints below 2**53, of floats, of strs)
     "d", count, (key, value) * count
     "o", class name, count, (attribute name, value) * count
     "r", index                              (the index-th list/dict/object opened so far: shared or cyclic)
     "h", index                              (the index-th object in the candidate's table of handles)
+
+Numpy scalars and 0-d arrays (where the sender has numpy loaded) travel as the Python value of their
+``item()``; builtin iterators (generators, ``map``, ``reversed``, ...) are drained by the sender, at most
+``DRAIN`` items at a time, and arrive as a generator over the same values.
 
 Decoding is a loop over the tokens with an explicit stack: linear time, no recursion, with limits on the
 payload size, the number of tokens, the nesting depth of plain containers and the length of big integers.
@@ -25,6 +33,7 @@ payload size, the number of tokens, the nesting depth of plain containers and th
 from __future__ import annotations
 
 import math
+import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs every sandbox start-up more than the rest of this file
@@ -55,9 +64,13 @@ MAX_TOKENS = 1 << 22
 # code. Chains of dataset objects (a linked list's ``next``) do not count: they are walked by test helpers.
 MAX_DEPTH = 100
 _MAX_HEX = 1 << 16
+# Items of an iterator drained per message (the rest is fetched when the receiver gets that far).
+DRAIN = 10_000
+_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: classes made by ``class`` statements (and a few C modules)
+_NUMPY_SCALARS = frozenset({bool, int, float, complex, str, bytes})
 _SMALL = 1 << 53
 _SCALAR_TAGS = {"n": None, "T": True, "F": False}
-_CONTAINER_TAGS = frozenset("ltSZd")
+_CONTAINER_TAGS = frozenset("ltSZdg")
 # Lists of one scalar type (arrays, strings, matrices' rows: most test data) travel as a count and the
 # raw values, checked and copied in one pass by the decoder.
 _FLAT = {int: "Li", float: "Lf", str: "Ls"}
@@ -154,6 +167,23 @@ def encode(
             out += ("s", str.__str__(item))
         elif isinstance(item, bytes):
             out += ("b", bytes.__bytes__(item).decode("latin-1"))
+        elif isinstance(item, complex):
+            out += ("c", complex.real.__get__(item), complex.imag.__get__(item))
+        elif isinstance(item, bytearray):
+            out += ("B", bytes(item).decode("latin-1"))
+        elif kind is _Drained:
+            out += ("g", len(item.items) + 1)
+            stack.append(None if item.rest is None else _AsHandle(item.rest))
+            stack.extend(reversed(item.items))
+        elif kind is _AsHandle:
+            if remote is None or (handle := remote(item.value)) is None:
+                raise NotPlain("an iterator longer than the receiver takes at once")
+            out += ("h", handle)
+        elif (special := _plain_form(item, kind)) is not _NOTHING:
+            if type(special) is tuple and special and special[0] in ("q", "D"):
+                out += special
+            else:
+                stack.append(special)
         elif id(item) in opened and (isinstance(item, (list, dict)) or kind in classes):
             out += ("r", opened[id(item)])
         elif isinstance(item, list):
@@ -204,6 +234,90 @@ def encode(
         raise NotPlain(str(exc)) from None
 
 
+_NOTHING = object()
+
+
+class _AsHandle:
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+def _plain_form(item: Any, kind: type) -> Any:
+    try:
+        return _special(item, kind)
+    except NotPlain:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a value type that misbehaves is not plain data
+        raise NotPlain(f"{kind.__name__!s}: {type(exc).__name__}") from None
+
+
+def _special(item: Any, kind: type) -> Any:
+    """The plain form of a value type the encoder's main chain does not know: a ``Fraction`` or
+    ``Decimal`` (tokens), a numpy scalar or 0-d array (its Python value), a builtin iterator (drained);
+    ``_NOTHING`` for anything else. Only modules the sender already loaded are looked at."""
+    modules = sys.modules
+    fractions, decimal, numpy = modules.get("fractions"), modules.get("decimal"), modules.get("numpy")
+    if fractions is not None and isinstance(item, fractions.Fraction):
+        numerator, denominator = int.__pos__(item.numerator), int.__pos__(item.denominator)
+        if denominator <= 0:
+            raise NotPlain("Fraction with a non-positive denominator")
+        return ("q", hex(numerator), hex(denominator))
+    if decimal is not None and isinstance(item, decimal.Decimal):
+        return ("D", decimal.Decimal.__str__(item))
+    if numpy is not None and isinstance(item, (numpy.generic, numpy.ndarray)):
+        if isinstance(item, numpy.ndarray) and numpy.ndarray.__dict__["ndim"].__get__(item) != 0:
+            return _NOTHING
+        value = (numpy.ndarray if isinstance(item, numpy.ndarray) else numpy.generic).item(item)
+        return value if type(value) in _NUMPY_SCALARS else _NOTHING
+    if not kind.__flags__ & _HEAPTYPE and getattr(kind, "__next__", None) is not None:
+        return _drain(item)
+    return _NOTHING
+
+
+class _Raise:
+    """What an iterator raised while it was drained: iterating this raises it (on the sender's side)."""
+
+    __slots__ = ("exc",)
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+    def __iter__(self) -> Any:
+        raise self.exc
+
+
+class _Drained:
+    __slots__ = ("items", "rest")
+
+    def __init__(self, items: list[Any], rest: Any) -> None:
+        self.items = items
+        self.rest = rest
+
+
+def _drain(iterator: Any) -> _Drained:
+    """At most ``DRAIN`` items of ``iterator``; the rest is the iterator itself (as a handle) when it has
+    more, a ``_Raise`` when it raised, ``None`` when it is exhausted."""
+    items: list[Any] = []
+    step = type(iterator).__next__
+    try:
+        while len(items) < DRAIN:
+            items.append(step(iterator))
+    except StopIteration:
+        return _Drained(items, None)
+    except BaseException as exc:  # noqa: BLE001 - reported when the receiver gets that far
+        return _Drained(items, _Raise(exc))
+    return _Drained(items, iterator)
+
+
+def _replay(items: list[Any], rest: Any) -> Any:
+    """The receiver's side of a drained iterator: a generator over the same items, then the rest."""
+    yield from items
+    if rest is not None:
+        yield from rest
+
+
 class _Name:
     __slots__ = ("name",)
 
@@ -212,7 +326,7 @@ class _Name:
 
 
 class _Frame:
-    __slots__ = ("attr", "cls", "container", "items", "key", "plain", "remaining", "tag")
+    __slots__ = ("allowed", "attr", "cls", "container", "items", "key", "plain", "remaining", "tag")
 
     def __init__(self, tag: str, remaining: int, container: Any, plain: bool) -> None:
         self.tag = tag
@@ -222,6 +336,7 @@ class _Frame:
         self.key: Any = _NOKEY
         self.attr: str | None = None
         self.plain = plain
+        self.allowed: frozenset[str] | None = None
 
 
 _NOKEY = object()
@@ -233,15 +348,18 @@ def decode(
     *,
     max_depth: int = MAX_DEPTH,
     handle: Callable[[int], Any] | None = None,
+    attributes: dict[str, frozenset[str]] | None = None,
 ) -> Any:
     """The value ``data`` encodes; raises ``WireError`` (never anything else) on any defect.
 
     Objects are built with ``object.__new__`` of the receiver's own class of that name (only names in
     ``classes``), their attributes set in their ``__dict__``; attribute names must be identifiers that do
-    not start with ``__``. A handle becomes ``handle(index)`` (without ``handle``, a defect).
+    not start with ``__``; where ``attributes`` names the class, only those attributes are kept (the
+    others are dropped: an object carries no attribute a fresh instance of the receiver's class lacks).
+    A handle becomes ``handle(index)`` (without ``handle``, a defect).
     """
     try:
-        return _decode(data, classes or {}, max_depth, handle)
+        return _decode(data, classes or {}, max_depth, handle, attributes or {})
     except WireError:
         raise
     except Exception as exc:  # noqa: BLE001 - any defect (or a dataset class refusing an attribute) is one error
@@ -249,7 +367,11 @@ def decode(
 
 
 def _decode(
-    data: bytes, classes: dict[str, type], max_depth: int, handle: Callable[[int], Any] | None
+    data: bytes,
+    classes: dict[str, type],
+    max_depth: int,
+    handle: Callable[[int], Any] | None,
+    attributes: dict[str, frozenset[str]],
 ) -> Any:
     if type(data) is not bytes or len(data) > MAX_BYTES:
         raise WireError("payload is not bytes within the size limit")
@@ -316,6 +438,33 @@ def _decode(
             if type(text) is not str:
                 raise WireError("bad bytes")
             value = text.encode("latin-1")
+        elif tag == "B":
+            text = take()
+            if type(text) is not str:
+                raise WireError("bad bytearray")
+            value = bytearray(text.encode("latin-1"))
+        elif tag == "c":
+            real, imag = take(), take()
+            if not {type(real), type(imag)} <= {int, float}:
+                raise WireError("bad complex")
+            value = complex(float(real), float(imag))
+        elif tag == "q":
+            numerator, denominator = take(), take()
+            if (
+                not (type(numerator) is type(denominator) is str)
+                or len(numerator) + len(denominator) > _MAX_HEX
+            ):
+                raise WireError("bad fraction")
+            import fractions  # the judge imports it only when a program returns one
+
+            value = fractions.Fraction(int(numerator, 16), int(denominator, 16))
+        elif tag == "D":
+            text = take()
+            if type(text) is not str or len(text) > _MAX_HEX:
+                raise WireError("bad decimal")
+            import decimal
+
+            value = decimal.Decimal(text)
         elif tag == "r":
             index = take()
             if type(index) is not int or not 0 <= index < len(opened):
@@ -364,6 +513,7 @@ def _decode(
             instance = cls.__new__(cls)
             opened.append(instance)
             frame_o = _Frame("o", size, instance, False)
+            frame_o.allowed = attributes.get(name)
             stack.append(frame_o)
             complete = False
         else:
@@ -404,7 +554,8 @@ def _attach(frame: _Frame, value: Any) -> None:
             frame.container[frame.key] = value
             frame.key = _NOKEY
     elif tag == "o":
-        frame.container.__dict__[frame.attr] = value
+        if frame.allowed is None or frame.attr in frame.allowed:
+            frame.container.__dict__[frame.attr] = value
         frame.attr = None
     else:
         frame.items.append(value)
@@ -417,4 +568,8 @@ def _finish(frame: _Frame) -> Any:
         return set(frame.items)
     if frame.tag == "Z":
         return frozenset(frame.items)
+    if frame.tag == "g":
+        if not frame.items:
+            raise WireError("bad drained iterator")
+        return _replay(frame.items[:-1], frame.items[-1])
     return frame.container

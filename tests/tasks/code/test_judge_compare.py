@@ -1,5 +1,7 @@
-"""The stdin/stdout comparison (no sandbox): integers exact, a tolerance only for non-integer expected
-numbers, nan and inf only as the same text; lines as LiveCodeBench strips them."""
+"""The stdin/stdout comparison (no sandbox): numbers compared as numbers only where the expected token is
+in canonical form, exactly (decimal arithmetic), with a tolerance only where the problem states one and
+never wider than half a unit of the expected token's last digit (issue 34); nan and inf only as the same
+text; lines as LiveCodeBench strips them."""
 
 from __future__ import annotations
 
@@ -33,11 +35,16 @@ from corrgrpo_tasks.code._judge import _number_kind, _same_output
         ("nan", "nan", True),
         ("inf", "Infinity", False),
         ("-inf", "inf", False),
-        ("0.3333333", "0.333333333", True),  # within 1e-6
-        ("1.0000009", "1.0", True),
-        ("1.00001", "1.0", False),
-        ("1000000.5", "1000000.0", True),  # relative 1e-6 of the expected value
-        ("1000002.5", "1000000.0", False),
+        ("0.3333333", "0.333333333", False),  # no tolerance the problem did not state
+        ("1.0000009", "1.0", False),
+        ("1000000.5", "1000000.0", False),
+        ("0.50", "0.5", True),  # the same value
+        ("2500000", "2500000.5", False),
+        ("0", "0.0000005", False),
+        ("101", "00000101", False),  # not canonical: only the same text
+        ("00000101", "00000101", True),
+        ("1000", "1e3", False),
+        ("-0.000000", "0.000000", True),
         ("1_000", "1000", False),
         ("0x10", "16", False),
         ("+7", "7", True),
@@ -78,4 +85,27 @@ def test_non_finite_output_never_matches_a_finite_expected_value(x: float) -> No
     expected = f"{x:.6f}"
     for bad in ("nan", "inf", "-inf", "NaN", "Infinity"):
         assert not _same_output(bad, expected)
-    assert _same_output(repr(x), expected)
+        assert not _same_output(bad, expected, 1e-6)
+    assert _same_output(expected + "0", expected)
+
+
+@pytest.mark.parametrize(
+    ("got", "expected", "tolerance", "same"),
+    [
+        ("1.0000009", "1.0", 1e-6, True),  # within the stated tolerance
+        ("1.000002", "1.0", 1e-6, False),
+        ("2500000", "2500000.5", 1e-6, False),  # 1e-6 relative is 2.5, half a unit of the last digit 0.05
+        ("0", "0.0000005", 1e-6, False),  # half a unit: 5e-8
+        ("0.3333333", "0.333333333", 1e-6, False),
+        ("2.49", "2.5", 0.01, True),
+        ("2.44", "2.5", 0.1, False),  # 0.06 is more than half a unit (0.05)
+        ("5.4", "5", 1.0, True),
+        ("5.6", "5", 1.0, False),
+        ("nan", "5", 1.0, False),
+        ("4", "00005", 1.0, False),
+    ],
+)
+def test_a_stated_tolerance_is_capped_at_half_a_unit(
+    got: str, expected: str, tolerance: float, same: bool
+) -> None:
+    assert _same_output(got, expected, tolerance) is same

