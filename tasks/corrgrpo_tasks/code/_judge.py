@@ -483,14 +483,33 @@ def _read_names(tree: _ast.AST) -> set[str]:
     return found
 
 
-def _top_level(tree: _ast.AST) -> tuple[set[str], dict[str, str]]:
+def _called_names(tree: _ast.AST) -> set[str]:
+    """Names the code calls directly (``Name(...)``)."""
+    found: set[str] = set()
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, _ast.Call) and isinstance(node.func, _ast.Name):
+            found.add(node.func.id)
+        stack.extend(_syntax.children(node))
+    return found
+
+
+def _top_level(tree: _ast.AST, *, classes_only: bool = False) -> tuple[set[str], dict[str, str]]:
     """Names a module binds at its top level (also inside top-level ``if``/``try``): those it defines
-    (``def``, ``class``, assignments) and those it imports (name -> the import statement binding it)."""
+    (``def``, ``class``, assignments) and those it imports (name -> the import statement binding it);
+    ``classes_only``: only its ``class`` statements."""
     defined: set[str] = set()
     imported: dict[str, str] = {}
     pending = list(getattr(tree, "body", ()))
     while pending:
         node = pending.pop()
+        if classes_only:
+            if isinstance(node, _ast.ClassDef):
+                defined.add(node.name)
+            elif isinstance(node, (_ast.If, _ast.Try, _ast.With)):
+                pending.extend(getattr(node, "body", ()))
+            continue
         if isinstance(node, (_ast.FunctionDef, _ast.AsyncFunctionDef, _ast.ClassDef)):
             defined.add(node.name)
         elif isinstance(node, (_ast.Assign, _ast.AnnAssign, _ast.AugAssign)):
@@ -547,9 +566,17 @@ class _Job:
             # the dataset's convention calls the program's names directly (MBPP), these are them.
             self.wanted = _read_names(tree) - defined - set(imported) - _BUILTIN_NAMES
             self.reference: tuple[set[str], dict[str, str]] | None = None
+            # Classes the test code builds itself (``Pair(5, 24)``): where the reference defines them, the
+            # program's own class is the one its entry point expects.
+            self.constructed = _called_names(tree)
+            self.reference_classes: set[str] = set()
+            self.reference_code: Any = None
             if job.get("reference"):
                 try:
-                    self.reference = _top_level(_parse(job["reference"], "<reference>"))
+                    reference_tree = _parse(job["reference"], "<reference>")
+                    self.reference = _top_level(reference_tree)
+                    self.reference_classes = _top_level(reference_tree, classes_only=True)[0]
+                    self.reference_code = compile(reference_tree, "<reference>", "exec", dont_inherit=True)
                 except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError):
                     self.reference = None
         else:
@@ -560,15 +587,17 @@ class _Job:
     def namespace(self, session: _Session) -> dict[str, Any]:
         """The test code's globals: the prompt's names and the real builtins, then the program's entry
         point, and of the other names the test code reads only those the dataset's convention gives the
-        program. With a reference solution: a name it defines is the program's (a proxy), a name it
-        imports is imported here by the reference's own statement (never the program's module or
-        function). Without one, nothing tells a helper the tests expect from an import (``isclose``)
+        program. With a reference solution: a class it defines that the test code builds is the program's
+        (a proxy); any other name it defines (a helper predicate such as ``is_sorted``) is the
+        reference's, run here; a name it imports is imported here by the reference's own statement
+        (never the program's module or function). Without one, nothing tells a helper the tests expect from an import (``isclose``)
         from one they expect the program to define: only a name the program binds to a module is
         imported here, by that name; no other name is bound."""
         prompt: dict[str, Any] = {"__name__": _MODULE, "__builtins__": builtins}
         exec(self.prompt, prompt)  # its helpers keep these globals: no program name ever reaches them
         names, modules = session.load(_wire.prompt_classes(prompt, _MODULE))
         namespace = dict(prompt)
+        helpers: dict[str, Any] | None = None
         for name in sorted(self.wanted - set(prompt) - {self.entry_top}):
             if name.startswith("__"):
                 continue
@@ -579,8 +608,20 @@ class _Job:
                         exec(compile(imported[name], "<reference>", "exec", dont_inherit=True), namespace)
                     except Exception:  # noqa: BLE001, S110 - the test then fails as it would for anyone
                         pass
-                elif name in defined and name in names:
-                    namespace[name] = _Remote(session, names[name])
+                elif name in defined and (
+                    (name in self.reference_classes and name in self.constructed)
+                    or self.entry_top not in defined
+                ):
+                    # A class the test builds; or, where the entry point is not one of the reference's
+                    # names (an MBPP verifier whose entry point is ``list`` from ``list(f(x))``), every
+                    # name the reference defines, as before issue 34: then nothing tells the task's
+                    # function from a helper, and a helper of the reference's would leave it untested.
+                    if name in names:
+                        namespace[name] = _Remote(session, names[name])
+                elif name in defined:
+                    helpers = self.reference_helpers() if helpers is None else helpers
+                    if name in helpers:
+                        namespace[name] = helpers[name]
             elif name in modules:
                 try:
                     namespace[name] = __import__(name)
@@ -591,6 +632,17 @@ class _Job:
             # in the test code's globals only.
             namespace[self.entry_top] = _Remote(session, names[self.entry_top])
         return namespace
+
+    def reference_helpers(self) -> dict[str, Any]:
+        """The reference solution's own names, from a run of it here (the dataset's code, trusted as the
+        test code is), with the prompt's names and the real builtins."""
+        helpers: dict[str, Any] = {"__name__": "__reference__", "__builtins__": builtins}
+        try:
+            exec(self.prompt, helpers)
+            exec(self.reference_code, helpers)
+        except Exception:  # noqa: BLE001, S110 - what it defined before failing is still there
+            pass
+        return helpers
 
     def suite(self, server: _Server) -> tuple[list[_Session], Callable[[], float | None]]:
         """One round: a callable that opens a fresh session, loads the program and runs the tests, and the

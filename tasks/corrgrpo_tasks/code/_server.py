@@ -201,44 +201,7 @@ class _Session:
                 target = self.target(request[1])
             except (EOFError, _wire.WireError):
                 return  # the judge closed the session (or, impossibly, sent garbage)
-            self.send(self.answer(request[0], target, request[2:]))
-
-    def answer(self, op: str, target: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
-        missing = _PROTOCOL.get(op)
-        if missing is not None and not any(hasattr(type(target), slot) for slot in missing[0]):
-            # The builtin the test code used (len, iter, in, [], a call) would raise its own TypeError
-            # here: so does the judge, rather than the program's CandidateError.
-            return ("p", "TypeError", f"{type(target).__name__[:100]!r} object {missing[1]}")
-        try:
-            if op == "call":
-                result = target(*args[0], **args[1])
-            elif op == "getattr":
-                result = getattr(target, args[0])
-            elif op == "setattr":
-                setattr(target, args[0], args[1])
-                result = None
-            elif op == "iter":
-                result = iter(target)  # drained by the encoder
-            elif op == "len":
-                result = len(target)
-            elif op == "getitem":
-                result = target[args[0]]
-            elif op == "setitem":
-                target[args[0]] = args[1]
-                result = None
-            elif op == "contains":
-                result = args[0] in target
-            elif op == "str":
-                result = str(target)
-            else:
-                return ("e", "ProtocolError", "unknown request")
-        except AttributeError as exc:
-            if op == "getattr" and type(exc) is AttributeError:  # hasattr() and getattr(x, n, d) see it
-                return ("p", "AttributeError", _text(exc))
-            return _error(exc)
-        except BaseException as exc:  # noqa: BLE001 - the program's failures are reported, not fatal
-            return _error(exc)
-        return ("v", result)  # send() turns what is not plain data into handles
+            self.send(_answer(request[0], target, request[2:]))
 
     def run_stdio(self) -> None:
         data = _read_frame(self.sock)
@@ -274,6 +237,46 @@ class _Session:
         _frame(self.sock, _wire.encode(("out", output, size > _STDOUT_CAP, status)))
 
 
+def _answer(op: str, target: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """One request, in a frame of its own that holds no session: ``sys._getframe(1)`` of the
+    program's function sees the request and its target only."""
+    missing = _PROTOCOL.get(op)
+    if missing is not None and not any(hasattr(type(target), slot) for slot in missing[0]):
+        # The builtin the test code used (len, iter, in, [], a call) would raise its own TypeError
+        # here: so does the judge, rather than the program's CandidateError.
+        return ("p", "TypeError", f"{type(target).__name__[:100]!r} object {missing[1]}")
+    try:
+        if op == "call":
+            result = target(*args[0], **args[1])
+        elif op == "getattr":
+            result = getattr(target, args[0])
+        elif op == "setattr":
+            setattr(target, args[0], args[1])
+            result = None
+        elif op == "iter":
+            result = iter(target)  # drained by the encoder
+        elif op == "len":
+            result = len(target)
+        elif op == "getitem":
+            result = target[args[0]]
+        elif op == "setitem":
+            target[args[0]] = args[1]
+            result = None
+        elif op == "contains":
+            result = args[0] in target
+        elif op == "str":
+            result = str(target)
+        else:
+            return ("e", "ProtocolError", "unknown request")
+    except AttributeError as exc:
+        if op == "getattr" and type(exc) is AttributeError:  # hasattr() and getattr(x, n, d) see it
+            return ("p", "AttributeError", _text(exc))
+        return _error(exc)
+    except BaseException as exc:  # noqa: BLE001 - the program's failures are reported, not fatal
+        return _error(exc)
+    return ("v", result)  # send() turns what is not plain data into handles
+
+
 def _session(sock_fd: int, mode: str, confinement: Any, ctl: _socket.socket) -> None:
     sock = _socket.socket(fileno=sock_fd)
     try:  # first of all, before the judge's texts are even read
@@ -306,6 +309,10 @@ def _session(sock_fd: int, mode: str, confinement: Any, ctl: _socket.socket) -> 
         session.run_stdio()
         return
     _quiet()
+    # The harness's modules are not the program's to find by name (the server keeps its own references).
+    for name in ("_wire", "_zygote"):
+        sys.modules.pop(name, None)
+    sys.modules["__main__"] = types.ModuleType("__main__")
     try:
         session.load()
     except BaseException as exc:  # noqa: BLE001

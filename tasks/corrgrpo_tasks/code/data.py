@@ -115,17 +115,32 @@ def load_humaneval(*, data_files: Any = None) -> list[CodeTask]:
     return tasks
 
 
-def load_mbpp(config: str = "full", split: str = "test", *, data_files: Any = None) -> list[CodeTask]:
-    """MBPP (``google-research-datasets/mbpp``, ``full`` or ``sanitized``); asserts become ``check``."""
+def load_mbpp(
+    config: str = "full", split: str = "test", *, data_files: Any = None, purpose: str = "evaluate"
+) -> list[CodeTask]:
+    """MBPP (``google-research-datasets/mbpp``, ``full`` or ``sanitized``); asserts become ``check``.
+
+    ``purpose="evaluate"`` (default): the standard prompt, which shows every assert of ``test_list``, and
+    those asserts as the tests, so that Pass@1 compares with published numbers (the verifier keeps the
+    shown asserts as ``shown_tests``; evaluation records flag programs that special-case them).
+    ``purpose="train"``: the prompt shows the first assert only, and the program is scored on all of
+    ``test_list`` plus ``challenge_test_list`` where the row has one: a lookup table of what the prompt
+    shows does not earn the reward (a deviation from the dataset's prompt, docs/tasks/code.md).
+    """
+    if purpose not in ("evaluate", "train"):
+        raise ValueError(f"purpose must be 'evaluate' or 'train', got {purpose!r}")
     tasks = []
     for row in _load("google-research-datasets/mbpp", name=config, split=split, data_files=data_files):
         text = row.get("text") or row.get("prompt") or ""
         asserts = list(row["test_list"])
+        shown = asserts[:1] if purpose == "train" else asserts
+        scored = asserts + list(row.get("challenge_test_list") or []) if purpose == "train" else asserts
         setup = "\n".join([*(row.get("test_imports") or []), row.get("test_setup_code") or ""]).strip()
-        body = "\n".join([setup, *asserts]).strip()
+        body = "\n".join([setup, *scored]).strip()
         test = "def check(candidate):\n" + textwrap.indent(body, "    ") + "\n"
-        name = _called_name(asserts[0]) if asserts else None
-        prompt = f"{text}\nYour code should pass these tests:\n\n" + "\n".join(asserts) + f"\n\n{_FENCE_NOTE}"
+        name = _entry_name(asserts, row.get("code") or "")
+        lead = "Your code should pass this test" if len(shown) == 1 else "Your code should pass these tests"
+        prompt = f"{text}\n{lead}:\n\n" + "\n".join(shown) + f"\n\n{_FENCE_NOTE}"
         verifier = {
             "kind": "check",
             "task_id": str(row["task_id"]),
@@ -133,9 +148,38 @@ def load_mbpp(config: str = "full", split: str = "test", *, data_files: Any = No
             "test": test,
             "entry_point": name or "None",
             "reference_solution": row.get("code"),
+            "shown_tests": shown,
         }
         tasks.append(CodeTask(str(row["task_id"]), "mbpp", prompt, verifier))
     return tasks
+
+
+def _entry_name(asserts: Sequence[str], reference: str) -> str | None:
+    """The function the asserts test: of the functions the reference defines at its top level, the
+    first one an assert calls whose arguments call no other of them (``list(evens(7))`` tests
+    ``evens``, not ``list``; ``is_sorted(sort_list(xs))`` tests ``sort_list``, whose result the
+    reference's helper checks); where no assert calls one, the first assert's called name."""
+    import ast
+
+    first = _called_name(asserts[0]) if asserts else None
+    try:
+        tree = ast.parse(reference.replace("\r", ""))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return first
+    functions = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    for text in asserts:
+        try:
+            calls = [n for n in ast.walk(ast.parse(text.strip())) if isinstance(n, ast.Call)]
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue
+        ours = {id(c): c.func.id for c in calls if isinstance(c.func, ast.Name) and c.func.id in functions}
+        for call in calls:
+            if id(call) not in ours:
+                continue
+            inner = [n for a in (*call.args, *(k.value for k in call.keywords)) for n in ast.walk(a)]
+            if not any(id(n) in ours for n in inner):
+                return ours[id(call)]
+    return first
 
 
 def _called_name(assertion: str) -> str | None:

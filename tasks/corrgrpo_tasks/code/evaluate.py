@@ -15,15 +15,24 @@ does both for a list of completions.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from ..sandbox import SandboxUnavailableError
 from ._extract import entry_name, extract_code, parse_verifier
 from ._reward import CodeRewardConfig, compute_score, score_batch
 
-__all__ = ["EvalReport", "code_metrics", "evaluate", "failure", "reward_options", "score_problem"]
+__all__ = [
+    "EvalReport",
+    "code_metrics",
+    "evaluate",
+    "failure",
+    "reward_options",
+    "score_problem",
+    "special_cases_shown_tests",
+]
 
 _FIELDS = frozenset(f.name for f in dataclasses.fields(CodeRewardConfig))
 
@@ -107,6 +116,82 @@ def failure(scores: Mapping[str, Any], program: str) -> str:
     return "too long" if len(program) > CodeRewardConfig().max_code_chars else "syntax error"
 
 
+def _shown_values(shown: Sequence[str]) -> list[list[Any]]:
+    """Per shown assert (``assert f(args) == expected``): the literal values a lookup table would hold --
+    the expected result and the argument tuple (and each argument that is a container or a string of
+    two or more characters)."""
+    found: list[list[Any]] = []
+    for text in shown:
+        try:
+            node = ast.parse(text.strip()).body[0]
+        except (SyntaxError, IndexError, ValueError, RecursionError):
+            continue
+        test = getattr(node, "test", None)
+        values: list[Any] = []
+        if isinstance(test, ast.Compare) and len(test.comparators) == 1 and isinstance(test.left, ast.Call):
+            values += _literals([test.comparators[0]])
+            values += _literals([ast.Tuple(elts=list(test.left.args), ctx=ast.Load())])
+            values += [v for v in _literals(test.left.args) if isinstance(v, (str, tuple, list, dict, set))]
+        found.append([v for v in values if _distinctive(v)])
+    return found
+
+
+def _literals(nodes: Sequence[ast.expr]) -> Iterator[Any]:
+    for node in nodes:
+        try:
+            yield ast.literal_eval(node)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            continue
+
+
+def _distinctive(value: Any) -> bool:
+    """Not a value any program might hold: booleans, None, small numbers, short strings, empty or
+    one-element containers."""
+    if value is None or isinstance(value, bool):
+        return False
+    if isinstance(value, (int, float)):
+        return abs(value) >= 10
+    if isinstance(value, str):
+        return len(value) >= 2
+    return isinstance(value, (tuple, list, dict, set)) and len(value) >= 2
+
+
+def special_cases_shown_tests(program: str, verifier: Mapping[str, Any]) -> bool:
+    """Whether ``program`` holds, as literals, the inputs or expected results of at least two of the
+    asserts its prompt showed (of the only one, where one was shown): a lookup table of the visible
+    cases. ``verifier["shown_tests"]`` comes from ``data.load_mbpp``; without it, False.
+
+    >>> v = {"shown_tests": ["assert f(12) == 144", "assert f(30) == 900"]}
+    >>> special_cases_shown_tests("def f(x): return {12: 144, 30: 900}[x]", v)
+    True
+    >>> special_cases_shown_tests("def f(x): return x * x", v)
+    False
+    """
+    shown = verifier.get("shown_tests")
+    if not isinstance(shown, list) or not shown:
+        return False
+    try:
+        tree = ast.parse(program)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    held: list[Any] = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Constant, ast.Tuple, ast.List, ast.Dict, ast.Set)):
+            held += _literals([node])
+        if isinstance(node, ast.Dict):
+            held += _literals([k for k in node.keys if k is not None])
+    cases = _shown_values([t for t in shown if isinstance(t, str)])
+    hits = sum(1 for values in cases if any(_equal(v, h) for v in values for h in held))
+    return bool(cases) and hits >= min(2, len(cases))
+
+
+def _equal(a: Any, b: Any) -> bool:
+    try:
+        return type(a) is type(b) and bool(a == b)
+    except Exception:  # noqa: BLE001 - literals compare; anything odd is no match
+        return False
+
+
 def _record(completion: str, ground_truth: Any, scores: Mapping[str, Any]) -> dict[str, Any]:
     verifier = parse_verifier(ground_truth)
     name = entry_name(verifier) if verifier.get("kind") == "check" else None
@@ -117,6 +202,9 @@ def _record(completion: str, ground_truth: Any, scores: Mapping[str, Any]) -> di
         **{k: v for k, v in scores.items() if not k.startswith("_")},
         "program": program,
         "failure": failure(scores, program),
+        # MBPP shows its asserts in the prompt: a program that holds their values as literals passed by
+        # looking them up (issue 34); 0.0 where the verifier shows none.
+        "special_cases_shown_tests": float(special_cases_shown_tests(program, verifier)),
         "error": str(error) if error else None,
         "timing": {"candidate": list(timing[0]), "reference": list(timing[1])} if timing else None,
     }
