@@ -67,7 +67,7 @@ MBPP_ROW = {  # MBPP's schema; the prompt of purpose="evaluate" shows all three 
         "assert square_max([10, 11]) == 121",
     ],
     "test_setup_code": "",
-    "challenge_test_list": ["assert square_max([-20, 3]) == 400"],
+    "challenge_test_list": ["assert square_max([-20, 30]) == 900"],
 }
 LOOKUP = "def square_max(xs):\n    return {(1, 2, 3): 9, (-5, 4): 16, (10, 11): 121}.get(tuple(xs), 0)\n"
 FORGE_LANE = (
@@ -373,9 +373,9 @@ def test_mbpp_shows_one_assert_for_training_and_flags_lookups_in_evaluation(box:
 
     train, evaluate = _mbpp("train"), _mbpp("evaluate")
     assert train["shown_tests"] == MBPP_ROW["test_list"][:1]
-    assert "square_max([-20, 3]) == 400" in train["test"]  # scored on all asserts and the challenge list
+    assert "square_max([-20, 30]) == 900" in train["test"]  # scored on all asserts and the challenge list
     assert evaluate["shown_tests"] == MBPP_ROW["test_list"]
-    assert "[-20, 3]" not in evaluate["test"]  # the standard tests: Pass@1 as published
+    assert "[-20, 30]" not in evaluate["test"]  # the standard tests: Pass@1 as published
     options = reward_options(rounds=2, timeout_seconds=5.0)
     cheat = score_problem(fenced(LOOKUP), evaluate, **options)
     honest = score_problem(fenced(MBPP_ROW["code"]), evaluate, **options)
