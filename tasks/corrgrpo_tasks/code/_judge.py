@@ -256,6 +256,10 @@ class _Session:
         self.expected: list[bool] | None = server.expected
         self.handles = 0
         self.attributes: dict[str, frozenset[str]] = {}
+        self.passed = 0  # asserts of the test code passed so far
+
+    def count(self) -> None:
+        self.passed += 1
 
     def _recv(self, size: int) -> bytes:
         data = bytearray()
@@ -473,26 +477,37 @@ def _fresh_attributes(cls: type) -> frozenset[str]:
 
 def _read_names(tree: _ast.AST) -> set[str]:
     """Every name the code reads anywhere (``Name`` nodes in a load context)."""
-    found: set[str] = set()
-    stack = [tree]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, _ast.Name) and isinstance(node.ctx, _ast.Load):
-            found.add(node.id)
-        stack.extend(_syntax.children(node))  # the code task's one walk over child nodes
-    return found
+    return {n.id for n in _syntax.nodes(tree) if isinstance(n, _ast.Name) and isinstance(n.ctx, _ast.Load)}
+
+
+_PASSED = "__judge_assert_passed__"
+
+
+def _count_asserts(tree: _ast.Module) -> _ast.Module:
+    """The test code with a call of ``__judge_assert_passed__()`` after every ``assert``: how many of the
+    tests' asserts a program passed before the first that failed (the hardened profile pays AST
+    similarity to a failing program in that proportion of the reference's count)."""
+    for node, field in _syntax.statement_lists(tree):
+        counted: list[_ast.AST] = []
+        for statement in getattr(node, field):
+            counted.append(statement)
+            if isinstance(statement, _ast.Assert):
+                name = _ast.Name(_PASSED, _ast.Load())
+                value = _ast.Call(name, [], [])
+                call = _ast.Expr(value)
+                for item in (call, value, name):
+                    for attribute in ("lineno", "col_offset", "end_lineno", "end_col_offset"):
+                        setattr(item, attribute, getattr(statement, attribute))
+                counted.append(call)
+        setattr(node, field, counted)
+    return tree
 
 
 def _called_names(tree: _ast.AST) -> set[str]:
     """Names the code calls directly (``Name(...)``)."""
-    found: set[str] = set()
-    stack = [tree]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, _ast.Call) and isinstance(node.func, _ast.Name):
-            found.add(node.func.id)
-        stack.extend(_syntax.children(node))
-    return found
+    return {
+        n.func.id for n in _syntax.nodes(tree) if isinstance(n, _ast.Call) and isinstance(n.func, _ast.Name)
+    }
 
 
 def _top_level(tree: _ast.AST, *, classes_only: bool = False) -> tuple[set[str], dict[str, str]]:
@@ -559,7 +574,9 @@ class _Job:
         compile(code, "<solution>", "exec", dont_inherit=True, optimize=0)
         if self.kind == "check":
             tree = _parse(job["test"], "<test>")
-            self.test = compile(tree, "<test>", "exec", dont_inherit=True, optimize=0)
+            self.test = compile(
+                _count_asserts(_parse(job["test"], "<test>")), "<test>", "exec", dont_inherit=True, optimize=0
+            )
             self.entry = compile(job["entry_point"], "<test>", "eval", dont_inherit=True, optimize=0)
             defined, imported = _top_level(tree)
             # The names the test code reads that neither it, the prompt nor the builtins provide: where
@@ -656,6 +673,7 @@ class _Job:
             session = server.session("module")
             sessions.append(session)
             namespace = self.namespace(session)
+            namespace[_PASSED] = session.count
             exec(self.test, namespace)
             candidate = eval(self.entry, namespace)
             namespace["check"](candidate)
@@ -774,7 +792,17 @@ def _run_job(job_fd: int, candidate_fd: int, reference_fd: int) -> None:
     if status == "lane":
         emit({"stage": "lane", "error": error})
         return
-    emit({"stage": "run", "status": status, "error": error, "seconds": seconds})
+    passed = sessions[-1].passed if sessions else 0
+    if job.get("record_shapes"):  # the reference as the program: what the scorer keeps per problem
+        ok = status == "passed" and bool(sessions)
+        emit(
+            {
+                "stage": "shapes",
+                "shapes": sessions[-1].shapes if ok else None,
+                "asserts": passed if ok else None,
+            }
+        )
+    emit({"stage": "run", "status": status, "error": error, "seconds": seconds, "asserts": passed})
     timing = job.get("timing")
     if status != "passed" or not timing:
         return
@@ -802,16 +830,18 @@ def _reference_shapes(
         return [bool(x) for x in shapes] if isinstance(shapes, list) else None
     sessions, suite = runner.suite(reference)
     result: list[bool] | None = None
+    asserts = None
     try:
         suite()
         result = sessions[-1].shapes if sessions else None
+        asserts = sessions[-1].passed if sessions else None
     except (_Timeout, _LaneFault):
         raise
     except BaseException:  # noqa: BLE001, S110 - a reference that fails its tests: no comparison
         pass
     for session in sessions:
         reference.end(session)
-    emit({"stage": "shapes", "shapes": result})
+    emit({"stage": "shapes", "shapes": result, "asserts": asserts})
     return result
 
 

@@ -8,13 +8,14 @@ import dataclasses
 import functools
 import math
 import os
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..sandbox import Sandbox, SandboxUnavailableError
 from ._extract import _defines, entry_name, extract_code, parse_verifier
 from ._lanes import run_job, sandbox_for
-from ._syntax import ast_tokens, similarity
+from ._syntax import ast_tokens, prune, similarity
 
 __all__ = [
     "COMPONENTS",
@@ -175,14 +176,18 @@ def _reference_code(reference: str, name: str | None) -> str:
 
 
 @functools.lru_cache(maxsize=4096)
-def _reference_tokens(reference: str, name: str | None, cap: int) -> tuple[tuple[str, ...], bool] | None:
+def _reference_tokens(
+    reference: str, name: str | None, cap: int, keep: tuple[str, ...] | None = None
+) -> tuple[tuple[str, ...], bool] | None:
     """The reference's node sequence (at most ``cap`` tokens) and whether it was longer; None when the
-    reference does not parse or is empty (no AST similarity then, as in the reference)."""
+    reference does not parse or is empty (no AST similarity then, as in the reference). With ``keep``
+    (the hardened profile), the sequence of its live code (``_syntax.prune``)."""
     code = _reference_code(reference, name)
     if not code:
         return None
     try:
-        tokens = ast_tokens(ast.parse(code), cap + 1)
+        tree = ast.parse(code)
+        tokens = ast_tokens(prune(tree, set(keep)) if keep is not None else tree, cap + 1)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     return tuple(tokens[:cap]), len(tokens) > cap
@@ -210,7 +215,10 @@ def _score_one(
     values: dict[str, float] = {}
     values["memory_cgroup"] = float(sandbox.memory_mode == "cgroup")
     reference = verifier.get("reference_solution") or None
-    ref = _reference_tokens(reference, name, config.ast_token_cap) if isinstance(reference, str) else None
+    keep = _kept_names(verifier) if config.profile == "hardened" else None
+    ref = (
+        _reference_tokens(reference, name, config.ast_token_cap, keep) if isinstance(reference, str) else None
+    )
     values["ast_reference_available"] = float(ref is not None)
     if len(code) > config.max_code_chars:
         return _with_error(
@@ -232,6 +240,7 @@ def _score_one(
         "seconds": config.timeout_seconds,
         "ast_token_cap": config.ast_token_cap if ref is not None else 0,
         "timing": None,
+        "ast_prune": list(keep) if keep is not None and ref is not None else None,
     }
     if ref_code is not None or stored_ref_time is not None:
         job["timing"] = {
@@ -241,16 +250,24 @@ def _score_one(
         }
     key = (prompt, str(verifier.get("test")), str(verifier.get("entry_point")), ref_code)
     if verifier["kind"] == "check" and ref_code:
-        job["shapes"] = _SHAPES.get(key)
+        if key not in _SHAPES:  # the reference on the same tests, in a job (and time limit) of its own
+            reference_job = {**job, "code": ref_code, "timing": None, "ast_token_cap": 0, "ast_prune": None}
+            reference_job.update(shapes={"shapes": None}, record_shapes=True)
+            found, _ = run_job(
+                reference_job, sandbox=sandbox, memory_mb=config.memory_mb, seconds=config.timeout_seconds
+            )
+            _keep_shapes(key, found.get("shapes"))
+        job["shapes"] = _SHAPES.get(key)  # None (a failed lane): the judge runs the reference itself
     records, clean = run_job(job, sandbox=sandbox, memory_mb=config.memory_mb, seconds=config.timeout_seconds)
     _keep_shapes(key, records.get("shapes"))
-    result = _assemble(config, values, records, clean, fenced, code, name, ref, stored_ref_time)
+    total = (_SHAPES.get(key) or {}).get("asserts")
+    result = _assemble(config, values, records, clean, fenced, code, name, ref, stored_ref_time, total)
     return _with_error(config, result, _first_error(records, clean))
 
 
 # Per problem, which of the reference's answers held objects of its own (the judge's ``shapes`` record),
 # so that the reference runs once per problem and process for it, not once per sample.
-_SHAPES: dict[tuple[str, str, str, str | None], dict[str, list[bool] | None]] = {}
+_SHAPES: dict[tuple[str, str, str, str | None], dict[str, Any]] = {}
 _SHAPES_CAP = 4096
 
 
@@ -260,9 +277,21 @@ def _keep_shapes(key: tuple[str, str, str, str | None], record: Mapping[str, Any
     shapes = record.get("shapes")
     if shapes is not None and not (isinstance(shapes, list) and all(type(x) is bool for x in shapes)):
         return
+    asserts = record.get("asserts")
     if len(_SHAPES) >= _SHAPES_CAP:
         _SHAPES.pop(next(iter(_SHAPES)), None)
-    _SHAPES[key] = {"shapes": shapes}
+    _SHAPES[key] = {"shapes": shapes, "asserts": asserts if type(asserts) is int and asserts >= 0 else None}
+
+
+@functools.lru_cache(maxsize=4096)
+def _kept_names_of(entry_point: str, test: str) -> tuple[str, ...]:
+    return tuple(sorted(set(re.findall(r"[A-Za-z_]\w*", entry_point + "\n" + test))))
+
+
+def _kept_names(verifier: Mapping[str, Any]) -> tuple[str, ...]:
+    """Names the tests may read (the entry point's and every identifier of the test code): definitions
+    of these are never pruned as unused."""
+    return _kept_names_of(str(verifier.get("entry_point") or ""), str(verifier.get("test") or ""))
 
 
 def _with_error(config: CodeRewardConfig, result: dict[str, Any], error: str) -> dict[str, Any]:
@@ -299,6 +328,7 @@ def _assemble(
     name: str | None,
     ref: tuple[tuple[str, ...], bool] | None,
     stored_ref_time: float | None,
+    total_asserts: int | None = None,
 ) -> dict[str, Any]:
     """The components from the judge's records (stages chain: each needs the one before)."""
     values["sandbox_error"] = float(not records and not clean)
@@ -308,10 +338,13 @@ def _assemble(
         return _result(config, values)
     values["syntax_reward"] = 1.0
     if ref is not None:
-        tokens = syntax.get("tokens")
+        hardened = config.profile == "hardened"
+        tokens = syntax.get("tokens_pruned" if hardened else "tokens")
         tokens = [t for t in tokens if isinstance(t, str)] if isinstance(tokens, list) else []
         values["ast_similarity_reward"], cut = similarity(tokens, ref[0])
         values["ast_truncated"] = float(cut or ref[1] or syntax.get("tokens_truncated") is True)
+        if hardened:
+            values["ast_similarity_reward"] *= _share_passed(records, total_asserts)
     if records.get("compile", {}).get("ok") is not True:
         return _result(config, values)
     values["compile_reward"] = 1.0
@@ -367,6 +400,18 @@ def efficiency(candidate: Sequence[float], references: Sequence[float], stored: 
     spread = math.sqrt(sum((g - mean) ** 2 for g in gains) / (n - 1))
     quantile = _T95[n - 2] if n - 2 < len(_T95) else 1.645
     return min(1.0, max(0.0, mean - quantile * spread / math.sqrt(n)))
+
+
+def _share_passed(records: Mapping[str, Mapping[str, Any]], total: int | None) -> float:
+    """The hardened profile's weight on a program's AST similarity: 1 when it passes every test, else the
+    share of the reference's asserts it passed before the first that failed (0 without a count)."""
+    run = records.get("run") or {}
+    if records.get("compile", {}).get("ok") is True and run.get("status") == "passed":
+        return 1.0
+    passed = run.get("asserts")
+    if type(passed) is not int or not total or passed <= 0:
+        return 0.0
+    return min(1.0, passed / total)
 
 
 def _format(fenced: bool, code: str, name: str | None, syntax: Mapping[str, Any]) -> float:

@@ -63,6 +63,105 @@ def ast_tokens(tree: _ast.AST, cap: int) -> list[str]:
     return tokens
 
 
+_ENDS = (_ast.Return, _ast.Raise, _ast.Continue, _ast.Break)
+_DEFS = (_ast.FunctionDef, _ast.AsyncFunctionDef, _ast.ClassDef)
+_BODIES = ("body", "orelse", "finalbody")
+
+
+def statement_lists(tree: _ast.AST) -> list[tuple[_ast.AST, str]]:
+    """Every (node, field) whose value is a list of statements, handlers' bodies included."""
+    found: list[tuple[_ast.AST, str]] = []
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        for field in _BODIES:
+            value = getattr(node, field, None)
+            if isinstance(value, list) and value and isinstance(value[0], _ast.stmt):
+                found.append((node, field))
+        stack.extend(children(node))
+    return found
+
+
+def _live(statements: list[_ast.stmt]) -> list[_ast.stmt]:
+    """The statements that can run: none after a ``return``/``raise``/``continue``/``break``; an ``if`` or
+    ``while`` on a constant reduced to the branch that runs; no bare constants (docstrings, padding)."""
+    out: list[_ast.stmt] = []
+    for statement in statements:
+        if isinstance(statement, _ast.Expr) and isinstance(statement.value, _ast.Constant):
+            continue
+        test = getattr(statement, "test", None)
+        if isinstance(statement, (_ast.If, _ast.While)) and isinstance(test, _ast.Constant):
+            if isinstance(statement, _ast.If):
+                out.extend(statement.body if test.value else statement.orelse)
+            elif not test.value:
+                out.extend(statement.orelse)
+            else:
+                out.append(statement)
+            continue
+        out.append(statement)
+        if isinstance(statement, _ENDS):
+            break
+    return out
+
+
+def nodes(tree: _ast.AST) -> list[_ast.AST]:
+    """Every node of the tree (an explicit stack: any depth)."""
+    found: list[_ast.AST] = []
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        found.append(node)
+        stack.extend(children(node))
+    return found
+
+
+def _used_names(tree: _ast.AST) -> set[str]:
+    used: set[str] = set()
+    for node in nodes(tree):
+        if isinstance(node, _ast.Name) and not isinstance(node.ctx, _ast.Store):
+            used.add(node.id)
+        elif isinstance(node, _ast.Attribute):
+            used.add(node.attr)
+    return used
+
+
+def _unused(statement: _ast.stmt, used: set[str]) -> bool:
+    if isinstance(statement, _DEFS):
+        return statement.name not in used and not statement.name.startswith("__")
+    if isinstance(statement, (_ast.Assign, _ast.AnnAssign)):
+        targets = statement.targets if isinstance(statement, _ast.Assign) else [statement.target]
+        return all(isinstance(t, _ast.Name) and t.id not in used for t in targets)
+    return False
+
+
+def prune(tree: _ast.AST, keep: set[str]) -> _ast.AST:
+    """``tree`` (changed in place) without the code that cannot run or is never used: statements after a
+    ``return``, ``raise``, ``continue`` or ``break``; the branch of an ``if``/``while`` on a constant that
+    never runs; bare constant statements; definitions and assignments of names nothing reads (``keep``:
+    the entry point's names, which the tests read), to a fixed point. For the hardened profile's AST
+    similarity (issue 35): padding a program with dead code moves nothing."""
+    for _ in range(8):
+        changed = False
+        for node, field in statement_lists(tree):
+            statements = getattr(node, field)
+            live = _live(statements)
+            if len(live) != len(statements) or any(
+                a is not b for a, b in zip(live, statements, strict=False)
+            ):
+                setattr(node, field, live or [_ast.Pass()])
+                changed = True
+        used = _used_names(tree) | keep
+        for node, field in statement_lists(tree):
+            statements = getattr(node, field)
+            live = [statement for statement in statements if not _unused(statement, used)]
+            if len(live) != len(statements):
+                setattr(node, field, live or [_ast.Pass()])
+                changed = True
+        if not changed:
+            break
+    return tree
+
+
 def entry_defined(tree: _ast.AST, name: str) -> bool:
     """Whether ``name`` is bound by a ``class`` or ``def`` statement at the module's top level.
 
@@ -85,11 +184,16 @@ def syntax_facts(tree: _ast.AST, job: dict[str, Any]) -> dict[str, Any]:
     cap = max(0, int(job.get("ast_token_cap") or 0))
     tokens = ast_tokens(tree, cap + 1) if cap else []
     entry = job.get("entry_top")
-    return {
+    facts: dict[str, Any] = {
         "tokens": tokens[:cap],
         "tokens_truncated": len(tokens) > cap,
         "entry_defined": isinstance(entry, str) and bool(entry) and entry_defined(tree, entry),
     }
+    keep = job.get("ast_prune")
+    if cap and isinstance(keep, list):  # the hardened profile: the tokens of the live code too
+        pruned = ast_tokens(prune(tree, {str(name) for name in keep}), cap + 1)
+        facts["tokens_pruned"] = pruned[:cap]
+    return facts
 
 
 def similarity(

@@ -1,5 +1,7 @@
 """``profile="hardened"``: a program that gives up or swallows its errors earns no more than an honest
-failed attempt; the paper's profile (the default) pays both for "running"."""
+failed attempt; the paper's profile (the default) pays both for "running". Since issue 35 the hardened
+AST similarity of a failing program is paid in the share of asserts it passed (``test_hardened_code.py``):
+here every failure passes none, so they tie at 0."""
 
 from __future__ import annotations
 
@@ -55,18 +57,24 @@ def test_hardened_pays_no_cheat_more_than_an_honest_failure(
 ) -> None:
     hardened = scores["hardened"]
     honest = hardened["honest_crash"]["score"]
-    assert hardened["stub"]["score"] < honest
-    assert hardened["swallowed"]["score"] < honest
+    assert hardened["stub"]["score"] <= honest
+    assert hardened["swallowed"]["score"] <= honest
     assert hardened["correct"]["score"] > 1.0
     for name in PROGRAMS:
         assert hardened[name]["runtime_reward"] == hardened[name]["accuracy_reward"]
 
 
-def test_only_runtime_differs_between_profiles(scores: dict[str, dict[str, dict[str, float]]]) -> None:
+def test_only_runtime_and_ast_differ_between_profiles(scores: dict[str, dict[str, dict[str, float]]]) -> None:
     for name in PROGRAMS:
         for key in COMPONENTS:
-            if key not in ("runtime_reward", "efficiency_reward"):  # efficiency: timing noise
+            if key not in (
+                "runtime_reward",
+                "efficiency_reward",
+                "ast_similarity_reward",
+            ):  # efficiency: noise
                 assert scores["paper"][name][key] == scores["hardened"][name][key], (name, key)
+        paper, hardened = (scores[p][name]["ast_similarity_reward"] for p in ("paper", "hardened"))
+        assert hardened == (paper if scores["paper"][name]["accuracy_reward"] else 0.0), name
 
 
 def test_profile_is_validated() -> None:
