@@ -101,6 +101,9 @@ class _WrongAnswer(Exception):
 # What a builtin raises when the candidate's object lacks the protocol the test code used (``len`` of a
 # generator, ``hasattr`` of a missing attribute): the builtin's own exception, as in a plain run.
 _PROTOCOL_ERRORS: dict[str, type[Exception]] = {"TypeError": TypeError, "AttributeError": AttributeError}
+_PROTOCOL_OPS = dict.fromkeys(("len", "iter", "contains", "getitem", "setitem"), "TypeError") | {
+    "getattr": "AttributeError"
+}
 
 
 def _number_kind(token: str) -> str:
@@ -359,7 +362,14 @@ class _Session:
             if reply[1] == "NotPlain":
                 self.poison(reply[2])
             raise CandidateError(reply[1], reply[2])
-        if tag == "p" and len(reply) == 3 and reply[1] in _PROTOCOL_ERRORS and type(reply[2]) is str:
+        if (
+            tag == "p"
+            and len(reply) == 3
+            and type(reply[2]) is str
+            and _PROTOCOL_OPS.get(message[0]) == reply[1]
+        ):
+            # Only for what a builtin asked of an object (never for a call of the program's function,
+            # whose TypeError stays a CandidateError like any exception of the program's).
             raise _PROTOCOL_ERRORS[reply[1]](reply[2])
         if tag == "x":
             self.poison("the candidate called exit()")

@@ -114,7 +114,6 @@ def _quiet() -> None:
 
 # Requests whose builtin raises TypeError when the type lacks every one of these slots.
 _PROTOCOL = {
-    "call": (("__call__",), "is not callable"),
     "len": (("__len__",), "has no len()"),
     "iter": (("__iter__", "__getitem__"), "is not iterable"),
     "contains": (("__contains__", "__iter__", "__getitem__"), "is not a container"),
@@ -242,7 +241,7 @@ def _answer(op: str, target: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
     program's function sees the request and its target only."""
     missing = _PROTOCOL.get(op)
     if missing is not None and not any(hasattr(type(target), slot) for slot in missing[0]):
-        # The builtin the test code used (len, iter, in, [], a call) would raise its own TypeError
+        # The builtin the test code used (len, iter, in, []) would raise its own TypeError
         # here: so does the judge, rather than the program's CandidateError.
         return ("p", "TypeError", f"{type(target).__name__[:100]!r} object {missing[1]}")
     try:
