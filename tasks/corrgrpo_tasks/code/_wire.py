@@ -167,10 +167,6 @@ def encode(
             out += ("s", str.__str__(item))
         elif isinstance(item, bytes):
             out += ("b", bytes.__bytes__(item).decode("latin-1"))
-        elif isinstance(item, complex):
-            out += ("c", complex.real.__get__(item), complex.imag.__get__(item))
-        elif isinstance(item, bytearray):
-            out += ("B", bytes(item).decode("latin-1"))
         elif kind is _Drained:
             out += ("g", len(item.items) + 1)
             stack.append(None if item.rest is None else _AsHandle(item.rest))
@@ -180,7 +176,7 @@ def encode(
                 raise NotPlain("an iterator longer than the receiver takes at once")
             out += ("h", handle)
         elif (special := _plain_form(item, kind)) is not _NOTHING:
-            if type(special) is tuple and special and special[0] in ("q", "D"):
+            if type(special) is tuple and special and special[0] in _VALUE_TAGS:
                 out += special
             else:
                 stack.append(special)
@@ -235,6 +231,7 @@ def encode(
 
 
 _NOTHING = object()
+_VALUE_TAGS = frozenset("cBqD")  # complex, bytearray, Fraction, Decimal: one token each after the tag
 
 
 class _AsHandle:
@@ -257,6 +254,10 @@ def _special(item: Any, kind: type) -> Any:
     """The plain form of a value type the encoder's main chain does not know: a ``Fraction`` or
     ``Decimal`` (tokens), a numpy scalar or 0-d array (its Python value), a builtin iterator (drained);
     ``_NOTHING`` for anything else. Only modules the sender already loaded are looked at."""
+    if isinstance(item, complex):
+        return ("c", complex.real.__get__(item), complex.imag.__get__(item))
+    if isinstance(item, bytearray):
+        return ("B", bytes(item).decode("latin-1"))
     modules = sys.modules
     fractions, decimal, numpy = modules.get("fractions"), modules.get("decimal"), modules.get("numpy")
     if fractions is not None and isinstance(item, fractions.Fraction):
@@ -438,33 +439,8 @@ def _decode(
             if type(text) is not str:
                 raise WireError("bad bytes")
             value = text.encode("latin-1")
-        elif tag == "B":
-            text = take()
-            if type(text) is not str:
-                raise WireError("bad bytearray")
-            value = bytearray(text.encode("latin-1"))
-        elif tag == "c":
-            real, imag = take(), take()
-            if not {type(real), type(imag)} <= {int, float}:
-                raise WireError("bad complex")
-            value = complex(float(real), float(imag))
-        elif tag == "q":
-            numerator, denominator = take(), take()
-            if (
-                not (type(numerator) is type(denominator) is str)
-                or len(numerator) + len(denominator) > _MAX_HEX
-            ):
-                raise WireError("bad fraction")
-            import fractions  # the judge imports it only when a program returns one
-
-            value = fractions.Fraction(int(numerator, 16), int(denominator, 16))
-        elif tag == "D":
-            text = take()
-            if type(text) is not str or len(text) > _MAX_HEX:
-                raise WireError("bad decimal")
-            import decimal
-
-            value = decimal.Decimal(text)
+        elif tag in _VALUE_TAGS:
+            value = _value(tag, take)
         elif tag == "r":
             index = take()
             if type(index) is not int or not 0 <= index < len(opened):
@@ -539,6 +515,33 @@ def _decode(
     if position != end:
         raise WireError("trailing tokens")
     return value
+
+
+def _value(tag: str, take: Callable[[], Any]) -> Any:
+    """A ``complex``, ``bytearray``, ``Fraction`` or ``Decimal`` from its tokens."""
+    if tag == "B":
+        text = take()
+        if type(text) is not str:
+            raise WireError("bad bytearray")
+        return bytearray(text.encode("latin-1"))
+    if tag == "c":
+        real, imag = take(), take()
+        if not {type(real), type(imag)} <= {int, float}:
+            raise WireError("bad complex")
+        return complex(float(real), float(imag))
+    if tag == "q":
+        numerator, denominator = take(), take()
+        if not (type(numerator) is type(denominator) is str) or len(numerator) + len(denominator) > _MAX_HEX:
+            raise WireError("bad fraction")
+        import fractions  # the judge imports it only when a program returns one
+
+        return fractions.Fraction(int(numerator, 16), int(denominator, 16))
+    text = take()
+    if type(text) is not str or len(text) > _MAX_HEX:
+        raise WireError("bad decimal")
+    import decimal
+
+    return decimal.Decimal(text)
 
 
 def _attach(frame: _Frame, value: Any) -> None:
