@@ -10,6 +10,8 @@ on every file the sandbox can open or map is in memory for good (tmpfs pages are
 machine without swap): which of its pages are "cached" says nothing about any other sandbox.
 """
 
+from __future__ import annotations
+
 import ctypes
 import json
 import os
@@ -27,18 +29,18 @@ libc = ctypes.CDLL(None, use_errno=True)
 libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
 
 
-def _check(result, what):
+def _check(result: int, what: str) -> None:
     if result != 0:
         raise OSError(ctypes.get_errno(), what)
 
 
-def _unescape(field):
+def _unescape(field: str) -> str:
     return field.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\")
 
 
-def _cover_points():
+def _cover_points() -> list[str]:
     """Mount points of the sandbox whose files live in the host's page cache, outermost first."""
-    points = []
+    points: list[str] = []
     with open("/proc/self/mountinfo") as handle:
         for line in handle:
             fields = line.split()
@@ -46,14 +48,14 @@ def _cover_points():
             if kind not in _MEMORY_ONLY:
                 points.append(_unescape(fields[4]))
     points.sort(key=lambda p: (p.count("/"), p))
-    outer = []
+    outer: list[str] = []
     for point in points:
         if not any(point == o or point.startswith(o.rstrip("/") + "/") for o in outer):
             outer.append(point)
     return outer
 
 
-def _copy(source, target, mode):
+def _copy(source: str, target: str, mode: int) -> None:
     src = os.open(source, os.O_RDONLY | os.O_CLOEXEC)
     try:
         dst = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode & 0o555)
@@ -70,7 +72,7 @@ def _copy(source, target, mode):
         os.close(src)
 
 
-def _build(entries, points, total):
+def _build(entries: list[tuple[str, str, str, int]], points: list[str], total: int) -> None:
     _check(libc.unshare(0x00020000), "unshare(CLONE_NEWNS)")
     _check(libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "mount(MS_PRIVATE)")
     options = f"size={total + (8 << 20)},nr_inodes={len(entries) + len(points) + 1024},mode=755"
@@ -82,9 +84,7 @@ def _build(entries, points, total):
             open(_STAGE + point, "wb").close()
         else:
             os.makedirs(_STAGE + point, exist_ok=True)
-    for kind, dest, extra, mode in entries:
-        if not any(dest == p or dest.startswith(p.rstrip("/") + "/") for p in points):
-            continue  # outside every host bind: bubblewrap made it (a symbolic link of its root)
+    for kind, dest, extra, mode in entries:  # all below a host bind (the rest is bubblewrap's own)
         target = _STAGE + dest
         if kind == "d":
             os.makedirs(target, exist_ok=True)
@@ -93,10 +93,10 @@ def _build(entries, points, total):
             os.symlink(extra, target)
         elif dest in files:
             os.unlink(target)
-            _copy(extra, target, mode)
+            _copy(dest, target, mode)
         else:
             os.makedirs(os.path.dirname(target), exist_ok=True)
-            _copy(extra, target, mode)
+            _copy(dest, target, mode)
     flags = _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV
     for point in points:
         _check(libc.mount((_STAGE + point).encode(), point.encode(), None, _MS_BIND, None), f"bind {point}")
@@ -105,7 +105,7 @@ def _build(entries, points, total):
     _check(libc.umount2(_STAGE.encode(), _MNT_DETACH), "umount stage")
 
 
-def _drop_admin():
+def _drop_admin() -> None:
     header = (ctypes.c_uint32 * 2)(0x20080522, 0)
     data = (ctypes.c_uint32 * 6)()
     _check(libc.capget(header, data), "capget")
@@ -116,13 +116,17 @@ def _drop_admin():
     libc.prctl(47, 3, _CAP_SYS_ADMIN, 0, 0)  # PR_CAP_AMBIENT_LOWER (capset already cleared it)
 
 
-def _main():
+def _main() -> None:
     fd, drop, command = int(sys.argv[1]), sys.argv[2] == "1", sys.argv[3:]
     with os.fdopen(fd, "rb") as handle:
-        entries = json.loads(handle.read())
-    total = sum(os.stat(e[2]).st_size for e in entries if e[0] == "f")
+        entries = [(str(k), str(d), str(x), int(m)) for k, d, x, m in json.loads(handle.read())]
     try:
-        _build(entries, _cover_points(), total)
+        points = _cover_points()
+        entries = [
+            e for e in entries if any(e[1] == p or e[1].startswith(p.rstrip("/") + "/") for p in points)
+        ]
+        total = sum(os.stat(e[1]).st_size for e in entries if e[0] == "f")
+        _build(entries, points, total)
         if drop:
             _drop_admin()
     except OSError as exc:
@@ -131,4 +135,5 @@ def _main():
     os.execv(command[0], command)
 
 
-_main()
+if __name__ == "__main__":
+    _main()

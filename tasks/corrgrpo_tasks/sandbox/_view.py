@@ -1,7 +1,8 @@
 """The file view of a sandbox with private files: what ``_stage.py`` copies into memory (see there).
 
 ``manifest(python, binds)`` lists, as ``(kind, destination, source or link target, mode)`` with kind
-``"d"``, ``"f"`` or ``"l"``: the interpreter and the chain of symbolic links to it, its standard library
+``"d"``, ``"f"`` or ``"l"`` (a file's source is its host path; inside the sandbox it is at its
+destination, where the pre-stage copies it from): the interpreter and the chain of symbolic links to it, its standard library
 (without ``config-*``, the static library, and without the site-packages below it), the shared libraries
 that the interpreter and every extension module of the view load (as ``ldd`` resolves them), the dynamic
 linker's configuration, ``/etc/localtime``, the ``C.UTF-8`` locale and ``gconv-modules.cache`` (both
@@ -73,7 +74,9 @@ def _libraries(binaries: list[str]) -> list[str]:
             ["ldd", *binaries], capture_output=True, text=True, timeout=120, check=False, env={}
         ).stdout
     except (OSError, subprocess.SubprocessError) as exc:
-        raise OSError(f"private file view: `ldd` failed ({exc}); it is needed to find shared libraries") from exc
+        raise OSError(
+            f"private file view: `ldd` failed ({exc}); it is needed to find shared libraries"
+        ) from exc
     found = []
     for line in text.splitlines():
         for word in line.split():
@@ -103,8 +106,10 @@ def manifest(python: str, binds: Sequence[tuple[str, str]]) -> bytes:
         if os.path.exists(path):
             _chain(path, out)
     binaries = [e[2] for e in out.values() if e[0] == "f" and (".so" in e[1] or e[1] == python)]
+    inside = tuple(os.path.realpath(source) + "/" for source, _ in binds)
     for library in _libraries(binaries):
-        _chain(library, out)
+        if not os.path.realpath(library).startswith(inside):  # else it is in the view already, bound
+            _chain(library, out)
     total = sum(os.stat(e[2]).st_size for e in out.values() if e[0] == "f")
     if total > VIEW_CAP_BYTES:
         raise ValueError(

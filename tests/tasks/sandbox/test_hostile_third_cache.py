@@ -235,7 +235,7 @@ def test_honest_programs_using_the_standard_librarys_extension_modules_keep_thei
 def test_an_honest_numpy_program_keeps_its_score_with_the_package_named(box: Sandbox) -> None:
     del box
     pytest.importorskip("numpy")
-    program = _program("import numpy\nreturn int(numpy.arange(4322).sum() * 2 // 4321)")
+    program = _program("import numpy\nreturn int(numpy.arange(4322).sum() * 2 // 4322)")
     result = compute_score("x", program, NUMBER, sandbox_packages=("numpy",))
     assert result["accuracy_reward"] == 1.0, result
 
