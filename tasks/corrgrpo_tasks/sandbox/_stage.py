@@ -60,12 +60,15 @@ def _copy(source: str, target: str, mode: int) -> None:
     try:
         dst = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode & 0o555)
         try:
-            offset, size = 0, os.fstat(src).st_size
-            while offset < size:
-                sent = os.sendfile(dst, src, offset, size - offset)
+            info = os.fstat(src)
+            offset = 0
+            while offset < info.st_size:
+                sent = os.sendfile(dst, src, offset, info.st_size - offset)
                 if sent == 0:
                     break
                 offset += sent
+            # The source's times: a cached .pyc is valid only for its source's modification time.
+            os.utime(dst, ns=(info.st_atime_ns, info.st_mtime_ns))
         finally:
             os.close(dst)
     finally:

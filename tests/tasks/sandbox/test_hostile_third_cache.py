@@ -6,7 +6,7 @@ in a rarely read shared file: it touches one page per 1 bit (``MADV_RANDOM``: no
 page is loaded). A reader solves nothing: it finds the writer's marks by one residency probe per page --
 fault-around after touching the page before (``/proc/self/statm``, ``/proc/self/smaps``, or
 ``/proc/self/pagemap`` after making itself dumpable again), legacy AIO with ``RWF_NOWAIT``, the major-fault
-counter, the time of a touch, or the direct probes the first filter already refuses (``mincore``,
+counter, the storage bytes of ``/proc/self/io``, the time of a touch, or the direct probes the first filter already refuses (``mincore``,
 ``preadv2(RWF_NOWAIT)``) -- and returns what it found. Before the private file view each of the
 first six readers passed (see docs/tasks/code.md, "Residual risk"); now the session's files are copies in
 memory, every page is always resident, and each reader gets 0. Honest programs importing the standard
@@ -154,6 +154,15 @@ def cached(page):
     before = resource.getrusage(resource.RUSAGE_SELF).ru_majflt
     m[0]
     after = resource.getrusage(resource.RUSAGE_SELF).ru_majflt
+    m.close()
+    return after == before
+""",
+    "proc_self_io_read_bytes": """
+def cached(page):
+    m = window(page, 1)
+    before = open('/proc/self/io').read().split('read_bytes:')[1].split()[0]
+    m[0]
+    after = open('/proc/self/io').read().split('read_bytes:')[1].split()[0]
     m.close()
     return after == before
 """,
