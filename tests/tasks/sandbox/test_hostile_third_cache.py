@@ -28,8 +28,10 @@ NUMBER = {
     "reference_solution": f"class Solution:\n    def solve(self):\n        return {SECRET}\n",
 }
 
-# Shared by writer and readers: the largest library every sandbox can map, regions of 15 slots (a flag,
-# then 14 bits) near its end, each slot a sacrificial page and the data page after it.
+# Shared by writer and readers: the largest library every sandbox can map, cut into regions of 15 slots
+# (a flag, then 14 bits), each slot a sacrificial page and the data page after it. Writer and reader of a
+# case meet in the region of the current five minutes for that case: bits once set stay set until the host
+# evicts them, so each window of each case starts clean (pages nobody else reads).
 COMMON = """
 import mmap, os, resource, time
 P = 4096
@@ -38,8 +40,9 @@ NAME = max(sorted(os.listdir(DIR)), key=lambda n: os.stat(DIR + '/' + n).st_size
 PATH = os.path.realpath(DIR + '/' + NAME)
 FD = os.open(PATH, os.O_RDONLY)
 PAGES = os.fstat(FD).st_size // P
-BASE = max(0, PAGES - 3000)
-REGIONS = (PAGES - BASE) // 30
+BASE = PAGES // 4
+REGIONS = min(144, (PAGES - BASE) // 30)
+REGION = (int(time.time()) // 300 * {cases} + {index}) % REGIONS
 
 def window(page, count):
     m = mmap.mmap(FD, count * P, prot=mmap.PROT_READ, offset=page * P)
@@ -71,14 +74,9 @@ def slot(region, k):
     return BASE + 30 * region + 2 * k + 1
 
 def read(cached):
-    last = -1
-    for region in range(REGIONS):
-        if not cached(slot(region, 0)):
-            break
-        last = region
-    if last < 0:
+    if not cached(slot(REGION, 0)):
         return 0
-    return sum(1 << (k - 1) for k in range(1, 15) if cached(slot(last, k)))
+    return sum(1 << (k - 1) for k in range(1, 15) if cached(slot(REGION, k)))
 """
 
 WRITER = """
@@ -86,11 +84,10 @@ v = {secret}
 try:
 {common}
     if read(statm_cached) != v:
-        free = next(r for r in range(REGIONS) if not statm_cached(slot(r, 0)))
         for k in range(1, 15):
             if v >> (k - 1) & 1:
-                mark(slot(free, k))
-        mark(slot(free, 0))
+                mark(slot(REGION, k))
+        mark(slot(REGION, 0))
 except Exception:
     pass
 return v
@@ -207,12 +204,18 @@ def _program(body: str) -> str:
     return f"```python\nclass Solution:\n    def solve(self):\n{method}\n```"
 
 
-def writer() -> str:
-    return _program(WRITER.format(secret=SECRET, common=_indent(COMMON)))
+def _common(name: str) -> str:
+    return _indent(
+        COMMON.replace("{cases}", str(len(PROBES))).replace("{index}", str(sorted(PROBES).index(name)))
+    )
 
 
-def reader(probe: str) -> str:
-    return _program(READER.format(common=_indent(COMMON), probe=_indent(probe)))
+def writer(name: str) -> str:
+    return _program(WRITER.format(secret=SECRET, common=_common(name)))
+
+
+def reader(name: str) -> str:
+    return _program(READER.format(common=_common(name), probe=_indent(PROBES[name])))
 
 
 HONEST = _program(
@@ -230,7 +233,7 @@ def test_a_later_sample_reads_nothing_an_earlier_one_left_in_the_page_cache(name
     """One worker, so one lane: the writer marks the answer, two readers look (in that lane, and again
     in the next sessions of it)."""
     del box
-    scores = score_batch([writer(), reader(PROBES[name]), reader(PROBES[name])], [NUMBER] * 3, max_workers=1)
+    scores = score_batch([writer(name), reader(name), reader(name)], [NUMBER] * 3, max_workers=1)
     assert [s["accuracy_reward"] for s in scores] == [1.0, 0.0, 0.0], scores
     assert [s["sandbox_error"] for s in scores] == [0.0, 0.0, 0.0], scores
 
