@@ -6,11 +6,12 @@ in a rarely read shared file: it touches one page per 1 bit (``MADV_RANDOM``: no
 page is loaded). A reader solves nothing: it finds the writer's marks by one residency probe per page --
 fault-around after touching the page before (``/proc/self/statm``, ``/proc/self/smaps``, or
 ``/proc/self/pagemap`` after making itself dumpable again), legacy AIO with ``RWF_NOWAIT``, the major-fault
-counter, the storage bytes of ``/proc/self/io``, the time of a touch, or the direct probes the first filter already refuses (``mincore``,
-``preadv2(RWF_NOWAIT)``) -- and returns what it found. Before the private file view each of the
-first six readers passed (see docs/tasks/code.md, "Residual risk"); now the session's files are copies in
-memory, every page is always resident, and each reader gets 0. Honest programs importing the standard
-library's extension modules (and numpy, when named) keep their score.
+counter, the storage bytes of ``/proc/self/io``, the time of a touch, or the direct probes the first
+filter already refuses (``mincore``, ``preadv2(RWF_NOWAIT)``) -- and returns what it found. Against the tree before the private file view,
+the statm, smaps and pagemap readers passed both later samples, the timing, AIO and major-fault readers
+the first (docs/tasks/code.md, "Residual risk"); now the session's files are copies in memory, every page
+is always resident, and each reader gets 0. Honest programs importing the standard library's extension
+modules (and numpy, when named) keep their score.
 """
 
 from __future__ import annotations
@@ -266,9 +267,34 @@ def test_a_session_sees_only_memory_backed_files_and_cannot_become_dumpable(box:
         "    top[f[4]] = f[f.index('-') + 1]\n"
         "ctx = ctypes.c_ulong(0)\n"
         "refused = libc.prctl(4, 1, 0, 0, 0) != 0 and libc.syscall(206, 1, ctypes.byref(ctx)) != 0\n"
+        "refused = refused and libc.prctl(3, 0, 0, 0, 0) == 0 and libc.prctl(4, 0, 0, 0, 0) == 0\n"
         "view = top.get('/usr') == 'tmpfs' and top.get('/etc/ld.so.cache') == 'tmpfs'\n"
         "hidden = not os.path.exists('/usr/bin/env') and os.path.exists(os.__file__)\n"
         "return 4321 if refused and view and hidden else (refused, view, hidden)"
     )
     result = compute_score("x", _program(body), NUMBER)
     assert result["accuracy_reward"] == 1.0, result
+
+
+def test_a_private_view_holds_only_memory_and_keeps_no_capability_it_was_not_asked_for(box: Sandbox) -> None:
+    """``Sandbox.start(private_files=True)`` outside the judge: the pre-stage's ``CAP_SYS_ADMIN`` is gone,
+    every host bind is covered by a tmpfs copy, the interpreter runs from it, legacy AIO is refused."""
+    show = (
+        "import ctypes, os\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "libc.syscall.restype = ctypes.c_long\n"
+        "top = {}\n"
+        "for line in open('/proc/self/mountinfo'):\n"
+        "    f = line.split()\n"
+        "    top[f[4]] = f[f.index('-') + 1]\n"
+        "exe = [l.split()[-1] for l in open('/proc/self/maps') if l.split()[-1] == os.path.realpath('/proc/self/exe')]\n"
+        "print(open('/proc/self/status').read().split('CapEff:')[1].split()[0], top['/usr'],\n"
+        "      top['/etc/ld.so.cache'], os.path.exists('/usr/bin/env'), bool(exe),\n"
+        "      libc.syscall(206, 1, ctypes.byref(ctypes.c_ulong(0))) != 0)\n"
+    )
+    plain = box.run(show)
+    private = box.start(show, private_files=True).wait()
+    assert plain.ok, plain.stderr
+    assert plain.stdout.split()[3] == "True", plain  # the host's /usr, without the view
+    assert private.ok, private.stderr
+    assert private.stdout.split() == ["0000000000000000", "tmpfs", "tmpfs", "False", "True", "True"], private
