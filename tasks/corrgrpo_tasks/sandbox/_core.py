@@ -571,6 +571,34 @@ class Sandbox:
             env[key] = str(fd)
         return env
 
+    def _mount_args(self, limits: Limits) -> list[str]:
+        """The sandbox's file systems: the host's binds, /proc, /dev, the capped /tmp and /dev/shm."""
+        args = [
+            *_system_binds(self.python),
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--size",
+            str(limits.tmp_mb << 20),
+            "--tmpfs",
+            "/tmp",
+            # bwrap's /dev is an unbounded tmpfs owned by the sandbox user: make it read-only
+            # below, leaving only a small /dev/shm for POSIX semaphores and shared memory.
+            "--size",
+            str(_SHM_BYTES),
+            "--tmpfs",
+            "/dev/shm",
+        ]
+        for path in (
+            *self.extra_ro_paths,
+            *self._site,
+        ):  # after /tmp's tmpfs, which would hide paths below
+            args += ["--ro-bind", path, path]
+        for path in self._package_paths:
+            args += ["--ro-bind", path, f"{PACKAGES_DIR}/{os.path.basename(path)}"]
+        return args
+
     def _view_manifest(self) -> bytes:
         """What a sandbox with private files copies (computed once per ``Sandbox``; see ``_view.py``)."""
         if self._manifest is None:
@@ -634,30 +662,7 @@ class Sandbox:
                 args.append("--as-pid-1")
             if seccomp is not None:
                 args += ["--seccomp", str(fds[-1])]
-            args += [
-                *_system_binds(self.python),
-                "--proc",
-                "/proc",
-                "--dev",
-                "/dev",
-                "--size",
-                str(limits.tmp_mb << 20),
-                "--tmpfs",
-                "/tmp",
-                # bwrap's /dev is an unbounded tmpfs owned by the sandbox user: make it read-only
-                # below, leaving only a small /dev/shm for POSIX semaphores and shared memory.
-                "--size",
-                str(_SHM_BYTES),
-                "--tmpfs",
-                "/dev/shm",
-            ]
-            for path in (
-                *self.extra_ro_paths,
-                *self._site,
-            ):  # after /tmp's tmpfs, which would hide paths below
-                args += ["--ro-bind", path, path]
-            for path in self._package_paths:
-                args += ["--ro-bind", path, f"{PACKAGES_DIR}/{os.path.basename(path)}"]
+            args += self._mount_args(limits)
             for fd, name in zip(fds, named, strict=False):
                 args += ["--ro-bind-data", str(fd), f"{_SANDBOX_DIR}/{name}"]
             args += ["--hostname", "sandbox", "--clearenv"]
