@@ -152,10 +152,11 @@ print(json.dumps([time.perf_counter() - start, touches]))
 """
 
 
-def page_cache_channel(path: str, bits: int, first_page: int) -> dict[str, float]:
+def page_cache_channel(path: str, bits: int, first_page: int, private: bool = False) -> dict[str, float]:
     """The host page cache as a channel between two sandboxed runs, with the filters in place: the first
     run touches the pages of ``path`` whose bit is 1, a later one times one touch per page (a minor fault
-    against a major one). Needs pages of ``path`` from ``first_page`` on that nobody has read."""
+    against a major one). Needs pages of ``path`` from ``first_page`` on that nobody has read. ``private``:
+    both runs get the judge servers' private file view (``Sandbox.start(private_files=True)``)."""
     import random
 
     from corrgrpo_tasks.sandbox import Limits, Sandbox
@@ -165,9 +166,12 @@ def page_cache_channel(path: str, bits: int, first_page: int) -> dict[str, float
     message = [rng.randint(0, 1) for _ in range(bits)]
     runs = []
     for mode in ("write", "read"):
-        done = box.run(
-            _PAGES, argv=(path, mode, str(first_page), json.dumps(message)), limits=Limits(wall_seconds=60)
-        )
+        done = box.start(
+            _PAGES,
+            argv=(path, mode, str(first_page), json.dumps(message)),
+            limits=Limits(wall_seconds=60),
+            private_files=private,
+        ).wait()
         if not done.ok:
             raise SystemExit(f"the {mode} run failed: {done.stderr[-300:]}")
         runs.append(json.loads(done.stdout))
@@ -203,11 +207,15 @@ def main() -> None:
         metavar=("FILE", "BITS", "FIRST_PAGE"),
         help="only measure the page-cache channel between two sandboxed runs (residual risk) and exit",
     )
+    parser.add_argument(
+        "--private-files", action="store_true", help="the channel's runs get the private file view"
+    )
     args = parser.parse_args()
     if args.page_cache_channel:
         path, bits, first = args.page_cache_channel
         print("load average before:", _load())
-        print("page-cache channel:", page_cache_channel(path, int(bits), int(first)))
+        channel = page_cache_channel(path, int(bits), int(first), private=args.private_files)
+        print("page-cache channel:", channel)
         print("load average after:", _load())
         return
     here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tasks")

@@ -121,6 +121,9 @@ class _Lane:
                         # mount namespace needs CAP_SYS_CHROOT too); the session drops both before any
                         # of the program runs.
                         keep_caps=("CAP_SYS_ADMIN", "CAP_SYS_CHROOT") if confine else (),
+                        # Every file a session can map is a copy in this sandbox's memory, never a page
+                        # of the host's cache that another sandbox could have loaded (issue 34).
+                        private_files=confine,
                     )
                 )
             self.running.append(

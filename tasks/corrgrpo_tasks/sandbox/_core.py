@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
-from . import _cgroup, _watch
+from . import _cgroup, _view, _watch
 from ._seccomp import filter_program
 
 __all__ = [
@@ -54,6 +54,7 @@ SANDBOX_UIDS = range(2_000_000_000, 2_000_000_000 + 4096)
 #: Where ``Sandbox(packages=...)`` binds the named packages (read-only, first on ``sys.path``).
 PACKAGES_DIR = "/sandbox-packages"
 _LAUNCHER = (Path(__file__).with_name("_launcher.py")).read_text()
+_STAGE = (Path(__file__).with_name("_stage.py")).read_text()
 _SANDBOX_DIR = "/sandbox"
 _CHANNEL_CAP = 1 << 20
 _READ_CHUNK = 1 << 16
@@ -433,6 +434,7 @@ class Sandbox:
         self._bwrap = os.path.realpath(found) if found else None
         # Tests force the seccomp equivalent of --disable-userns to check it on a bubblewrap that has both.
         self._userns_filter = _userns_filter
+        self._manifest: bytes | None = None
         self.backend: Literal["bwrap", "rlimits"] = "bwrap"
         if backend == "rlimits":
             self.backend = "rlimits"
@@ -496,6 +498,7 @@ class Sandbox:
         background: bool = False,
         uid: int | None = None,
         keep_caps: Sequence[str] = (),
+        private_files: bool = False,
     ) -> Running:
         """Start a run without waiting for it (``run`` is ``start(...).wait()``).
 
@@ -509,6 +512,12 @@ class Sandbox:
         caller is root (ignored otherwise). ``keep_caps`` (e.g. ``("CAP_SYS_ADMIN",)``) are capabilities
         the program keeps *inside its own user namespace* (bubblewrap only): a trusted harness that
         mounts per-session file systems uses them and must drop them before running untrusted code.
+        ``private_files`` (bubblewrap only) gives the sandbox a file view of its own, in memory: the
+        interpreter, its standard library, the shared libraries they load and the bound directories are
+        copied once into a read-only tmpfs bound over the host's paths before the launcher starts, and
+        nothing else of ``/usr`` is visible; whether a page of a file is cached then says nothing about
+        any other sandbox (the host's page cache is out of reach). It costs a copy (about 30 MiB for the
+        standard library alone) and an interpreter start per sandbox; see ``_stage.py`` and ``_view.py``.
         """
         limits = limits if limits is not None else Limits()
         source_bytes = source.encode() if isinstance(source, str) else bytes(source)
@@ -531,7 +540,7 @@ class Sandbox:
         if self.backend == "bwrap":
             running = self._start_bwrap(
                 named, stdin_bytes, limits, channel, tuple(argv), extra, as_init, on_channel, run_as,
-                tuple(keep_caps),
+                tuple(keep_caps), private_files,
             )  # fmt: skip
         else:
             running = self._start_rlimits(
@@ -562,6 +571,47 @@ class Sandbox:
             env[key] = str(fd)
         return env
 
+    def _mount_args(self, limits: Limits) -> list[str]:
+        """The sandbox's file systems: the host's binds, /proc, /dev, the capped /tmp and /dev/shm."""
+        args = [
+            *_system_binds(self.python),
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--size",
+            str(limits.tmp_mb << 20),
+            "--tmpfs",
+            "/tmp",
+            # bwrap's /dev is an unbounded tmpfs owned by the sandbox user: make it read-only
+            # below, leaving only a small /dev/shm for POSIX semaphores and shared memory.
+            "--size",
+            str(_SHM_BYTES),
+            "--tmpfs",
+            "/dev/shm",
+        ]
+        for path in (
+            *self.extra_ro_paths,
+            *self._site,
+        ):  # after /tmp's tmpfs, which would hide paths below
+            args += ["--ro-bind", path, path]
+        for path in self._package_paths:
+            args += ["--ro-bind", path, f"{PACKAGES_DIR}/{os.path.basename(path)}"]
+        return args
+
+    def _view_manifest(self) -> bytes:
+        """What a sandbox with private files copies (computed once per ``Sandbox``; see ``_view.py``)."""
+        if self._manifest is None:
+            binds = [(p, p) for p in (*self.extra_ro_paths, *self._site)]
+            binds += [(p, f"{PACKAGES_DIR}/{os.path.basename(p)}") for p in self._package_paths]
+            self._manifest = _view.manifest(self.python, binds)
+        return self._manifest
+
+    def _stage_args(self, view: list[int], admin: bool) -> list[str]:
+        if not view:
+            return []
+        return [self.python, "-S", "-B", "-c", _STAGE, str(view[0]), "1" if admin else "0"]
+
     def _launch_args(self, limits: Limits, main: str, argv: tuple[str, ...]) -> list[str]:
         return [self.python, "-S", "-B", "-c", _LAUNCHER, limits.launcher_arg(), main, *argv]
 
@@ -577,6 +627,7 @@ class Sandbox:
         on_channel: Callable[[bytes], None] | None,
         uid: int | None,
         keep_caps: tuple[str, ...],
+        private_files: bool = False,
     ) -> Running:
         assert self._bwrap is not None
         features = _bwrap_features(self._bwrap)
@@ -588,6 +639,7 @@ class Sandbox:
                 "user namespace could escape the sandbox's limits. Install bubblewrap >= 0.8. " + INSTALL_HINT
             )
         fds = [_memfd(name, data) for name, data in named.items()]
+        view = [_memfd("view", self._view_manifest())] if private_files else []
         if seccomp is not None:
             fds.append(_memfd("seccomp", seccomp))
         channel_r, channel_w = os.pipe() if channel else (None, None)
@@ -601,7 +653,8 @@ class Sandbox:
                 "--cap-drop",
                 "ALL",
             ]
-            for cap in keep_caps:
+            admin = private_files and "CAP_SYS_ADMIN" not in keep_caps  # the pre-stage's, then dropped
+            for cap in (*keep_caps, *(("CAP_SYS_ADMIN",) if admin else ())):
                 args += ["--cap-add", cap]
             if userns_flag:
                 args.append("--disable-userns")
@@ -609,30 +662,7 @@ class Sandbox:
                 args.append("--as-pid-1")
             if seccomp is not None:
                 args += ["--seccomp", str(fds[-1])]
-            args += [
-                *_system_binds(self.python),
-                "--proc",
-                "/proc",
-                "--dev",
-                "/dev",
-                "--size",
-                str(limits.tmp_mb << 20),
-                "--tmpfs",
-                "/tmp",
-                # bwrap's /dev is an unbounded tmpfs owned by the sandbox user: make it read-only
-                # below, leaving only a small /dev/shm for POSIX semaphores and shared memory.
-                "--size",
-                str(_SHM_BYTES),
-                "--tmpfs",
-                "/dev/shm",
-            ]
-            for path in (
-                *self.extra_ro_paths,
-                *self._site,
-            ):  # after /tmp's tmpfs, which would hide paths below
-                args += ["--ro-bind", path, path]
-            for path in self._package_paths:
-                args += ["--ro-bind", path, f"{PACKAGES_DIR}/{os.path.basename(path)}"]
+            args += self._mount_args(limits)
             for fd, name in zip(fds, named, strict=False):
                 args += ["--ro-bind-data", str(fd), f"{_SANDBOX_DIR}/{name}"]
             args += ["--hostname", "sandbox", "--clearenv"]
@@ -646,14 +676,15 @@ class Sandbox:
                 "--remount-ro",
                 "/",
                 "--",
+                *self._stage_args(view, admin),
                 *self._launch_args(limits, f"{_SANDBOX_DIR}/main.py", argv),
             ]
         except BaseException:
-            for leftover in (*fds, channel_r, channel_w, *extra.values()):
+            for leftover in (*fds, *view, channel_r, channel_w, *extra.values()):
                 if leftover is not None:
                     _close_quietly(leftover)
             raise
-        keep = (*fds, *extra.values(), *(() if channel_w is None else (channel_w,)))
+        keep = (*fds, *view, *extra.values(), *(() if channel_w is None else (channel_w,)))
         # _spawn closes `keep` right after the start: closing them twice could hit a descriptor that
         # another scoring thread has been handed since.
         return _spawn(

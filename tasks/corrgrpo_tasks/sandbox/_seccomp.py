@@ -16,7 +16,9 @@ refuses, with ``EPERM``:
   ``MADV_COLD``/``MADV_PAGEOUT`` (evict), ``preadv2``/``pwritev2`` with ``RWF_NOWAIT`` (fail on a page
   not cached: a residency probe);
 * interfaces no judged program needs and whose work or memory is accounted elsewhere: ``io_uring_*``
-  (kernel worker threads), ``userfaultfd``, ``perf_event_open``, ``bpf``, ``process_madvise``;
+  (kernel worker threads), ``userfaultfd``, ``perf_event_open``, ``bpf``, ``process_madvise``; and legacy
+  AIO (``io_setup``, ``io_submit``, ``io_getevents``, ``io_pgetevents``, ``io_cancel``, ``io_destroy``),
+  whose ``RWF_NOWAIT`` reads sit in memory where a filter cannot see them (a page-cache residency probe);
 * ``unshare``/``clone`` with ``CLONE_NEWUSER``: the equivalent of ``bwrap --disable-userns`` for a
   bubblewrap too old to have it (a nested user namespace could mount its own, uncapped tmpfs);
 * ``clone3`` with ``ENOSYS``, because its flags sit in memory where a filter cannot read them; the C
@@ -29,7 +31,9 @@ the process's), ``execve``, creating sockets or pipes and sending descriptors (`
 ``socketpair``, ``sendmsg``, ``sendmmsg``, ``pipe``, ``pipe2``: kernel buffers no memory cap sees, and
 descriptors in flight count against a per-user quota), inotify/fanotify instances (per-user quotas),
 anything that reaches another process (``ptrace``, ``process_vm_*``, ``kcmp``, ``pidfd_*``,
-``prlimit64`` on any process but itself) and changes of scheduling or memory placement
+``prlimit64`` on any process but itself), making itself dumpable again (``prctl(PR_SET_DUMPABLE, n)``
+with ``n`` not 0: the server made it non-dumpable, which keeps ``/proc/self/pagemap`` and the like
+closed) and changes of scheduling or memory placement
 (``setpriority``, ``sched_set*``, ``ioprio_set``, ``migrate_pages``, ``move_pages``).
 """
 
@@ -57,7 +61,8 @@ _ARCHES: dict[str, tuple[int, dict[str, int]]] = {
             "execveat": 322, "userfaultfd": 323, "preadv2": 327, "pwritev2": 328,
             "pidfd_send_signal": 424, "io_uring_setup": 425, "io_uring_enter": 426,
             "io_uring_register": 427, "pidfd_open": 434, "clone3": 435, "pidfd_getfd": 438,
-            "process_madvise": 440, "memfd_secret": 447, "cachestat": 451,
+            "process_madvise": 440, "memfd_secret": 447, "cachestat": 451, "prctl": 157, "io_setup": 206,
+            "io_destroy": 207, "io_getevents": 208, "io_submit": 209, "io_cancel": 210, "io_pgetevents": 333,
         },
     ),
     "aarch64": (
@@ -74,14 +79,16 @@ _ARCHES: dict[str, tuple[int, dict[str, int]]] = {
             "userfaultfd": 282, "preadv2": 286, "pwritev2": 287, "pidfd_send_signal": 424,
             "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "pidfd_open": 434,
             "clone3": 435, "pidfd_getfd": 438, "process_madvise": 440, "memfd_secret": 447,
-            "cachestat": 451,
+            "cachestat": 451, "io_setup": 0, "io_destroy": 1, "io_submit": 2, "io_cancel": 3, "io_getevents": 4,
+            "prctl": 167, "io_pgetevents": 292,
         },
     ),
 }
 _BASE_REFUSED = (
     "memfd_create", "memfd_secret", "shmget", "msgget", "semget", "mq_open", "add_key", "request_key",
     "keyctl", "fadvise64", "readahead", "mincore", "cachestat", "io_uring_setup", "io_uring_enter",
-    "io_uring_register", "userfaultfd", "perf_event_open", "bpf", "process_madvise",
+    "io_uring_register", "userfaultfd", "perf_event_open", "bpf", "process_madvise", "io_setup",
+    "io_destroy", "io_submit", "io_cancel", "io_getevents", "io_pgetevents",
 )
 _SESSION_REFUSED = (
     "fork", "vfork", "execve", "execveat", "socket", "socketpair", "sendmsg", "sendmmsg", "pipe", "pipe2",
@@ -94,6 +101,7 @@ _SESSION_REFUSED = (
 _CLONE_NEWUSER = 0x10000000
 _CLONE_THREAD = 0x00010000
 _MADV_COLD, _MADV_PAGEOUT = 20, 21
+_PR_SET_DUMPABLE = 4
 _RWF_NOWAIT = 0x00000008
 _X32_BIT = 0x40000000
 _LD_ABS, _JEQ, _JSET, _JGE, _RET = 0x20, 0x15, 0x45, 0x35, 0x06
@@ -148,7 +156,15 @@ def _build(machine: str | None, refused: tuple[str, ...], session: bool) -> byte
         program += [
             (_JEQ, "clone_thread", 0, numbers["clone"]),
             (_JEQ, "enosys", 0, numbers["clone3"]),
+            (_JEQ, "prctl", 0, numbers["prctl"]),
             (_JEQ, "prlimit_self", "allow", numbers["prlimit64"]),
+        ]
+        mark("prctl")  # prctl(PR_SET_DUMPABLE, nonzero): the server made it non-dumpable, and so it stays
+        program += [
+            (_LD_ABS, 0, 0, _arg(0)),
+            (_JEQ, 0, "allow", _PR_SET_DUMPABLE),
+            (_LD_ABS, 0, 0, _arg(1)),
+            (_JEQ, "allow", "deny", 0),
         ]
         mark("clone_thread")  # a thread (CLONE_THREAD) only: its time is the process's own
         program += [(_LD_ABS, 0, 0, _arg(0)), (_JSET, "allow", "deny", _CLONE_THREAD)]
