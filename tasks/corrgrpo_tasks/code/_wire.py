@@ -374,6 +374,15 @@ def _decode(
     handle: Callable[[int], Any] | None,
     attributes: dict[str, frozenset[str]],
 ) -> Any:
+    reader = _Reader(_tokens(data), classes, max_depth, handle, attributes)
+    value = reader.run()
+    if reader.position != reader.end:
+        raise WireError("trailing tokens")
+    return value
+
+
+def _tokens(data: bytes) -> list[Any]:
+    """The flat token list ``data`` holds (strings, ints and floats only), within the limits."""
     if type(data) is not bytes or len(data) > MAX_BYTES:
         raise WireError("payload is not bytes within the size limit")
     tokens = loads(data)
@@ -381,140 +390,191 @@ def _decode(
         raise WireError("payload is not a token list within the limit")
     if not set(map(type, tokens)) <= {str, int, float}:
         raise WireError("nested JSON in the token list")
-    opened: list[Any] = []
-    stack: list[_Frame] = []
-    depth = 0
-    position = 0
-    end = len(tokens)
+    return tokens
 
-    def take() -> Any:
-        nonlocal position
-        if position >= end:
+
+class _Reader:
+    """One decoding: the tokens and the read position, the containers and objects opened so far (what
+    ``r`` refers to), and the frames of those not yet full."""
+
+    __slots__ = (
+        "attributes",
+        "classes",
+        "depth",
+        "end",
+        "handle",
+        "max_depth",
+        "opened",
+        "position",
+        "stack",
+        "tokens",
+    )
+
+    def __init__(
+        self,
+        tokens: list[Any],
+        classes: dict[str, type],
+        max_depth: int,
+        handle: Callable[[int], Any] | None,
+        attributes: dict[str, frozenset[str]],
+    ) -> None:
+        self.tokens = tokens
+        self.classes = classes
+        self.max_depth = max_depth
+        self.handle = handle
+        self.attributes = attributes
+        self.opened: list[Any] = []
+        self.stack: list[_Frame] = []
+        self.depth = 0
+        self.position = 0
+        self.end = len(tokens)
+
+    def take(self) -> Any:
+        if self.position >= self.end:
             raise WireError("truncated payload")
-        token = tokens[position]
-        position += 1
+        token = self.tokens[self.position]
+        self.position += 1
         return token
 
-    def count() -> int:
-        number = take()
-        if type(number) is not int or number < 0 or number > end - position:
+    def count(self) -> int:
+        number = self.take()
+        if type(number) is not int or number < 0 or number > self.end - self.position:
             raise WireError("bad count")
         return number
 
-    while True:
-        frame = stack[-1] if stack else None
-        if frame is not None and frame.tag == "o" and frame.attr is None:
-            name = take()
-            if type(name) is not str or not name.isidentifier() or name.startswith("__"):
-                raise WireError("bad attribute name")
-            frame.attr = name
-        tag = take()
-        if type(tag) is not str:
-            raise WireError("expected a tag")
-        value: Any
-        complete = True
-        if tag in _SCALAR_TAGS:
-            value = _SCALAR_TAGS[tag]
-        elif tag == "i":
-            value = take()
-            if type(value) is not int or not -_SMALL < value < _SMALL:
-                raise WireError("bad small int")
-        elif tag == "I":
-            text = take()
-            if type(text) is not str or len(text) > _MAX_HEX:
-                raise WireError("bad big int")
-            value = int(text, 16)
-        elif tag == "f":
-            value = take()
-            if type(value) is int:
-                value = float(value)
-            if type(value) is not float:
-                raise WireError("bad float")
-        elif tag == "s":
-            value = take()
-            if type(value) is not str:
-                raise WireError("bad str")
-        elif tag == "b":
-            text = take()
-            if type(text) is not str:
-                raise WireError("bad bytes")
-            value = text.encode("latin-1")
-        elif tag in _VALUE_TAGS:
-            value = _value(tag, take)
-        elif tag == "r":
-            index = take()
-            if type(index) is not int or not 0 <= index < len(opened):
+    def run(self) -> Any:
+        """Read values until the outermost one is complete; that value."""
+        while True:
+            stack = self.stack
+            if stack and stack[-1].tag == "o" and stack[-1].attr is None:
+                name = self.take()
+                if type(name) is not str or not name.isidentifier() or name.startswith("__"):
+                    raise WireError("bad attribute name")
+                stack[-1].attr = name
+            tag = self.take()
+            if type(tag) is not str:
+                raise WireError("expected a tag")
+            if tag in _CONTAINER_TAGS:
+                self.open_container(tag)
+            elif tag == "o":
+                self.open_object()
+            else:
+                value = self.leaf(tag)
+                if not stack:
+                    return value
+                _attach(stack[-1], value)
+            full, value = self.close_full()
+            if full:
+                return value
+
+    def leaf(self, tag: str) -> Any:
+        """The complete value a tag other than a container's or an object's starts."""
+        if tag == "r":
+            index = self.take()
+            if type(index) is not int or not 0 <= index < len(self.opened):
                 raise WireError("bad reference")
-            value = opened[index]
-        elif tag == "h":
-            index = take()
-            if handle is None or type(index) is not int or not 0 <= index < _SMALL:
+            return self.opened[index]
+        if tag == "h":
+            index = self.take()
+            if self.handle is None or type(index) is not int or not 0 <= index < _SMALL:
                 raise WireError("bad handle")
-            value = handle(index)
-        elif tag in _FLAT_TYPES:
-            size = count()
-            values = tokens[position : position + size]
-            position += size
-            kind = _FLAT_TYPES[tag]
-            kinds = set(map(type, values))
-            if kind is float and int in kinds:  # JSON writes 1.0 as 1.0, but accept a bare 1 as well
-                values = [float(v) for v in values]
-                kinds.discard(int)
-            if kinds - {kind} or (
-                kind is int and values and not (min(values) > -_SMALL and max(values) < _SMALL)
-            ):
-                raise WireError("bad flat list")
-            value = values
-            opened.append(value)
-        elif tag in _CONTAINER_TAGS:
-            size = count()
-            depth += 1
-            if depth > max_depth:
-                raise WireError("nested too deeply")
-            container: Any = None
-            if tag == "l":
-                container = []
-                opened.append(container)
-            elif tag == "d":
-                container = {}
-                opened.append(container)
-            stack.append(_Frame(tag, size * 2 if tag == "d" else size, container, True))
-            complete = False
-        elif tag == "o":
-            name = take()
-            cls: Any = classes.get(name) if type(name) is str else None
-            if cls is None:
-                raise WireError("unknown class")
-            size = count()
-            instance = cls.__new__(cls)
-            opened.append(instance)
-            frame_o = _Frame("o", size, instance, False)
-            frame_o.allowed = attributes.get(name)
-            stack.append(frame_o)
-            complete = False
-        else:
-            raise WireError("unknown tag")
-        if complete:
-            if not stack:
-                break
-            _attach(stack[-1], value)
-        # Close every frame that is now full, attaching each to its parent.
-        finished = False
+            return self.handle(index)
+        if tag in _FLAT_TYPES:
+            return self.flat(_FLAT_TYPES[tag])
+        return _scalar(tag, self.take)
+
+    def flat(self, kind: type) -> list[Any]:
+        """A list of ``kind`` written as a count and then the bare tokens."""
+        size = self.count()
+        values = self.tokens[self.position : self.position + size]
+        self.position += size
+        kinds = set(map(type, values))
+        if kind is float and int in kinds:  # JSON writes 1.0 as 1.0, but accept a bare 1 as well
+            values = [float(v) for v in values]
+            kinds.discard(int)
+        if kinds - {kind} or (
+            kind is int and values and not (min(values) > -_SMALL and max(values) < _SMALL)
+        ):
+            raise WireError("bad flat list")
+        self.opened.append(values)
+        return values
+
+    def open_container(self, tag: str) -> None:
+        size = self.count()
+        self.depth += 1
+        if self.depth > self.max_depth:
+            raise WireError("nested too deeply")
+        container: Any = None
+        if tag == "l":
+            container = []
+            self.opened.append(container)
+        elif tag == "d":
+            container = {}
+            self.opened.append(container)
+        self.stack.append(_Frame(tag, size * 2 if tag == "d" else size, container, True))
+
+    def open_object(self) -> None:
+        name = self.take()
+        cls: Any = self.classes.get(name) if type(name) is str else None
+        if cls is None:
+            raise WireError("unknown class")
+        size = self.count()
+        instance = cls.__new__(cls)
+        self.opened.append(instance)
+        frame = _Frame("o", size, instance, False)
+        frame.allowed = self.attributes.get(name)
+        self.stack.append(frame)
+
+    def close_full(self) -> tuple[bool, Any]:
+        """Close every frame that is now full, attaching each to its parent; ``(True, value)`` when the
+        outermost one closed."""
+        stack = self.stack
         while stack and stack[-1].remaining == 0:
             done = stack.pop()
             if done.plain:
-                depth -= 1
+                self.depth -= 1
             built = _finish(done)
             if not stack:
-                value = built
-                finished = True
-                break
+                return True, built
             _attach(stack[-1], built)
-        if finished:
-            break
-    if position != end:
-        raise WireError("trailing tokens")
-    return value
+        return False, None
+
+
+def _scalar(tag: str, take: Callable[[], Any]) -> Any:
+    """A value of one or no token after its tag: ``None``, booleans, ints, floats, ``str``, ``bytes`` and
+    the value types of ``_value``."""
+    if tag in _SCALAR_TAGS:
+        return _SCALAR_TAGS[tag]
+    if tag == "i":
+        value = take()
+        if type(value) is not int or not -_SMALL < value < _SMALL:
+            raise WireError("bad small int")
+        return value
+    if tag == "I":
+        text = take()
+        if type(text) is not str or len(text) > _MAX_HEX:
+            raise WireError("bad big int")
+        return int(text, 16)
+    if tag == "f":
+        value = take()
+        if type(value) is int:
+            value = float(value)
+        if type(value) is not float:
+            raise WireError("bad float")
+        return value
+    if tag == "s":
+        value = take()
+        if type(value) is not str:
+            raise WireError("bad str")
+        return value
+    if tag == "b":
+        text = take()
+        if type(text) is not str:
+            raise WireError("bad bytes")
+        return text.encode("latin-1")
+    if tag in _VALUE_TAGS:
+        return _value(tag, take)
+    raise WireError("unknown tag")
 
 
 def _value(tag: str, take: Callable[[], Any]) -> Any:
