@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from corrgrpo_tasks.asb import LAYOUT as ASB_LAYOUT
+from corrgrpo_tasks.domains import domain_for_benchmark, domain_names
 from corrgrpo_tasks.injecagent import LAYOUT as INJECAGENT_LAYOUT
 
 from ._agentdojo import LAYOUT as AGENTDOJO_LAYOUT
@@ -22,8 +23,9 @@ from ._run import Case, RunContext, generate_and_score
 
 @dataclasses.dataclass(frozen=True)
 class Benchmark:
+    """One benchmark ``corrgrpo evaluate`` runs; its domain is the one whose ``DomainSpec`` lists it."""
+
     name: str
-    domain: str
     summary: str
     layout: str
     run: Callable[[RunContext], dict[str, Any]]
@@ -34,6 +36,12 @@ class Benchmark:
     headline is 100 times their mean."""
     headline: str
     unit: str = "problems"
+    sandboxed: bool = False
+    """Scores programs in the sandbox (takes ``--sandbox-packages``)."""
+
+    @property
+    def domain(self) -> str:
+        return domain_for_benchmark(self.name).name
 
 
 def _need(path: Path, layout: str) -> Path:
@@ -453,37 +461,36 @@ BENCHMARKS: dict[str, Benchmark] = {
     for b in (
         Benchmark(
             "humaneval",
-            "code",
             "HumanEval: Pass@1, Executable, Efficiency",
             BENCHMARKS_LAYOUT["load_humaneval"],
             _code("load_humaneval"),
             CODE_METRICS,
             _code_paired,
             "pass@1",
+            sandboxed=True,
         ),
         Benchmark(
             "mbpp",
-            "code",
             "MBPP: Pass@1, Executable, Efficiency",
             BENCHMARKS_LAYOUT["load_mbpp"],
             _code("load_mbpp"),
             CODE_METRICS,
             _code_paired,
             "pass@1",
+            sandboxed=True,
         ),
         Benchmark(
             "livecodebench",
-            "code",
             "LiveCodeBench (v6 is the paper's 175): Pass@1, Executable, Efficiency",
             BENCHMARKS_LAYOUT["load_livecodebench"],
             _code("load_livecodebench"),
             CODE_METRICS,
             _code_paired,
             "pass@1",
+            sandboxed=True,
         ),
         Benchmark(
             "rlla-test",
-            "tool-calling",
             "RLLA-4K test split (the paper's 80 rows): all-exact and component matches",
             RLLA_LAYOUT,
             _rlla,
@@ -494,7 +501,6 @@ BENCHMARKS: dict[str, Benchmark] = {
         ),
         Benchmark(
             "api-bank",
-            "tool-calling",
             "API-Bank levels 1-3: call accuracy",
             API_BANK_LAYOUT,
             _api_bank,
@@ -505,7 +511,6 @@ BENCHMARKS: dict[str, Benchmark] = {
         ),
         Benchmark(
             "agentdojo",
-            "agent-security",
             "AgentDojo v1.2.2 held-out cases (the paper's 411: 21 clean, 390 attacked)",
             AGENTDOJO_LAYOUT,
             _agentdojo,
@@ -516,7 +521,6 @@ BENCHMARKS: dict[str, Benchmark] = {
         ),
         Benchmark(
             "asb",
-            "agent-security",
             "Agent Security Bench, observation prompt injection (the paper's 400 pairs)",
             ASB_LAYOUT,
             _asb,
@@ -531,7 +535,6 @@ BENCHMARKS: dict[str, Benchmark] = {
         ),
         Benchmark(
             "injecagent",
-            "agent-security",
             "InjecAgent base setting: attack success rates",
             INJECAGENT_LAYOUT,
             _injecagent,
@@ -542,4 +545,4 @@ BENCHMARKS: dict[str, Benchmark] = {
         ),
     )
 }
-DOMAINS = ("code", "tool-calling", "agent-security")
+DOMAINS = domain_names()
