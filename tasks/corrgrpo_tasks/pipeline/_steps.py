@@ -164,12 +164,16 @@ def plan(
     ours = list(spec.benchmarks)
     unknown = sorted(set(data) - set(ours))
     if unknown:
-        raise ValueError(f"--data {unknown[0]}: not a {spec.name} benchmark; the domain has {', '.join(ours)}")
+        raise ValueError(
+            f"--data {unknown[0]}: not a {spec.name} benchmark; the domain has {', '.join(ours)}"
+        )
     root = Path(out)
     recipe = build_recipe(spec.name, framework, estimator=estimator, overrides=overrides, extra=extra)
     checkpoint_dir = Path(recipe.checkpoint_dir)
     convert = CONVERTERS[kind]
-    model_dir = Path(checkpoint) if checkpoint is not None else root / "hf_model" if convert else checkpoint_dir
+    model_dir = (
+        Path(checkpoint) if checkpoint is not None else root / "hf_model" if convert else checkpoint_dir
+    )
     steps = [
         Step(
             "train",

@@ -44,9 +44,7 @@ def _data(text: str) -> tuple[str, str]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``pipeline`` sub-command's options."""
-    parser.add_argument(
-        "domain", type=domain_argument, metavar=domain_metavar(), help="task domain"
-    )
+    parser.add_argument("domain", type=domain_argument, metavar=domain_metavar(), help="task domain")
     parser.add_argument("--framework", required=True, choices=FRAMEWORKS, help="training framework")
     parser.add_argument("--estimator", default="corrgrpo", help="advantage estimator [corrgrpo]")
     parser.add_argument(

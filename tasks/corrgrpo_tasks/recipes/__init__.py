@@ -10,6 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from corrgrpo_tasks.domains import DOMAINS as _SPECS
+from corrgrpo_tasks.domains import framework_names, get_domain, get_framework, parse_domain
+from corrgrpo_tasks.domains import resolve as _resolve
 from corrgrpo_tasks.recipes._builders import (
     OPENRLHF_OUR_FLAGS,
     VERL_REWARD_FILE,
@@ -18,9 +21,6 @@ from corrgrpo_tasks.recipes._builders import (
     trl_config,
     verl_overrides,
 )
-from corrgrpo_tasks.domains import DOMAINS as _SPECS
-from corrgrpo_tasks.domains import framework_names, get_domain, get_framework, parse_domain
-from corrgrpo_tasks.domains import resolve as _resolve
 from corrgrpo_tasks.recipes._hparams import HParams, apply_overrides, defaults, estimator_names
 
 # Views of the domain specs (corrgrpo_tasks.domains), kept for the recipes' callers.

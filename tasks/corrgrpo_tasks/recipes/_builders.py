@@ -26,6 +26,8 @@ OPENRLHF_OUR_FLAGS = {
     "reward_keys": "--corrgrpo.reward_keys",
     "reward_weights": "--corrgrpo.reward_weights",
 }
+
+
 @dataclass(frozen=True)
 class Recipe:
     """One resolved launch: the command, its environment, and the config it amounts to."""
@@ -73,9 +75,7 @@ def _experiment(domain: str, estimator: str, hp: HParams) -> str:
 def verl_overrides(domain: str, estimator: str, hp: HParams) -> dict[str, Any]:
     """Hydra overrides for ``verl.trainer.main_ppo`` (keys with ``+`` are new to verl's schema)."""
     ov: dict[str, Any] = {
-        **estimator_overrides(
-            estimator, hp.reward_keys, hp.weights(), legacy_trainer=hp.verl_legacy_trainer
-        ),
+        **estimator_overrides(estimator, hp.reward_keys, hp.weights(), legacy_trainer=hp.verl_legacy_trainer),
         "algorithm.use_kl_in_reward": False,
         "critic.enable": False,
         "data.train_files": hp.train_files,
@@ -288,7 +288,14 @@ def build_trl(domain: str, estimator: str, hp: HParams, extra: Sequence[str] = (
     argv = (sys.executable, "-m", "corrgrpo_tasks.recipes.trl_train", "--config", json.dumps(config))
     notes = ("multi-GPU: launch the same module with accelerate launch / torchrun",) if hp.n_gpus > 1 else ()
     return Recipe(
-        domain, "trl", estimator, hp, argv, config, notes=notes, checkpoint_dir=config["grpo_config"]["output_dir"]
+        domain,
+        "trl",
+        estimator,
+        hp,
+        argv,
+        config,
+        notes=notes,
+        checkpoint_dir=config["grpo_config"]["output_dir"],
     )
 
 

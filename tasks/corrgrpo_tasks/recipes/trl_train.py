@@ -18,6 +18,7 @@ from typing import Any
 
 from corrgrpo_tasks.domains import get_domain
 
+FRAMEWORK = "trl"  # the framework this entry point trains with: the key of the specs' entries it reads
 _PLAIN_TRL = {"grpo": "sum_then_normalize", "gdpo": "normalize_then_sum"}
 
 
@@ -47,9 +48,9 @@ def reward_functions(
     """The domain's TRL reward functions, one per key, in ``reward_keys`` order (``reward_kwargs`` the
     domain's ``trl_reward_functions`` does not take are left out)."""
     spec = get_domain(domain)
-    if "trl" not in spec.rewards:
+    if FRAMEWORK not in spec.rewards:
         raise ValueError(f"no TRL reward functions for domain {domain!r}")
-    trl_reward_functions = spec.reward("trl")
+    trl_reward_functions = spec.reward(FRAMEWORK)
     accepted = inspect.signature(trl_reward_functions).parameters
     kwargs = {k: v for k, v in (reward_kwargs or {}).items() if k in accepted}
     by_name = {fn.__name__: fn for fn in trl_reward_functions(**kwargs)}
@@ -128,7 +129,7 @@ def build_trainer(
         else None
     )
     environments: dict[str, Any] = {}
-    setup = spec.agent_loop("trl")
+    setup = spec.agent_loop(FRAMEWORK)
     if setup is not None:
         train, evaluation, environments = setup(train, evaluation, processing_class, config)
     return trainer_cls(
