@@ -283,17 +283,6 @@ API_BANK_METRICS = (
 # -- agent security -----------------------------------------------------------------------------------------
 
 
-def _resume(ctx: RunContext) -> dict[str, Any]:
-    """The keywords the multi-turn harnesses take to resume and record through the run folder."""
-    return {
-        "done": ctx.done,
-        "on_start": ctx.begin,
-        "on_record": ctx.done_case,
-        "offset": ctx.offset,
-        "limit": ctx.limit,
-    }
-
-
 def _agentdojo(ctx: RunContext) -> dict[str, Any]:
     from ._agentdojo import read_agentdojo_cases, run_agentdojo
 
@@ -304,7 +293,7 @@ def _agentdojo(ctx: RunContext) -> dict[str, Any]:
         ctx.lazy_generate,
         max_iters=int(ctx.options.get("max_turns", 15)),
         concurrency=int(ctx.options.get("concurrency", 1)),
-        **_resume(ctx),
+        resume=ctx.resume(),
     )
     return {"metrics": out["metrics"], "records": out["cases"]}
 
@@ -350,7 +339,7 @@ def _asb(ctx: RunContext) -> dict[str, Any]:
         concurrency=int(ctx.options.get("concurrency", 1)),
         attack_type=str(ctx.options.get("attack_type", "context_ignoring")),
         plan_attempts=int(ctx.options.get("plan_attempts", 10)),
-        **_resume(ctx),
+        resume=ctx.resume(),
     )
     return {"metrics": out["metrics"], "records": [*out["pairs"], *out["clean"]]}
 
@@ -393,7 +382,7 @@ def _injecagent(ctx: RunContext) -> dict[str, Any]:
         lambda conversations: ctx.model.generate(conversations),
         prompt=prompt,
         chunk=ctx.batch_size,
-        **_resume(ctx),
+        resume=ctx.resume(),
     )
     metrics = {k: v for k, v in out["metrics"].items() if k != "counts"}
     metrics.update(

@@ -20,6 +20,7 @@ pytest.importorskip("transformers")
 pytest.importorskip("agentdojo")
 
 from corrgrpo_core.cli import main
+from corrgrpo_tasks._batching import Resume
 from corrgrpo_tasks.code import COMPONENTS
 from corrgrpo_tasks.evaluation import BENCHMARKS, evaluate
 from corrgrpo_tasks.gpu_smoke._tiny import QWEN_STYLE_TEMPLATE, write_chat_checkpoint
@@ -220,7 +221,7 @@ def test_agentdojo_llm_element_executes_ground_truth_calls_and_the_checker_agree
         seen.append(len(conversations))
         return generate(conversations, tools)
 
-    resumed = run_agentdojo(cases, counting, done={out["cases"][0]["id"]: out["cases"][0]})
+    resumed = run_agentdojo(cases, counting, resume=Resume(done={out["cases"][0]["id"]: out["cases"][0]}))
     assert resumed["cases"] == out["cases"]
     assert len(seen) == len(calls) + 1  # only the attacked case was played again
     assert out["cases"][1]["attack_success"] is False
