@@ -218,3 +218,20 @@ def test_the_spec_module_imports_no_domain_package() -> None:
 
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "['corrgrpo_tasks', 'corrgrpo_tasks.domains']"
+
+
+HEAVY = ("torch", "transformers", "datasets", "agentdojo", "vllm", "trl", "verl", "pandas", "pyarrow")
+
+
+@pytest.mark.parametrize(
+    "module",
+    ["corrgrpo_tasks.evaluation.cli", "corrgrpo_tasks.pipeline.cli", "corrgrpo_tasks.recipes.__main__"],
+)
+def test_the_commands_parse_their_arguments_before_any_heavy_import(module: str) -> None:
+    """What a command imports before argparse runs: nothing heavy, so an argument error is reported at
+    once (the model, the data and the frameworks load only when a run starts)."""
+    import subprocess
+
+    code = f"import sys, {module}; print(sorted({{m.split('.')[0] for m in sys.modules}} & {set(HEAVY)!r}))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
