@@ -235,3 +235,21 @@ def test_the_commands_parse_their_arguments_before_any_heavy_import(module: str)
     code = f"import sys, {module}; print(sorted({{m.split('.')[0] for m in sys.modules}} & {set(HEAVY)!r}))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+@pytest.mark.parametrize("command", [["evaluate"], ["pipeline"]])
+def test_the_commands_take_one_spelling_and_note_the_other(command: list[str], tmp_path: Path) -> None:
+    import subprocess
+
+    args = [sys.executable, "-m", "corrgrpo_core.cli", *command, "tool-calling"]
+    tail = ["--model", "x", "--benchmark", "humaneval", "--data", "x"] if command == ["evaluate"] else []
+    tail = tail or ["--framework", "trl", "--dry-run", "--out", str(tmp_path / "p")]
+    run = subprocess.run([*args, *tail], capture_output=True, text=True, check=False)
+    assert "note: 'tool-calling' is spelled 'tool_calling'" in run.stderr
+    if command == ["evaluate"]:
+        assert "belongs to domain 'code', not 'tool_calling'" in run.stderr
+    else:
+        assert run.stdout.startswith("# pipeline: tool_calling on trl")
+    wrong = subprocess.run([*args[:-1], "tool calling", *tail], capture_output=True, text=True, check=False)
+    assert wrong.returncode == 2
+    assert "unknown domain 'tool calling'; known: code, tool_calling, agent_security" in wrong.stderr
