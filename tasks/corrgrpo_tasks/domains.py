@@ -40,6 +40,8 @@ __all__ = [
     "parse_domain",
     "register_domain",
     "resolve",
+    "spelling",
+    "spelling_argument",
 ]
 
 _PACKAGE = Path(__file__).resolve().parent
@@ -311,6 +313,22 @@ def domain_argument(text: str) -> str:
         return parse_domain(text, note=lambda line: print(line, file=sys.stderr))
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def spelling(text: str, *, note: Callable[[str], None] | None = None) -> str:
+    """The one spelling of ``text`` if it spells a domain, else ``text`` as given (for a command whose
+    choices hold more than the domains, such as ``corrgrpo train --task``, which also has ``scales``).
+
+    >>> spelling("tool-calling"), spelling("scales")
+    ('tool_calling', 'scales')
+    """
+    return parse_domain(text, note=note) if text in _spellings() else text
+
+
+def spelling_argument(text: str) -> str:
+    """:func:`spelling` as an ``argparse`` type, with the note on stderr; argparse then checks the
+    command's own ``choices`` (``p.add_argument("--task", type=spelling_argument, choices=TASKS)``)."""
+    return spelling(text, note=lambda line: print(line, file=sys.stderr))
 
 
 def domain_metavar() -> str:

@@ -253,3 +253,15 @@ def test_the_commands_take_one_spelling_and_note_the_other(command: list[str], t
     wrong = subprocess.run([*args[:-1], "tool calling", *tail], capture_output=True, text=True, check=False)
     assert wrong.returncode == 2
     assert "unknown domain 'tool calling'; known: code, tool_calling, agent_security" in wrong.stderr
+
+
+def test_a_command_with_more_choices_than_the_domains_takes_both_spellings() -> None:
+    """How ``corrgrpo train --task`` (whose choices also hold ``scales``) takes ``tool-calling``."""
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--task", type=domains.spelling_argument, choices=("tool_calling", "code", "scales"))
+    assert parser.parse_args(["--task", "tool-calling"]).task == "tool_calling"
+    assert parser.parse_args(["--task", "scales"]).task == "scales"
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--task", "agent-security"])  # a domain, but not one of this command's choices
