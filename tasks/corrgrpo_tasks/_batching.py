@@ -129,9 +129,9 @@ class Resume:
     offset: int = 0
     limit: int | None = None
     done: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
-    on_start: Callable[[list[str]], None] | None = None
-    on_record: Callable[[dict[str, Any]], None] | None = None
-    on_case: Callable[[int], None] | None = None
+    on_start: Callable[[list[str]], object] | None = None
+    on_record: Callable[[dict[str, Any]], object] | None = None
+    on_case: Callable[[int], object] | None = None
 
     def select(self, items: Sequence[T]) -> list[T]:
         """``items[offset : offset + limit]``."""
