@@ -274,13 +274,13 @@ def test_cli_runs_and_reports_bad_input_in_one_line(
     prompt = tmp_path / "prompt.json"
     prompt.write_text(json.dumps({"system": "s", "user": "{input} {available_tool_descriptions}"}))
     bad = [
-        (["evaluate", "tool-calling", "--benchmark", "humaneval", "--data", "x"], "belongs to domain 'code'"),
+        (["evaluate", "tool_calling", "--benchmark", "humaneval", "--data", "x"], "belongs to domain 'code'"),
         (
-            ["evaluate", "agent-security", "--benchmark", "asb", "--data", str(tmp_path)],
+            ["evaluate", "agent_security", "--benchmark", "asb", "--data", str(tmp_path)],
             "all_normal_tools.jsonl is missing; expected an ASB checkout",
         ),
         (
-            ["evaluate", "agent-security", "--benchmark", "injecagent", "--data", str(tmp_path / "nope")],
+            ["evaluate", "agent_security", "--benchmark", "injecagent", "--data", str(tmp_path / "nope")],
             "does not exist; expected an InjecAgent checkout",
         ),
         (
@@ -292,21 +292,21 @@ def test_cli_runs_and_reports_bad_input_in_one_line(
             "HumanEval.jsonl: cannot read it (KeyError: 'test'); expected HumanEval as JSON/JSONL rows",
         ),
         (
-            ["evaluate", "tool-calling", "--benchmark", "rlla-test", "--data", str(tmp_path / "rlla")],
+            ["evaluate", "tool_calling", "--benchmark", "rlla-test", "--data", str(tmp_path / "rlla")],
             "test.parquet: cannot read it (",
         ),
         (
-            ["evaluate", "tool-calling", "--benchmark", "api-bank", "--data", str(tmp_path)],
+            ["evaluate", "tool_calling", "--benchmark", "api-bank", "--data", str(tmp_path)],
             "holds no level-N-*.json file; expected API-Bank's test-data folder",
         ),
         (
-            ["evaluate", "agent-security", "--benchmark", "agentdojo", "--data", str(tmp_path)],
+            ["evaluate", "agent_security", "--benchmark", "agentdojo", "--data", str(tmp_path)],
             "test.parquet is missing; expected AgentDojo cases",
         ),
         (
             [
                 "evaluate",
-                "agent-security",
+                "agent_security",
                 "--benchmark",
                 "injecagent",
                 "--data",
