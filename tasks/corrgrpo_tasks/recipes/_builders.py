@@ -14,11 +14,16 @@ from pathlib import Path
 from typing import Any
 
 from corrgrpo_adapters.verl.recipe import estimator_overrides
-from corrgrpo_tasks.domains import get_domain
+from corrgrpo_tasks.domains import DOMAINS, get_domain, resolve
 from corrgrpo_tasks.recipes._hparams import HParams
 
 _HERE = Path(__file__).resolve().parent
 VERL_REWARD_FILE = _HERE / "verl_reward.py"
+OPENRLHF = "openrlhf"  # the framework :func:`build_openrlhf` launches: the key of the spec entries it reads
+# The OpenRLHF reward files by domain: a view of the domain specs (``DomainSpec.rewards[OPENRLHF]``).
+OPENRLHF_REWARD_FILES: dict[str, Path] = {
+    d.name: resolve(d.rewards[OPENRLHF]) for d in DOMAINS.values() if OPENRLHF in d.rewards
+}
 # The OpenRLHF launcher takes OpenRLHF's own flags plus these; it adds OpenRLHF's ``group_norm`` plumbing
 # itself and replaces only the advantage.
 OPENRLHF_OUR_FLAGS = {
@@ -302,11 +307,11 @@ def build_trl(domain: str, estimator: str, hp: HParams, extra: Sequence[str] = (
 def openrlhf_args(domain: str, estimator: str, hp: HParams) -> list[str]:
     """Flags for our OpenRLHF launcher (OpenRLHF's own flags plus the estimator's)."""
     spec = get_domain(domain)
-    agent = spec.agent_loop("openrlhf")
+    agent = spec.agent_loop(OPENRLHF)
     rollout = (
         ["--train.agent_func_path", str(agent)]
         if agent is not None
-        else ["--reward.remote_url", str(spec.reward("openrlhf"))]
+        else ["--reward.remote_url", str(spec.reward(OPENRLHF))]
     )
     input_key, label_key = spec.openrlhf_data_keys
     flags: list[str] = [
@@ -422,7 +427,7 @@ def build_openrlhf(domain: str, estimator: str, hp: HParams, extra: Sequence[str
     )
     return Recipe(
         domain,
-        "openrlhf",
+        OPENRLHF,
         estimator,
         hp,
         argv,
