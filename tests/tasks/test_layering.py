@@ -125,6 +125,22 @@ def test_no_import_circle_in_the_tasks() -> None:
     assert not gone, f"no longer circular, remove from KNOWN: {gone}"
 
 
+def test_each_benchmark_family_has_one_home() -> None:
+    """The agent-security benchmarks' runners (AgentDojo, ASB, InjecAgent) live in one package,
+    ``evaluation.agent_security``, which the runners' dispatch reads; the reward side they share stays in
+    ``corrgrpo_tasks.agent_security`` and imports none of them."""
+    home = f"{PACKAGE}.evaluation.agent_security"
+    families = ("agentdojo", "asb", "injecagent")
+    named = [m for m in modules() if any(f in part for part in m.split(".")[1:] for f in families)]
+    assert named
+    assert [m for m in named if not m.startswith(home + ".")] == []
+    assert {f"{home}._agentdojo", f"{home}.asb", f"{home}.injecagent"} <= imports(
+        f"{PACKAGE}.evaluation._benchmarks"
+    )
+    reward = [m for m in modules() if m.startswith(f"{PACKAGE}.agent_security")]
+    assert not [(m, i) for m in reward for i in imports(m) if i.startswith(home)]
+
+
 def test_the_spec_module_imports_no_domain_and_no_framework() -> None:
     """``corrgrpo_tasks.domains`` is the lowest layer: everything reads it, it reads nothing of ours."""
     assert imports("corrgrpo_tasks.domains") == set()

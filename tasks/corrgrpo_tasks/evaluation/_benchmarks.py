@@ -13,12 +13,12 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from corrgrpo_tasks.asb import LAYOUT as ASB_LAYOUT
 from corrgrpo_tasks.domains import domain_for_benchmark, domain_names
-from corrgrpo_tasks.injecagent import LAYOUT as INJECAGENT_LAYOUT
 
-from ._agentdojo import LAYOUT as AGENTDOJO_LAYOUT
 from ._run import Case, RunContext, generate_and_score
+from .agent_security._agentdojo import LAYOUT as AGENTDOJO_LAYOUT
+from .agent_security.asb import LAYOUT as ASB_LAYOUT
+from .agent_security.injecagent import LAYOUT as INJECAGENT_LAYOUT
 
 
 @dataclasses.dataclass(frozen=True)
@@ -284,7 +284,7 @@ API_BANK_METRICS = (
 
 
 def _agentdojo(ctx: RunContext) -> dict[str, Any]:
-    from ._agentdojo import read_agentdojo_cases, run_agentdojo
+    from .agent_security._agentdojo import read_agentdojo_cases, run_agentdojo
 
     cases = read_agentdojo_cases(ctx.data)
     ctx.total = len(cases)
@@ -324,7 +324,7 @@ SECURITY_METRICS = (
 
 
 def _asb(ctx: RunContext) -> dict[str, Any]:
-    from corrgrpo_tasks.asb import load_asb, run_asb
+    from .agent_security.asb import load_asb, run_asb
 
     agents = load_asb(
         _need(ctx.data, ASB_LAYOUT),
@@ -370,7 +370,7 @@ def _prompt(path: str) -> tuple[str, str]:
 
 
 def _injecagent(ctx: RunContext) -> dict[str, Any]:
-    from corrgrpo_tasks.injecagent import PROMPT, load_injecagent, run_injecagent
+    from .agent_security.injecagent import PROMPT, load_injecagent, run_injecagent
 
     data = load_injecagent(
         _need(ctx.data, INJECAGENT_LAYOUT), setting=str(ctx.options.get("setting", "base"))

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from corrgrpo_tasks._batching import Resume
-from corrgrpo_tasks.asb import (
+from corrgrpo_tasks.evaluation.agent_security.asb import (
     ASBDataError,
     asb_metrics,
     attack_payload,

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from corrgrpo_tasks._batching import Resume
-from corrgrpo_tasks.injecagent import (
+from corrgrpo_tasks.evaluation.agent_security.injecagent import (
     InjecAgentDataError,
     case_messages,
     injecagent_metrics,
