@@ -5,11 +5,13 @@ loop, AgentDojo's own pipeline). :func:`map_batched` runs up to ``concurrency`` 
 ``chat`` calls queue up, and the calling thread answers every queued call with one
 ``generate(conversations, tools)`` as soon as each running episode is waiting (or ``max_batch`` calls
 are queued). Under greedy decoding the replies equal one-at-a-time generation up to batch numerics;
-results come back in input order. With ``concurrency=1`` no thread is started.
+results come back in input order. With ``concurrency=1`` no thread is started. :class:`Resume` is how
+every runner resumes a run folder and records each case as it is scored.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -101,3 +103,51 @@ def map_batched(
     if errors:
         raise errors[0]
     return results
+
+
+@dataclasses.dataclass(frozen=True)
+class Resume:
+    """The one resume protocol of every benchmark runner (ASB, InjecAgent, AgentDojo, the single-turn ones
+    through ``evaluation.RunContext``, which builds it).
+
+    ``offset``/``limit`` select the cases (:meth:`select`); :meth:`start` announces every selected id
+    (``on_start``) and returns the records of an earlier run (``done``), which the runner does not play
+    again; :meth:`record` keeps each new record, hands it to ``on_record`` as soon as it is scored (so an
+    interrupted run loses nothing), and advances ``on_case`` by one.
+
+    >>> kept = {}
+    >>> resume = Resume(offset=1, limit=2, done={"b": {"id": "b"}}, on_record=lambda r: kept.update({r["id"]: r}))
+    >>> resume.select(["a", "b", "c", "d"]), sorted(resume.start(["b", "c"]))
+    (['b', 'c'], ['b'])
+    >>> found = resume.start(["b", "c"])
+    >>> resume.record(found, {"id": "c", "x": 1})
+    {'id': 'c', 'x': 1}
+    >>> sorted(found), list(kept)
+    (['b', 'c'], ['c'])
+    """
+
+    offset: int = 0
+    limit: int | None = None
+    done: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
+    on_start: Callable[[list[str]], object] | None = None
+    on_record: Callable[[dict[str, Any]], object] | None = None
+    on_case: Callable[[int], object] | None = None
+
+    def select(self, items: Sequence[T]) -> list[T]:
+        """``items[offset : offset + limit]``."""
+        return list(items[self.offset : None if self.limit is None else self.offset + self.limit])
+
+    def start(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """Announce the selected ``ids``; the records already scored, by id (the runner's table)."""
+        if self.on_start:
+            self.on_start(list(ids))
+        return {k: dict(v) for k, v in self.done.items()}
+
+    def record(self, found: dict[str, dict[str, Any]], record: dict[str, Any]) -> dict[str, Any]:
+        """Keep a new ``record`` (with its ``"id"``) in ``found`` and report it; returns it."""
+        found[record["id"]] = record
+        if self.on_record:
+            self.on_record(record)
+        if self.on_case:
+            self.on_case(1)
+        return record

@@ -365,3 +365,28 @@ def trl_reward_functions(
 
     functions = {"utility_reward": utility_reward, "safety_reward": safety_reward}
     return [functions[name] for name in COMPONENTS]
+
+
+def _with_environment(dataset: Any) -> Any:
+    """AgentDojo rows with TRL's ``environment`` column: the case's suite."""
+    if "environment" in dataset.column_names:
+        return dataset
+    return dataset.map(lambda row: {"environment": row["extra_info"]["suite"]})
+
+
+def trl_episode_setup(
+    train: Any, evaluation: Any, processing_class: Any, config: Mapping[str, Any]
+) -> tuple[Any, Any, dict[str, Any]]:
+    """The recipe's TRL tool loop for AgentDojo (the domain's ``agent_loops["trl"]``): the datasets with
+    their ``environment`` column, and ``GRPOTrainer``'s ``environment_factory`` keyword for the suites
+    they name; with a tokenizer, TRL's tool loop then reads every turn with the paper's parser."""
+    train = _with_environment(train)
+    evaluation = _with_environment(evaluation) if evaluation is not None else None
+    suites = set(train["environment"]) | set(evaluation["environment"] if evaluation is not None else ())
+    factories = environment_factories(suites=sorted(suites), **config.get("environment", {}))
+    if processing_class is not None:
+        install_paper_parser(
+            getattr(processing_class, "tokenizer", processing_class),
+            max_parallel_calls=int(config.get("max_parallel_calls", 1)),
+        )
+    return train, evaluation, {"environment_factory": factories}

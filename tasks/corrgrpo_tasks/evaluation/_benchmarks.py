@@ -13,17 +13,19 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from corrgrpo_tasks.asb import LAYOUT as ASB_LAYOUT
-from corrgrpo_tasks.injecagent import LAYOUT as INJECAGENT_LAYOUT
+from corrgrpo_tasks.domains import domain_for_benchmark, domain_names
 
-from ._agentdojo import LAYOUT as AGENTDOJO_LAYOUT
 from ._run import Case, RunContext, generate_and_score
+from .agent_security._agentdojo import LAYOUT as AGENTDOJO_LAYOUT
+from .agent_security.asb import LAYOUT as ASB_LAYOUT
+from .agent_security.injecagent import LAYOUT as INJECAGENT_LAYOUT
 
 
 @dataclasses.dataclass(frozen=True)
 class Benchmark:
+    """One benchmark ``corrgrpo evaluate`` runs; its domain is the one whose ``DomainSpec`` lists it."""
+
     name: str
-    domain: str
     summary: str
     layout: str
     run: Callable[[RunContext], dict[str, Any]]
@@ -34,6 +36,12 @@ class Benchmark:
     headline is 100 times their mean."""
     headline: str
     unit: str = "problems"
+    sandboxed: bool = False
+    """Scores programs in the sandbox (takes ``--sandbox-packages``)."""
+
+    @property
+    def domain(self) -> str:
+        return domain_for_benchmark(self.name).name
 
 
 def _need(path: Path, layout: str) -> Path:
@@ -275,19 +283,8 @@ API_BANK_METRICS = (
 # -- agent security -----------------------------------------------------------------------------------------
 
 
-def _resume(ctx: RunContext) -> dict[str, Any]:
-    """The keywords the multi-turn harnesses take to resume and record through the run folder."""
-    return {
-        "done": ctx.done,
-        "on_start": ctx.begin,
-        "on_record": ctx.done_case,
-        "offset": ctx.offset,
-        "limit": ctx.limit,
-    }
-
-
 def _agentdojo(ctx: RunContext) -> dict[str, Any]:
-    from ._agentdojo import read_agentdojo_cases, run_agentdojo
+    from .agent_security._agentdojo import read_agentdojo_cases, run_agentdojo
 
     cases = read_agentdojo_cases(ctx.data)
     ctx.total = len(cases)
@@ -296,7 +293,7 @@ def _agentdojo(ctx: RunContext) -> dict[str, Any]:
         ctx.lazy_generate,
         max_iters=int(ctx.options.get("max_turns", 15)),
         concurrency=int(ctx.options.get("concurrency", 1)),
-        **_resume(ctx),
+        resume=ctx.resume(),
     )
     return {"metrics": out["metrics"], "records": out["cases"]}
 
@@ -327,7 +324,7 @@ SECURITY_METRICS = (
 
 
 def _asb(ctx: RunContext) -> dict[str, Any]:
-    from corrgrpo_tasks.asb import load_asb, run_asb
+    from .agent_security.asb import load_asb, run_asb
 
     agents = load_asb(
         _need(ctx.data, ASB_LAYOUT),
@@ -342,7 +339,7 @@ def _asb(ctx: RunContext) -> dict[str, Any]:
         concurrency=int(ctx.options.get("concurrency", 1)),
         attack_type=str(ctx.options.get("attack_type", "context_ignoring")),
         plan_attempts=int(ctx.options.get("plan_attempts", 10)),
-        **_resume(ctx),
+        resume=ctx.resume(),
     )
     return {"metrics": out["metrics"], "records": [*out["pairs"], *out["clean"]]}
 
@@ -373,7 +370,7 @@ def _prompt(path: str) -> tuple[str, str]:
 
 
 def _injecagent(ctx: RunContext) -> dict[str, Any]:
-    from corrgrpo_tasks.injecagent import PROMPT, load_injecagent, run_injecagent
+    from .agent_security.injecagent import PROMPT, load_injecagent, run_injecagent
 
     data = load_injecagent(
         _need(ctx.data, INJECAGENT_LAYOUT), setting=str(ctx.options.get("setting", "base"))
@@ -385,7 +382,7 @@ def _injecagent(ctx: RunContext) -> dict[str, Any]:
         lambda conversations: ctx.model.generate(conversations),
         prompt=prompt,
         chunk=ctx.batch_size,
-        **_resume(ctx),
+        resume=ctx.resume(),
     )
     metrics = {k: v for k, v in out["metrics"].items() if k != "counts"}
     metrics.update(
@@ -453,37 +450,36 @@ BENCHMARKS: dict[str, Benchmark] = {
     for b in (
         Benchmark(
             "humaneval",
-            "code",
             "HumanEval: Pass@1, Executable, Efficiency",
             BENCHMARKS_LAYOUT["load_humaneval"],
             _code("load_humaneval"),
             CODE_METRICS,
             _code_paired,
             "pass@1",
+            sandboxed=True,
         ),
         Benchmark(
             "mbpp",
-            "code",
             "MBPP: Pass@1, Executable, Efficiency",
             BENCHMARKS_LAYOUT["load_mbpp"],
             _code("load_mbpp"),
             CODE_METRICS,
             _code_paired,
             "pass@1",
+            sandboxed=True,
         ),
         Benchmark(
             "livecodebench",
-            "code",
             "LiveCodeBench (v6 is the paper's 175): Pass@1, Executable, Efficiency",
             BENCHMARKS_LAYOUT["load_livecodebench"],
             _code("load_livecodebench"),
             CODE_METRICS,
             _code_paired,
             "pass@1",
+            sandboxed=True,
         ),
         Benchmark(
             "rlla-test",
-            "tool-calling",
             "RLLA-4K test split (the paper's 80 rows): all-exact and component matches",
             RLLA_LAYOUT,
             _rlla,
@@ -494,7 +490,6 @@ BENCHMARKS: dict[str, Benchmark] = {
         ),
         Benchmark(
             "api-bank",
-            "tool-calling",
             "API-Bank levels 1-3: call accuracy",
             API_BANK_LAYOUT,
             _api_bank,
@@ -505,7 +500,6 @@ BENCHMARKS: dict[str, Benchmark] = {
         ),
         Benchmark(
             "agentdojo",
-            "agent-security",
             "AgentDojo v1.2.2 held-out cases (the paper's 411: 21 clean, 390 attacked)",
             AGENTDOJO_LAYOUT,
             _agentdojo,
@@ -516,7 +510,6 @@ BENCHMARKS: dict[str, Benchmark] = {
         ),
         Benchmark(
             "asb",
-            "agent-security",
             "Agent Security Bench, observation prompt injection (the paper's 400 pairs)",
             ASB_LAYOUT,
             _asb,
@@ -531,7 +524,6 @@ BENCHMARKS: dict[str, Benchmark] = {
         ),
         Benchmark(
             "injecagent",
-            "agent-security",
             "InjecAgent base setting: attack success rates",
             INJECAGENT_LAYOUT,
             _injecagent,
@@ -542,4 +534,4 @@ BENCHMARKS: dict[str, Benchmark] = {
         ),
     )
 }
-DOMAINS = ("code", "tool-calling", "agent-security")
+DOMAINS = domain_names()

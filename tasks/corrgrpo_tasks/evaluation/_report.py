@@ -109,7 +109,7 @@ def render_markdown(benchmark: str, metrics: Mapping[str, Any], config: Mapping[
         f"{config['backend']}, greedy, at most {config['max_new_tokens']} new tokens",
         f"offset {config.get('offset', 0)}, limit {config['limit'] if config['limit'] is not None else 'none'}",
     ]
-    if bench.domain == "code":
+    if bench.sandboxed:
         details.append(f"sandbox packages: {', '.join(packages) if packages else 'none'}")
     if config.get("n_resumed"):
         details.append(f"{config['n_resumed']} resumed from an earlier run in this folder")

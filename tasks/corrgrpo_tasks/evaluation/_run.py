@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from corrgrpo_core.cli.plugin import progress
+from corrgrpo_tasks._batching import Resume
 
 from ._generate import ChatModel
 from ._store import RunStore
@@ -83,8 +84,12 @@ class RunContext:
 
     def select(self, items: Sequence[T]) -> list[T]:
         """``items[offset : offset + limit]``."""
-        end = None if self.limit is None else self.offset + self.limit
-        return list(items[self.offset : end])
+        return Resume(self.offset, self.limit).select(items)
+
+    def resume(self) -> Resume:
+        """The resume protocol of a multi-turn runner over this run folder: its selection, the records
+        already in it, :meth:`begin` when the ids are known and :meth:`done_case` per scored case."""
+        return Resume(self.offset, self.limit, self.done, self.begin, self.done_case)
 
     def begin(self, ids: Sequence[str]) -> list[str]:
         """Start the run over the case ids ``ids``: say how many are already scored (a resumed run), open

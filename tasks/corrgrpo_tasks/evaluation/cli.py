@@ -18,7 +18,8 @@ from typing import Any, TextIO
 from corrgrpo_core.cli.plugin import CliError, Command
 from corrgrpo_core.cli.plugin import names as _names
 
-from ._benchmarks import BENCHMARKS, DOMAINS
+from ..domains import domain_argument, domain_metavar
+from ._benchmarks import BENCHMARKS
 from ._report import render_markdown, write_report
 from ._run import RunContext
 
@@ -28,7 +29,9 @@ __all__ = ["COMMAND", "add_arguments", "evaluate", "run"]
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``evaluate`` subcommand's options."""
     names = ", ".join(f"{b.name} ({b.domain})" for b in BENCHMARKS.values())
-    parser.add_argument("domain", choices=DOMAINS, help="task domain of the benchmark")
+    parser.add_argument(
+        "domain", type=domain_argument, metavar=domain_metavar(), help="task domain of the benchmark"
+    )
     parser.add_argument(
         "--model", required=True, metavar="PATH", help="local checkpoint folder (nothing is downloaded)"
     )
@@ -60,6 +63,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="afterwards, print this run beside an earlier run folder of the same benchmark, with the "
         "paired difference on the cases both scored and its 95%% interval",
     )
+    _add_generation_arguments(parser)
+    _add_benchmark_arguments(parser)
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _add_generation_arguments(parser: argparse.ArgumentParser) -> None:
+    """How the checkpoint generates."""
     parser.add_argument(
         "--threads",
         type=int,
@@ -91,6 +101,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="JSON",
         help="extra keyword arguments for generate / SamplingParams, as a JSON object",
     )
+
+
+def _add_benchmark_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of one benchmark family (each help says which)."""
     parser.add_argument("--timing-rounds", type=int, default=8, help="code: Efficiency timing rounds [8]")
     parser.add_argument("--timeout", type=float, default=10.0, help="code: seconds per program [10]")
     parser.add_argument(
@@ -125,7 +139,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="asb, agentdojo: episodes run at once, their turns batched into one generate "
         "call (up to --batch-size) [1]",
     )
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 @contextlib.contextmanager
@@ -288,7 +301,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         "batch_size": args.batch_size,
         "generation_kwargs": generation,
     }
-    if args.sandbox_packages and bench.domain != "code":
+    if args.sandbox_packages and not bench.sandboxed:
         raise CliError("--sandbox-packages applies to the code benchmarks only")
     options = {
         "timing_rounds": args.timing_rounds,
@@ -302,7 +315,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         "injecagent_prompt": args.injecagent_prompt,
         "concurrency": args.concurrency,
     }
-    if bench.domain == "code":
+    if bench.sandboxed:
         options["sandbox_packages"] = list(args.sandbox_packages)
     if args.compare and not (Path(args.compare) / "metrics.json").is_file():
         raise CliError(f"--compare {args.compare}: no metrics.json there (not a finished run folder)")

@@ -15,9 +15,14 @@ from __future__ import annotations
 import json
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from corrgrpo_tasks.domains import DOMAINS, get_domain, resolve
+
+FRAMEWORK = "trl"  # the smoke runs train through the TRL recipe (verl's loop needs vLLM and Ray)
 
 TOOL_FIXTURE = Path(__file__).resolve().parent.parent / "tool_calling" / "fixtures" / "rlla_tiny.json"
 AGENT_CASES = ("banking:user_task_0", "banking:user_task_1:injection_task_0:important_instructions")
@@ -68,25 +73,27 @@ def _device(requested: str) -> str:
     return requested
 
 
-def _training_rows(domain: str) -> list[dict[str, Any]]:
-    if domain == "tool_calling":
-        from corrgrpo_tasks.tool_calling import read_records, to_rows
+def _tool_calling_rows() -> list[dict[str, Any]]:
+    from corrgrpo_tasks.tool_calling import read_records, to_rows
 
-        return to_rows(read_records(TOOL_FIXTURE), split="train")
-    if domain == "agent_security":
-        from corrgrpo_tasks.agent_security import build_cases, default_system_message, suite_tool_names
-        from corrgrpo_tasks.agent_security import to_rows as agent_rows
+    return to_rows(read_records(TOOL_FIXTURE), split="train")
 
-        cases = {
-            c["case_id"]: c for c in build_cases(suites=["banking"], attacks=("important_instructions",))
-        }
-        chosen = [cases[i] for i in AGENT_CASES]
-        return agent_rows(
-            chosen,
-            split="train",
-            system_message=default_system_message(),
-            tool_names=suite_tool_names(suites=["banking"]),
-        )
+
+def _agent_security_rows() -> list[dict[str, Any]]:
+    from corrgrpo_tasks.agent_security import build_cases, default_system_message, suite_tool_names
+    from corrgrpo_tasks.agent_security import to_rows as agent_rows
+
+    cases = {c["case_id"]: c for c in build_cases(suites=["banking"], attacks=("important_instructions",))}
+    chosen = [cases[i] for i in AGENT_CASES]
+    return agent_rows(
+        chosen,
+        split="train",
+        system_message=default_system_message(),
+        tool_names=suite_tool_names(suites=["banking"]),
+    )
+
+
+def _code_rows() -> list[dict[str, Any]]:
     verifier = json.dumps(CODE_VERIFIER)
     return [
         {
@@ -101,6 +108,34 @@ def _training_rows(domain: str) -> list[dict[str, Any]]:
         }
         for i in range(8)
     ]
+
+
+@dataclass(frozen=True)
+class SmokeFixture:
+    """A domain's smoke run (its ``DomainSpec.smoke``): the training rows, the pieces the tiny model writes,
+    and whether it plays multi-turn episodes (a chat checkpoint whose template TRL parses tool calls in)."""
+
+    rows: Callable[[], list[dict[str, Any]]]
+    pieces: Callable[[], list[str]]
+    multi_turn: bool = False
+
+
+TOOL_CALLING = SmokeFixture(_tool_calling_rows, tool_calling_pieces)
+CODE = SmokeFixture(_code_rows, code_pieces)
+AGENT_SECURITY = SmokeFixture(_agent_security_rows, agent_security_pieces, multi_turn=True)
+
+
+def smoke_domains() -> tuple[str, ...]:
+    """The domains with a smoke fixture, in the specs' order."""
+    return tuple(d.name for d in DOMAINS.values() if d.smoke)
+
+
+def _fixture(domain: str) -> SmokeFixture:
+    spec = get_domain(domain)
+    if spec.smoke is None:
+        raise ValueError(f"domain {spec.name!r} has no smoke run; these do: {', '.join(smoke_domains())}")
+    fixture: SmokeFixture = resolve(spec.smoke)
+    return fixture
 
 
 def smoke_trl(
@@ -130,29 +165,29 @@ def smoke_trl(
     if estimator not in _PLAIN_TRL and _adapter_classes() is None:
         notes.append(f"corrgrpo_adapters.trl missing: ran grpo instead of {estimator}")
         estimator = "grpo"
-    if domain == "agent_security":
+    fixture = _fixture(domain)
+    if fixture.multi_turn:
         from trl.chat_template_utils import qwen2_5_chat_template  # one TRL knows how to parse tool calls in
 
         model, generation = write_chat_checkpoint(
             work / "model",
-            agent_security_pieces(),
+            fixture.pieces(),
             hidden_size=hidden_size,
             chat_template=qwen2_5_chat_template,
         )
         shape = [f"train_batch_size={len(AGENT_CASES)}", "max_response_length=6", "max_turns=3"]
     else:
-        pieces = tool_calling_pieces() if domain == "tool_calling" else code_pieces()
         model, generation = (
-            write_tiny_checkpoint(work / "model", pieces, hidden_size=hidden_size),
+            write_tiny_checkpoint(work / "model", fixture.pieces(), hidden_size=hidden_size),
             piece_only_generation(),
         )
         shape = ["train_batch_size=4", "max_response_length=1"]
     train = work / "train.parquet"
-    datasets.Dataset.from_list(_training_rows(domain)).to_parquet(str(train))
+    datasets.Dataset.from_list(fixture.rows()).to_parquet(str(train))
     cuda = device == "cuda"
     recipe = build_recipe(
         domain,
-        "trl",
+        FRAMEWORK,
         estimator=estimator,
         overrides=[
             f"model={model}",
@@ -180,7 +215,7 @@ def smoke_trl(
     scored = [e for e in trainer.state.log_history if "reward" in e]
     return {
         "domain": domain,
-        "framework": "trl",
+        "framework": FRAMEWORK,
         "device": device,
         "estimator": estimator,
         "steps": trainer.state.global_step,

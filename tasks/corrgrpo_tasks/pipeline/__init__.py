@@ -18,8 +18,7 @@ and each evaluation resumes its own run folder.
 """
 
 from corrgrpo_tasks.pipeline._steps import (
-    EVAL_DOMAIN,
-    RECIPE_DOMAIN,
+    FRAMEWORKS,
     Pipeline,
     Step,
     latest_verl_actor,
@@ -29,8 +28,7 @@ from corrgrpo_tasks.pipeline._steps import (
 )
 
 __all__ = [
-    "EVAL_DOMAIN",
-    "RECIPE_DOMAIN",
+    "FRAMEWORKS",
     "Pipeline",
     "Step",
     "latest_verl_actor",

@@ -16,19 +16,11 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from corrgrpo_tasks.domains import FRAMEWORKS as _FRAMEWORKS
+from corrgrpo_tasks.domains import get_domain, get_framework
 from corrgrpo_tasks.evaluation._benchmarks import BENCHMARKS
 from corrgrpo_tasks.evaluation._report import PAPER, model_size
 
-# The recipes and the evaluations spell the domains differently.
-RECIPE_DOMAIN = {
-    "code": "code",
-    "tool-calling": "tool_calling",
-    "tool_calling": "tool_calling",
-    "agent-security": "agent_security",
-    "agent_security": "agent_security",
-}
-EVAL_DOMAIN = {"code": "code", "tool_calling": "tool-calling", "agent_security": "agent-security"}
-FRAMEWORKS = ("verl", "trl")
 VERL_TRACKER = "latest_checkpointed_iteration.txt"
 
 
@@ -102,6 +94,47 @@ def _marker(out: Path, name: str) -> Path:
     return out / "steps" / f"{name}.done"
 
 
+def _verl_convert(python: str, checkpoint_dir: Path, model_dir: Path, skip: str) -> Step:
+    """verl's merger on the FSDP shards of the latest step (known once training has run)."""
+    actor = checkpoint_dir / "global_step_<latest>" / "actor"
+    if (checkpoint_dir / VERL_TRACKER).is_file():
+        actor = latest_verl_actor(checkpoint_dir)
+    argv = (python, "-m", "verl.model_merger", "merge", "--backend", "fsdp")
+    return Step(
+        "convert",
+        (*argv, "--local_dir", str(actor), "--target_dir", str(model_dir)),
+        skip=skip,
+        note=f"verl's merger: the FSDP shards of the latest step ({VERL_TRACKER}) to a Hugging Face "
+        "folder (bfloat16)",
+    )
+
+
+# What a framework's checkpoint needs before ``corrgrpo evaluate`` loads it (``FrameworkSpec.checkpoint``):
+# nothing (a Hugging Face folder), or a conversion step into ``OUT/hf_model``.
+CONVERTERS: dict[str, Callable[[str, Path, Path, str], Step] | None] = {
+    "huggingface": None,
+    "verl_fsdp": _verl_convert,
+}
+FRAMEWORKS: tuple[str, ...] = tuple(f.name for f in _FRAMEWORKS.values() if f.checkpoint in CONVERTERS)
+
+
+def _skip(checkpoint: str | None, root: Path, name: str) -> str:
+    if checkpoint is not None:
+        return "--checkpoint given"
+    return "done" if _marker(root, name).is_file() else ""
+
+
+def _evaluate_step(
+    python: str, domain: str, name: str, model_dir: Path, data: str, out: Path, evaluate_args: Sequence[str]
+) -> Step:
+    argv = (python, "-m", "corrgrpo_core.cli", "evaluate", domain, "--benchmark", name)
+    return Step(
+        f"evaluate {name}",
+        (*argv, "--model", str(model_dir), "--data", str(data), "--out", str(out), *evaluate_args),
+        note="resumes its run folder",
+    )
+
+
 def plan(
     domain: str,
     framework: str,
@@ -123,92 +156,42 @@ def plan(
     """
     from corrgrpo_tasks.recipes import build_recipe
 
-    if domain not in RECIPE_DOMAIN:
-        raise ValueError(f"unknown domain {domain!r}; known: code, tool_calling, agent_security")
-    if framework not in FRAMEWORKS:
+    spec = get_domain(domain)
+    kind = get_framework(framework).checkpoint
+    if kind not in CONVERTERS:
         raise ValueError(f"the pipeline runs on {' or '.join(FRAMEWORKS)}, not {framework!r}")
-    recipe_domain = RECIPE_DOMAIN[domain]
-    eval_domain = EVAL_DOMAIN[recipe_domain]
     data = dict(data or {})
-    ours = [b.name for b in BENCHMARKS.values() if b.domain == eval_domain]
+    ours = list(spec.benchmarks)
     unknown = sorted(set(data) - set(ours))
     if unknown:
         raise ValueError(
-            f"--data {unknown[0]}: not a {eval_domain} benchmark; the domain has {', '.join(ours)}"
+            f"--data {unknown[0]}: not a {spec.name} benchmark; the domain has {', '.join(ours)}"
         )
     root = Path(out)
-    recipe = build_recipe(recipe_domain, framework, estimator=estimator, overrides=overrides, extra=extra)
-    steps: list[Step] = []
-    if framework == "trl":
-        checkpoint_dir = Path(recipe.config["grpo_config"]["output_dir"])
-        model_dir = checkpoint_dir
-    else:
-        checkpoint_dir = Path(recipe.config["overrides"]["trainer.default_local_dir"])
-        model_dir = root / "hf_model"
-    if checkpoint is not None:
-        model_dir = Path(checkpoint)
-    trained = checkpoint is not None or _marker(root, "train").is_file()
-    steps.append(
+    recipe = build_recipe(spec.name, framework, estimator=estimator, overrides=overrides, extra=extra)
+    checkpoint_dir = Path(recipe.checkpoint_dir)
+    convert = CONVERTERS[kind]
+    model_dir = (
+        Path(checkpoint) if checkpoint is not None else root / "hf_model" if convert else checkpoint_dir
+    )
+    steps = [
         Step(
             "train",
             tuple(recipe.argv),
             dict(recipe.env),
-            skip="--checkpoint given" if checkpoint is not None else ("done" if trained else ""),
+            skip=_skip(checkpoint, root, "train"),
             note="; ".join([*recipe.notes, *(f"missing: {m}" for m in recipe.missing)]),
         )
-    )
-    if framework == "verl":
-        actor = checkpoint_dir / "global_step_<latest>" / "actor"
-        if (checkpoint_dir / VERL_TRACKER).is_file():
-            actor = latest_verl_actor(checkpoint_dir)
-        converted = checkpoint is not None or _marker(root, "convert").is_file()
-        steps.append(
-            Step(
-                "convert",
-                (
-                    python,
-                    "-m",
-                    "verl.model_merger",
-                    "merge",
-                    "--backend",
-                    "fsdp",
-                    "--local_dir",
-                    str(actor),
-                    "--target_dir",
-                    str(model_dir),
-                ),
-                skip="--checkpoint given" if checkpoint is not None else ("done" if converted else ""),
-                note=f"verl's merger: the FSDP shards of the latest step ({VERL_TRACKER}) to a Hugging Face "
-                "folder (bfloat16)",
-            )
-        )
-    for name in ours:
-        if name not in data:
-            continue
-        steps.append(
-            Step(
-                f"evaluate {name}",
-                (
-                    python,
-                    "-m",
-                    "corrgrpo_core.cli",
-                    "evaluate",
-                    eval_domain,
-                    "--benchmark",
-                    name,
-                    "--model",
-                    str(model_dir),
-                    "--data",
-                    str(data[name]),
-                    "--out",
-                    str(root / "eval" / name),
-                    *evaluate_args,
-                ),
-                note="resumes its run folder",
-            )
-        )
+    ]
+    if convert is not None:
+        steps.append(convert(python, checkpoint_dir, model_dir, _skip(checkpoint, root, "convert")))
+    steps += [
+        _evaluate_step(python, spec.name, name, model_dir, data[name], root / "eval" / name, evaluate_args)
+        for name in ours
+        if name in data
+    ]
     return Pipeline(
-        recipe_domain,
+        spec.name,
         framework,
         estimator,
         root,

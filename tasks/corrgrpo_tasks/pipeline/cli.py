@@ -14,7 +14,8 @@ from typing import TextIO
 
 from corrgrpo_core.cli.plugin import CliError, Command
 
-from ._steps import FRAMEWORKS, RECIPE_DOMAIN, plan, run_pipeline
+from ..domains import domain_argument, domain_metavar
+from ._steps import FRAMEWORKS, plan, run_pipeline
 
 __all__ = ["COMMAND", "add_arguments", "run"]
 
@@ -43,7 +44,7 @@ def _data(text: str) -> tuple[str, str]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``pipeline`` sub-command's options."""
-    parser.add_argument("domain", choices=sorted(RECIPE_DOMAIN), help="task domain")
+    parser.add_argument("domain", type=domain_argument, metavar=domain_metavar(), help="task domain")
     parser.add_argument("--framework", required=True, choices=FRAMEWORKS, help="training framework")
     parser.add_argument("--estimator", default="corrgrpo", help="advantage estimator [corrgrpo]")
     parser.add_argument(
@@ -132,7 +133,7 @@ def _evaluate_args(args: argparse.Namespace) -> list[str]:
 def run(args: argparse.Namespace, out: TextIO) -> int:
     """Run ``corrgrpo pipeline`` from parsed arguments."""
     data = dict(args.data)
-    folder = args.out or f"pipeline-{RECIPE_DOMAIN[args.domain]}-{args.framework}-{args.estimator}"
+    folder = args.out or f"pipeline-{args.domain}-{args.framework}-{args.estimator}"
     overrides, extra = split_settings(list(args.settings))
     if not any(o.partition("=")[0].strip() == "output_dir" for o in overrides):
         overrides.append(f"output_dir={Path(folder) / 'checkpoints'}")

@@ -10,28 +10,23 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from corrgrpo_tasks.domains import DOMAINS as _SPECS
+from corrgrpo_tasks.domains import framework_names, get_domain, get_framework, parse_domain
+from corrgrpo_tasks.domains import resolve as _resolve
 from corrgrpo_tasks.recipes._builders import (
     OPENRLHF_OUR_FLAGS,
     VERL_REWARD_FILE,
     Recipe,
-    build_openrlhf,
-    build_trl,
-    build_verl,
     openrlhf_args,
     trl_config,
     verl_overrides,
 )
-from corrgrpo_tasks.recipes._hparams import (
-    DOMAINS,
-    FRAMEWORKS,
-    SUPPORTED,
-    HParams,
-    apply_overrides,
-    defaults,
-    estimator_names,
-)
+from corrgrpo_tasks.recipes._hparams import HParams, apply_overrides, defaults, estimator_names
 
-_BUILDERS = {"verl": build_verl, "trl": build_trl, "openrlhf": build_openrlhf}
+# Views of the domain specs (corrgrpo_tasks.domains), kept for the recipes' callers.
+DOMAINS: tuple[str, ...] = tuple(_SPECS)
+FRAMEWORKS: tuple[str, ...] = framework_names()
+SUPPORTED: dict[str, tuple[str, ...]] = {d.name: d.frameworks for d in _SPECS.values()}
 
 
 def build_recipe(
@@ -54,19 +49,20 @@ def build_recipe(
     >>> r.config["overrides"]["algorithm.adv_estimator"], r.config["overrides"]["actor_rollout_ref.actor.optim.lr"]
     ('grpo', 2e-06)
     """
-    if domain not in DOMAINS:
-        raise ValueError(f"unknown domain {domain!r}; known: {list(DOMAINS)}")
-    if framework not in FRAMEWORKS:
-        raise ValueError(f"unknown framework {framework!r}; known: {list(FRAMEWORKS)}")
-    if framework not in SUPPORTED[domain]:
-        raise ValueError(f"{domain} runs on {list(SUPPORTED[domain])}, not {framework}")
+    spec = get_domain(domain)
+    builder = get_framework(framework).builder
+    if framework not in spec.frameworks:
+        raise ValueError(f"{spec.name} runs on {list(spec.frameworks)}, not {framework}")
     known = estimator_names()
     if estimator not in known:
         raise ValueError(f"unknown estimator {estimator!r}; known: {list(known)}")
-    hparams = apply_overrides(defaults(domain), overrides)
+    hparams = apply_overrides(defaults(spec.name), overrides)
     if profile is not None:
         hparams = apply_overrides(hparams, {"profile": profile})
-    return _BUILDERS[framework](domain, estimator, hparams, tuple(extra))
+    if hparams.profile not in spec.profiles:
+        raise ValueError(f"profile must be one of {list(spec.profiles)}, got {hparams.profile!r}")
+    built: Recipe = _resolve(builder)(spec.name, estimator, hparams, tuple(extra))
+    return built
 
 
 __all__ = [
@@ -82,6 +78,7 @@ __all__ = [
     "defaults",
     "estimator_names",
     "openrlhf_args",
+    "parse_domain",
     "trl_config",
     "verl_overrides",
 ]

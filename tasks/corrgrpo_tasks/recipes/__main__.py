@@ -15,7 +15,8 @@ import os
 import subprocess
 import sys
 
-from corrgrpo_tasks.recipes import DOMAINS, FRAMEWORKS, build_recipe, estimator_names
+from corrgrpo_tasks.domains import domain_argument, domain_metavar, framework_names
+from corrgrpo_tasks.recipes import build_recipe, estimator_names
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,8 +33,8 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("domain", choices=DOMAINS)
-    parser.add_argument("framework", choices=FRAMEWORKS)
+    parser.add_argument("domain", type=domain_argument, metavar=domain_metavar())
+    parser.add_argument("framework", choices=framework_names())
     parser.add_argument(
         "--estimator",
         default="corrgrpo",

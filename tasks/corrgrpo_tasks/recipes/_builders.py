@@ -13,13 +13,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from corrgrpo_adapters.verl.recipe import estimator_overrides
+from corrgrpo_tasks.domains import DOMAINS, get_domain, resolve
 from corrgrpo_tasks.recipes._hparams import HParams
 
 _HERE = Path(__file__).resolve().parent
 VERL_REWARD_FILE = _HERE / "verl_reward.py"
-OPENRLHF_REWARD_FILES = {
-    "tool_calling": _HERE / "openrlhf_reward_tool_calling.py",
-    "code": _HERE / "openrlhf_reward_code.py",
+OPENRLHF = "openrlhf"  # the framework :func:`build_openrlhf` launches: the key of the spec entries it reads
+# The OpenRLHF reward files by domain: a view of the domain specs (``DomainSpec.rewards[OPENRLHF]``).
+OPENRLHF_REWARD_FILES: dict[str, Path] = {
+    d.name: resolve(d.rewards[OPENRLHF]) for d in DOMAINS.values() if OPENRLHF in d.rewards
 }
 # The OpenRLHF launcher takes OpenRLHF's own flags plus these; it adds OpenRLHF's ``group_norm`` plumbing
 # itself and replaces only the advantage.
@@ -28,21 +31,6 @@ OPENRLHF_OUR_FLAGS = {
     "reward_keys": "--corrgrpo.reward_keys",
     "reward_weights": "--corrgrpo.reward_weights",
 }
-# Dataset columns OpenRLHF reads (``--data.input_key`` / ``--data.label_key``) in each domain's prepared rows.
-OPENRLHF_DATA_KEYS = {
-    "tool_calling": ("prompt", "ground_truth"),
-    "code": ("input", "label"),
-    "agent_security": ("prompt", "ground_truth"),
-}
-# Agent security on OpenRLHF: its multi-turn executor loads this file (--train.agent_func_path) instead of
-# a reward file; the file reads its limits from these variables.
-OPENRLHF_AGENT_FILE = _HERE.parent / "agent_security" / "openrlhf_agent.py"
-
-# verl's ``algorithm.adv_estimator`` for each core estimator. Our verl plugin registers the names verl
-# lacks and reads every reward component; where verl has its own estimator of that name (grpo, rloo,
-# gdpo), the recipe uses verl's, as the paper's baselines did: grpo and rloo then see the scalar
-# ``score`` (the component sum in tool calling and agent security), gdpo the components.
-VERL_PLUGIN_ESTIMATORS = ("corrgrpo", "gdpo_corr", "mo_grpo", "dara")
 
 
 @dataclass(frozen=True)
@@ -59,6 +47,8 @@ class Recipe:
     notes: tuple[str, ...] = ()
     missing: tuple[str, ...] = ()
     """Settings a real launch still needs (a dry run prints them; the CLI refuses to launch without them)."""
+    checkpoint_dir: str = ""
+    """Where the trainer saves its checkpoints (what ``corrgrpo pipeline`` converts and evaluates)."""
 
     def command(self) -> str:
         """The shell command line, environment assignments first."""
@@ -90,7 +80,7 @@ def _experiment(domain: str, estimator: str, hp: HParams) -> str:
 def verl_overrides(domain: str, estimator: str, hp: HParams) -> dict[str, Any]:
     """Hydra overrides for ``verl.trainer.main_ppo`` (keys with ``+`` are new to verl's schema)."""
     ov: dict[str, Any] = {
-        **_verl_estimator(estimator, hp),
+        **estimator_overrides(estimator, hp.reward_keys, hp.weights(), legacy_trainer=hp.verl_legacy_trainer),
         "algorithm.use_kl_in_reward": False,
         "critic.enable": False,
         "data.train_files": hp.train_files,
@@ -125,7 +115,7 @@ def verl_overrides(domain: str, estimator: str, hp: HParams) -> dict[str, Any]:
         "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu": hp.max_token_len_per_gpu,
         "actor_rollout_ref.ref.log_prob_use_dynamic_bsz": True,
         "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu": hp.max_token_len_per_gpu,
-        "reward.custom_reward_function.path": str(VERL_REWARD_FILE),
+        "reward.custom_reward_function.path": str(get_domain(domain).reward("verl")),
         "reward.custom_reward_function.name": "compute_score",
         "reward.reward_manager.name": "naive",
         "trainer.use_v1": not hp.verl_legacy_trainer,
@@ -173,36 +163,6 @@ def verl_overrides(domain: str, estimator: str, hp: HParams) -> dict[str, Any]:
     return ov
 
 
-def _verl_estimator(estimator: str, hp: HParams) -> dict[str, Any]:
-    """The ``algorithm.*`` (and trainer-mode) overrides selecting ``estimator`` in verl."""
-    components = {
-        "+algorithm.reward_keys": _list(hp.reward_keys),
-        "+algorithm.reward_weights": _list(hp.weights()),
-    }
-    if estimator in VERL_PLUGIN_ESTIMATORS or estimator == "dr_grpo":
-        # Without the std division the plugin's corrgrpo is the centred weighted total: Dr.GRPO.
-        chosen: dict[str, Any] = {
-            "algorithm.adv_estimator": "corrgrpo" if estimator == "dr_grpo" else estimator,
-            **components,
-        }
-        if estimator == "dr_grpo":
-            chosen["algorithm.norm_adv_by_std_in_grpo"] = False
-        if not hp.verl_legacy_trainer:
-            chosen["trainer.v1.trainer_mode"] = "corrgrpo"
-        return chosen
-    if estimator == "gdpo":
-        if not hp.verl_legacy_trainer:
-            raise ValueError("verl's own gdpo runs on the legacy trainer only; keep verl_legacy_trainer=true")
-        return {
-            "algorithm.adv_estimator": "gdpo",
-            "+algorithm.gdpo_reward_keys": _list(hp.reward_keys),
-            "+algorithm.gdpo_reward_weights": _list(hp.weights()),
-        }
-    if estimator in ("grpo", "rloo"):
-        return {"algorithm.adv_estimator": estimator}
-    raise ValueError(f"no verl estimator for {estimator!r}")
-
-
 def _hydra_value(value: Any) -> str:
     if isinstance(value, bool):
         return "True" if value else "False"
@@ -227,7 +187,14 @@ def build_verl(domain: str, estimator: str, hp: HParams, extra: Sequence[str] = 
             ),
         )
     return Recipe(
-        domain, "verl", estimator, hp, argv, {"overrides": overrides, "extra": list(extra)}, missing=missing
+        domain,
+        "verl",
+        estimator,
+        hp,
+        argv,
+        {"overrides": overrides, "extra": list(extra)},
+        missing=missing,
+        checkpoint_dir=overrides["trainer.default_local_dir"],
     )
 
 
@@ -325,16 +292,28 @@ def build_trl(domain: str, estimator: str, hp: HParams, extra: Sequence[str] = (
     config = trl_config(domain, estimator, hp, extra)
     argv = (sys.executable, "-m", "corrgrpo_tasks.recipes.trl_train", "--config", json.dumps(config))
     notes = ("multi-GPU: launch the same module with accelerate launch / torchrun",) if hp.n_gpus > 1 else ()
-    return Recipe(domain, "trl", estimator, hp, argv, config, notes=notes)
+    return Recipe(
+        domain,
+        "trl",
+        estimator,
+        hp,
+        argv,
+        config,
+        notes=notes,
+        checkpoint_dir=config["grpo_config"]["output_dir"],
+    )
 
 
 def openrlhf_args(domain: str, estimator: str, hp: HParams) -> list[str]:
     """Flags for our OpenRLHF launcher (OpenRLHF's own flags plus the estimator's)."""
+    spec = get_domain(domain)
+    agent = spec.agent_loop(OPENRLHF)
     rollout = (
-        ["--train.agent_func_path", str(OPENRLHF_AGENT_FILE)]
-        if hp.multi_turn
-        else ["--reward.remote_url", str(OPENRLHF_REWARD_FILES[domain])]
+        ["--train.agent_func_path", str(agent)]
+        if agent is not None
+        else ["--reward.remote_url", str(spec.reward(OPENRLHF))]
     )
+    input_key, label_key = spec.openrlhf_data_keys
     flags: list[str] = [
         "--actor.model_name_or_path",
         hp.model,
@@ -342,9 +321,9 @@ def openrlhf_args(domain: str, estimator: str, hp: HParams) -> list[str]:
         "--data.prompt_dataset",
         hp.train_files,
         "--data.input_key",
-        OPENRLHF_DATA_KEYS[domain][0],
+        input_key,
         "--data.label_key",
-        OPENRLHF_DATA_KEYS[domain][1],
+        label_key,
         "--data.apply_chat_template",
         "--data.max_len",
         str(hp.max_prompt_length + hp.max_response_length),
@@ -430,7 +409,7 @@ def openrlhf_args(domain: str, estimator: str, hp: HParams) -> list[str]:
 def build_openrlhf(domain: str, estimator: str, hp: HParams, extra: Sequence[str] = ()) -> Recipe:
     flags = openrlhf_args(domain, estimator, hp)
     argv = (sys.executable, "-m", "corrgrpo_adapters.openrlhf", *flags, *extra)
-    input_key, label_key = OPENRLHF_DATA_KEYS[domain]
+    input_key, label_key = get_domain(domain).openrlhf_data_keys
     env = (
         {
             "CORRGRPO_AGENT_MAX_TURNS": str(hp.max_turns),
@@ -447,5 +426,13 @@ def build_openrlhf(domain: str, estimator: str, hp: HParams, extra: Sequence[str
         f"the data files need the columns {input_key!r} (chat messages) and {label_key!r}",
     )
     return Recipe(
-        domain, "openrlhf", estimator, hp, argv, {"flags": flags, "extra": list(extra)}, env=env, notes=notes
+        domain,
+        OPENRLHF,
+        estimator,
+        hp,
+        argv,
+        {"flags": flags, "extra": list(extra)},
+        env=env,
+        notes=notes,
+        checkpoint_dir=f"{hp.output_dir}/{_experiment(domain, estimator, hp)}",
     )

@@ -9,53 +9,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from corrgrpo_tasks.agent_security._data import AGENT_LOOP_CONFIG
-
-DOMAINS: tuple[str, ...] = ("code", "tool_calling", "agent_security")
-FRAMEWORKS: tuple[str, ...] = ("verl", "trl", "openrlhf")
-SUPPORTED: Mapping[str, tuple[str, ...]] = {
-    "code": FRAMEWORKS,
-    "tool_calling": FRAMEWORKS,
-    # Multi-turn episodes in AgentDojo environments need an agent loop; only verl's is wired up.
-    "agent_security": ("verl", "trl", "openrlhf"),
-}
-_FALLBACK_ESTIMATORS = ("corrgrpo", "dara", "dr_grpo", "gdpo", "gdpo_corr", "grpo", "mo_grpo", "rloo")
-
-# Reward components as the paper's launchers pass them to the estimator (the code task's own list wins
-# when that package is importable).
-_REWARD_KEYS: Mapping[str, tuple[str, ...]] = {
-    "tool_calling": ("function_name_reward", "parameter_reward", "values_reward", "format_reward"),
-    "code": (
-        "format_reward",
-        "syntax_reward",
-        "compile_reward",
-        "runtime_reward",
-        "accuracy_reward",
-        "efficiency_reward",
-        "ast_similarity_reward",
-    ),
-    "agent_security": ("utility_reward", "safety_reward"),
-}
+from corrgrpo_tasks.domains import get_domain
 
 
 def estimator_names() -> tuple[str, ...]:
-    """The core's estimator names (a fixed list when the core is not importable)."""
-    try:
-        import corrgrpo_core
-    except ImportError:
-        return _FALLBACK_ESTIMATORS
-    names = getattr(corrgrpo_core, "estimator_names", None)
-    return tuple(names()) if callable(names) else _FALLBACK_ESTIMATORS
+    """The core's estimator names (its registry's, user-registered ones included)."""
+    import corrgrpo_core
+
+    return tuple(corrgrpo_core.estimator_names())
 
 
 def reward_keys(domain: str) -> tuple[str, ...]:
-    if domain == "code":
-        try:
-            from corrgrpo_tasks import code
-        except ImportError:
-            return _REWARD_KEYS[domain]
-        return tuple(getattr(code, "COMPONENTS", _REWARD_KEYS[domain]))
-    return _REWARD_KEYS[domain]
+    """The domain's reward components, as its reward declares them (``COMPONENTS``)."""
+    return get_domain(domain).components
 
 
 @dataclass(frozen=True)
@@ -127,47 +93,13 @@ class HParams:
 
 
 def defaults(domain: str) -> HParams:
-    """The paper's settings for ``domain`` (its launchers; upstream verl defaults elsewhere)."""
-    if domain == "tool_calling":
-        return HParams(
-            model="Qwen/Qwen2.5-7B-Instruct",
-            train_files="data/rlla/train.parquet",
-            val_files="data/rlla/test.parquet",
-            reward_keys=reward_keys(domain),
-        )
-    if domain == "code":
-        return HParams(
-            model="Qwen/Qwen2.5-Coder-7B-Instruct",
-            train_files="data/leetcode/train.parquet",
-            val_files="data/leetcode/test.parquet",
-            reward_keys=reward_keys(domain),
-            train_batch_size=64,
-            group_size=8,
-            mini_batch_size=32,
-            max_prompt_length=4096,
-            max_response_length=2048,
-            use_kl_loss=True,
-            gpu_memory_utilization=0.72,
-        )
-    if domain == "agent_security":
-        return HParams(
-            model="Qwen/Qwen2.5-7B-Instruct",
-            train_files="data/agentdojo/train.parquet",
-            val_files="data/agentdojo/test.parquet",
-            reward_keys=reward_keys(domain),
-            train_batch_size=16,
-            group_size=8,
-            mini_batch_size=16,
-            epochs=7,
-            max_prompt_length=12288,
-            max_response_length=8192,
-            max_token_len_per_gpu=32768,
-            use_kl_loss=True,
-            gpu_memory_utilization=0.75,
-            multi_turn=True,
-            agent_loop_config=str(AGENT_LOOP_CONFIG),
-        )
-    raise ValueError(f"unknown domain {domain!r}; known: {list(DOMAINS)}")
+    """The paper's settings for ``domain`` (its launchers; upstream verl defaults elsewhere), from its
+    :class:`~corrgrpo_tasks.domains.DomainSpec`."""
+    try:
+        spec = get_domain(domain)
+    except ValueError as exc:
+        raise ValueError(str(exc)) from None
+    return HParams(**spec.recipe_defaults())
 
 
 def _convert(name: str, annotation: Any, text: str) -> Any:
@@ -241,12 +173,7 @@ def _split(override: str) -> tuple[str, str]:
     return name.strip(), value
 
 
-PROFILES: tuple[str, ...] = ("paper", "hardened")
-
-
 def _validate(hp: HParams) -> None:
-    if hp.profile not in PROFILES:
-        raise ValueError(f"profile must be one of {list(PROFILES)}, got {hp.profile!r}")
     if any(key == "profile" for key, _ in hp.reward_kwargs):
         raise ValueError("set the reward profile with profile=..., not in reward_kwargs")
     if hp.reward_weights is not None and len(hp.reward_weights) != len(hp.reward_keys):

@@ -10,13 +10,15 @@ the row's ``environment`` column (added here from ``extra_info.suite``).
 from __future__ import annotations
 
 import argparse
-import importlib
 import inspect
 import json
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from corrgrpo_tasks.domains import get_domain
+
+FRAMEWORK = "trl"  # the framework this entry point trains with: the key of the specs' entries it reads
 _PLAIN_TRL = {"grpo": "sum_then_normalize", "gdpo": "normalize_then_sum"}
 
 
@@ -45,9 +47,10 @@ def reward_functions(
 ) -> list[Callable[..., list[float]]]:
     """The domain's TRL reward functions, one per key, in ``reward_keys`` order (``reward_kwargs`` the
     domain's ``trl_reward_functions`` does not take are left out)."""
-    if domain not in ("tool_calling", "code", "agent_security"):
+    spec = get_domain(domain)
+    if FRAMEWORK not in spec.rewards:
         raise ValueError(f"no TRL reward functions for domain {domain!r}")
-    trl_reward_functions = importlib.import_module(f"corrgrpo_tasks.{domain}").trl_reward_functions
+    trl_reward_functions = spec.reward(FRAMEWORK)
     accepted = inspect.signature(trl_reward_functions).parameters
     kwargs = {k: v for k, v in (reward_kwargs or {}).items() if k in accepted}
     by_name = {fn.__name__: fn for fn in trl_reward_functions(**kwargs)}
@@ -110,12 +113,14 @@ def build_trainer(
     trainer_cls, config_cls, selection = resolve_trainer(config["estimator"], use_adapter=use_adapter)
     grpo_args = {k: v for k, v in config["grpo_config"].items() if v is not None}
     reward_kwargs = dict(config.get("reward_kwargs") or {})
-    if processing_class is None and config["domain"] in ("tool_calling", "agent_security"):
+    spec = get_domain(config["domain"])
+    if processing_class is None and spec.trl_tokenizer:
         processing_class = _tokenizer(model if model is not None else config["model"])
-    if config["domain"] == "tool_calling" and processing_class is not None:
-        # The reward decodes the completion tokens itself (skipping special tokens, as verl does), so a
-        # tokenizer that parses tool calls out of TRL's conversational completions loses nothing.
-        reward_kwargs["tokenizer"] = getattr(processing_class, "tokenizer", processing_class)
+    if processing_class is not None:
+        # A reward that decodes the completion tokens itself (skipping special tokens, as verl does) takes
+        # the tokenizer, so one that parses tool calls out of TRL's conversational completions loses
+        # nothing; rewards without a ``tokenizer`` keyword are not given it (:func:`reward_functions`).
+        reward_kwargs.setdefault("tokenizer", getattr(processing_class, "tokenizer", processing_class))
     args = config_cls(**grpo_args, **selection)
     train = load_prompts(config["train_files"])
     evaluation = (
@@ -124,21 +129,9 @@ def build_trainer(
         else None
     )
     environments: dict[str, Any] = {}
-    if config["domain"] == "agent_security":
-        from corrgrpo_tasks.agent_security.trl_env import environment_factories, install_paper_parser
-
-        train = _with_environment(train)
-        evaluation = _with_environment(evaluation) if evaluation is not None else None
-        suites = set(train["environment"]) | set(evaluation["environment"] if evaluation is not None else ())
-        environments["environment_factory"] = environment_factories(
-            suites=sorted(suites), **config.get("environment", {})
-        )
-        if processing_class is not None:
-            # TRL's tool loop then reads every turn with the paper's parser and schema check.
-            install_paper_parser(
-                getattr(processing_class, "tokenizer", processing_class),
-                max_parallel_calls=int(config.get("max_parallel_calls", 1)),
-            )
+    setup = spec.agent_loop(FRAMEWORK)
+    if setup is not None:
+        train, evaluation, environments = setup(train, evaluation, processing_class, config)
     return trainer_cls(
         model=model if model is not None else config["model"],
         reward_funcs=reward_functions(config["domain"], config["reward_keys"], reward_kwargs),
@@ -158,13 +151,6 @@ def _tokenizer(model: Any) -> Any:
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(path, truncation_side="left", padding_side="left")
-
-
-def _with_environment(dataset: Any) -> Any:
-    """AgentDojo rows with TRL's ``environment`` column: the case's suite."""
-    if "environment" in dataset.column_names:
-        return dataset
-    return dataset.map(lambda row: {"environment": row["extra_info"]["suite"]})
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,7 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from corrgrpo_tasks.asb import (
+from corrgrpo_tasks._batching import Resume
+from corrgrpo_tasks.evaluation.agent_security.asb import (
     ASBDataError,
     asb_metrics,
     attack_payload,
@@ -194,7 +195,7 @@ def test_run_pairs_each_attack_with_the_task_clean_run_and_scores_joint_accuracy
     assert m["joint_accuracy"] == 25.0
     clean_plans = sum(1 for msgs, tools in model.seen if tools is None and len(msgs) == 2)
     assert clean_plans == 3  # one clean plan (reused) + two attacked plans
-    assert run_asb(agents, model.generate, limit=1)["metrics"]["n_pairs"] == 1
+    assert run_asb(agents, model.generate, resume=Resume(limit=1))["metrics"]["n_pairs"] == 1
     with pytest.raises(ValueError, match="attack_type must be one of"):
         run_asb(agents, model.generate, attack_type="shouting")
 
@@ -255,16 +256,14 @@ def test_a_resumed_run_plays_only_the_missing_episodes_and_scores_the_same() -> 
     run_asb(
         agents,
         part.generate,
-        limit=2,
-        on_start=started.append,
-        on_record=lambda r: kept.setdefault(r["id"], r),
+        resume=Resume(limit=2, on_start=started.append, on_record=lambda r: kept.setdefault(r["id"], r)),
     )
     assert set(kept) == set(started[0])
     assert [k.split(":")[0] for k in started[0]] == ["clean", "attack", "attack"]
     rest = Scripted(obey=True)
-    resumed = run_asb(agents, rest.generate, done=kept)
+    resumed = run_asb(agents, rest.generate, resume=Resume(done=kept))
     assert resumed["metrics"] == full["metrics"]
     assert [p["messages"] for p in resumed["pairs"]] == [p["messages"] for p in full["pairs"]]
     assert len(part.seen) + len(rest.seen) == len(whole.seen)  # nothing played twice
-    sliced = run_asb(agents, Scripted(obey=True).generate, offset=1, limit=1)
+    sliced = run_asb(agents, Scripted(obey=True).generate, resume=Resume(offset=1, limit=1))
     assert [p["id"] for p in sliced["pairs"]] == [full["pairs"][1]["id"]]

@@ -20,6 +20,7 @@ pytest.importorskip("transformers")
 pytest.importorskip("agentdojo")
 
 from corrgrpo_core.cli import main
+from corrgrpo_tasks._batching import Resume
 from corrgrpo_tasks.code import COMPONENTS
 from corrgrpo_tasks.evaluation import BENCHMARKS, evaluate
 from corrgrpo_tasks.gpu_smoke._tiny import QWEN_STYLE_TEMPLATE, write_chat_checkpoint
@@ -220,7 +221,7 @@ def test_agentdojo_llm_element_executes_ground_truth_calls_and_the_checker_agree
         seen.append(len(conversations))
         return generate(conversations, tools)
 
-    resumed = run_agentdojo(cases, counting, done={out["cases"][0]["id"]: out["cases"][0]})
+    resumed = run_agentdojo(cases, counting, resume=Resume(done={out["cases"][0]["id"]: out["cases"][0]}))
     assert resumed["cases"] == out["cases"]
     assert len(seen) == len(calls) + 1  # only the attacked case was played again
     assert out["cases"][1]["attack_success"] is False
@@ -273,13 +274,13 @@ def test_cli_runs_and_reports_bad_input_in_one_line(
     prompt = tmp_path / "prompt.json"
     prompt.write_text(json.dumps({"system": "s", "user": "{input} {available_tool_descriptions}"}))
     bad = [
-        (["evaluate", "tool-calling", "--benchmark", "humaneval", "--data", "x"], "belongs to domain 'code'"),
+        (["evaluate", "tool_calling", "--benchmark", "humaneval", "--data", "x"], "belongs to domain 'code'"),
         (
-            ["evaluate", "agent-security", "--benchmark", "asb", "--data", str(tmp_path)],
+            ["evaluate", "agent_security", "--benchmark", "asb", "--data", str(tmp_path)],
             "all_normal_tools.jsonl is missing; expected an ASB checkout",
         ),
         (
-            ["evaluate", "agent-security", "--benchmark", "injecagent", "--data", str(tmp_path / "nope")],
+            ["evaluate", "agent_security", "--benchmark", "injecagent", "--data", str(tmp_path / "nope")],
             "does not exist; expected an InjecAgent checkout",
         ),
         (
@@ -291,21 +292,21 @@ def test_cli_runs_and_reports_bad_input_in_one_line(
             "HumanEval.jsonl: cannot read it (KeyError: 'test'); expected HumanEval as JSON/JSONL rows",
         ),
         (
-            ["evaluate", "tool-calling", "--benchmark", "rlla-test", "--data", str(tmp_path / "rlla")],
+            ["evaluate", "tool_calling", "--benchmark", "rlla-test", "--data", str(tmp_path / "rlla")],
             "test.parquet: cannot read it (",
         ),
         (
-            ["evaluate", "tool-calling", "--benchmark", "api-bank", "--data", str(tmp_path)],
+            ["evaluate", "tool_calling", "--benchmark", "api-bank", "--data", str(tmp_path)],
             "holds no level-N-*.json file; expected API-Bank's test-data folder",
         ),
         (
-            ["evaluate", "agent-security", "--benchmark", "agentdojo", "--data", str(tmp_path)],
+            ["evaluate", "agent_security", "--benchmark", "agentdojo", "--data", str(tmp_path)],
             "test.parquet is missing; expected AgentDojo cases",
         ),
         (
             [
                 "evaluate",
-                "agent-security",
+                "agent_security",
                 "--benchmark",
                 "injecagent",
                 "--data",

@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from corrgrpo_tasks.injecagent import (
+from corrgrpo_tasks._batching import Resume
+from corrgrpo_tasks.evaluation.agent_security.injecagent import (
     InjecAgentDataError,
     case_messages,
     injecagent_metrics,
@@ -252,7 +253,7 @@ def test_two_stage_protocol_and_rates() -> None:
     assert m["valid_rate"] == 75.0
     assert m["ASR-all (Total)"] == 50.0
     assert m["missing_simulated"] == 0
-    assert run_injecagent(data, generate, limit=1)["metrics"]["n_cases"] == 2
+    assert run_injecagent(data, generate, resume=Resume(limit=1))["metrics"]["n_cases"] == 2
 
 
 def test_rates_follow_the_benchmark_definitions() -> None:
@@ -348,10 +349,12 @@ def test_chunks_resume_and_match_one_go() -> None:
     generate = scripted({"guest_amy01": ATTACKED, "guest_bob02": REFUSED, "amy.watson": "Final Answer: no."})
     whole = run_injecagent(data, generate)
     kept: dict[str, dict[str, object]] = {}
-    first = run_injecagent(data, generate, limit=1, chunk=1, on_record=lambda r: kept.setdefault(r["id"], r))
+    first = run_injecagent(
+        data, generate, chunk=1, resume=Resume(limit=1, on_record=lambda r: kept.setdefault(r["id"], r))
+    )
     assert sorted(kept) == ["dh:0", "ds:0"] == sorted(c["id"] for c in first["cases"])
     calls = len(generate.calls)
-    resumed = run_injecagent(data, generate, chunk=1, done=kept)
+    resumed = run_injecagent(data, generate, chunk=1, resume=Resume(done=kept))
     assert resumed["cases"] == whole["cases"]
     assert resumed["metrics"] == whole["metrics"]
     assert len(generate.calls) - calls == 2  # only dh:1 and ds:1 were generated

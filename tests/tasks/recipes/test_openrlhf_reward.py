@@ -8,14 +8,16 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from corrgrpo_tasks.recipes._builders import OPENRLHF_REWARD_FILES
+from corrgrpo_tasks.domains import get_domain
 from corrgrpo_tasks.tool_calling import COMPONENTS
 
 GT = '<think>a</think>\n<tool_call>\n{"name": "f", "parameters": {"x": 1}}\n</tool_call>'
 
 
 def test_tool_calling_reward_file_loaded_by_path() -> None:
-    spec = importlib.util.spec_from_file_location("reward_module", OPENRLHF_REWARD_FILES["tool_calling"])
+    spec = importlib.util.spec_from_file_location(
+        "reward_module", get_domain("tool_calling").reward("openrlhf")
+    )
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)

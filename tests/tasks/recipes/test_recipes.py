@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import re
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from corrgrpo_tasks import domains
 from corrgrpo_tasks.agent_security import AGENT_LOOP_CONFIG, checker_result
 from corrgrpo_tasks.recipes import (
     DOMAINS,
@@ -359,7 +361,8 @@ def test_verl_reward_file_dispatches_on_data_source() -> None:
 
 
 def test_a_framework_a_domain_does_not_run_on_is_rejected(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(SUPPORTED, "agent_security", ("verl",))  # as before TRL and OpenRLHF had tool loops
+    spec = domains.get_domain("agent_security")  # as before TRL and OpenRLHF had tool loops
+    monkeypatch.setitem(domains.DOMAINS, "agent_security", dataclasses.replace(spec, frameworks=("verl",)))
     with pytest.raises(ValueError, match="runs on"):
         build_recipe("agent_security", "openrlhf")
 

@@ -20,7 +20,7 @@ from trl.chat_template_utils import qwen2_5_chat_template
 from corrgrpo_tasks.agent_security import suite_tool_names
 from corrgrpo_tasks.agent_security.trl_env import TURN_KEY
 from corrgrpo_tasks.gpu_smoke import agent_security_pieces, write_chat_checkpoint
-from corrgrpo_tasks.gpu_smoke._run import _training_rows
+from corrgrpo_tasks.gpu_smoke._run import AGENT_SECURITY
 from corrgrpo_tasks.recipes import build_recipe
 from corrgrpo_tasks.recipes.trl_train import build_trainer
 
@@ -60,7 +60,7 @@ def banking_rows(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import datasets
 
     path = tmp_path_factory.mktemp("agentdojo") / "train.parquet"
-    datasets.Dataset.from_list(_training_rows("agent_security")).to_parquet(str(path))
+    datasets.Dataset.from_list(AGENT_SECURITY.rows()).to_parquet(str(path))
     return path
 
 

@@ -8,7 +8,7 @@ rates (ASR-valid and ASR-all for direct harm, data-stealing S1/S2/total, overall
 rate. The paper's InjecAgent numbers are total ASR (lower is better).
 """
 
-from corrgrpo_tasks.injecagent._data import (
+from ._data import (
     ATTACKS,
     LAYOUT,
     SETTINGS,
@@ -19,9 +19,9 @@ from corrgrpo_tasks.injecagent._data import (
     load_injecagent,
     load_tools,
 )
-from corrgrpo_tasks.injecagent._judge import SOFT_INVALID, judge_output, split_steps, to_react
-from corrgrpo_tasks.injecagent._metrics import injecagent_metrics
-from corrgrpo_tasks.injecagent._run import PROMPT, case_messages, run_injecagent
+from ._judge import SOFT_INVALID, judge_output, split_steps, to_react
+from ._metrics import injecagent_metrics
+from ._run import PROMPT, case_messages, run_injecagent
 
 __all__ = [
     "ATTACKS",

@@ -26,10 +26,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from corrgrpo_tasks._batching import Chat, Generate, map_batched
+from corrgrpo_tasks._batching import Chat, Generate, Resume, map_batched
 from corrgrpo_tasks.agent_security._reward import well_formed_calls
 
 from ._data import ASBAgent, AttackTool, NormalTool
@@ -213,28 +213,24 @@ def run_asb(
     generate: Generate,
     *,
     task_num: int = 1,
-    limit: int | None = None,
-    offset: int = 0,
     attack_type: str = "context_ignoring",
     plan_attempts: int = 10,
     concurrency: int = 1,
-    on_case: Callable[[int], None] | None = None,
-    done: Mapping[str, Mapping[str, Any]] | None = None,
-    on_start: Callable[[list[str]], None] | None = None,
-    on_record: Callable[[dict[str, Any]], None] | None = None,
+    resume: Resume | None = None,
 ) -> dict[str, Any]:
     """Clean and OPI episodes for the first ``task_num`` tasks of each agent against each of its attacker
-    tools (ASB's ``--task_num``; the paper's 400 pairs are ``task_num=1``), pairs ``offset`` to
-    ``offset + limit`` when given; returns ``{"metrics", "pairs", "clean"}``.
+    tools (ASB's ``--task_num``; the paper's 400 pairs are ``task_num=1``), the pairs ``resume`` selects
+    (``offset`` to ``offset + limit``); returns ``{"metrics", "pairs", "clean"}``.
 
     ``generate(conversations, tools)`` answers a batch; ``concurrency`` episodes run at once with their
     turns batched (:func:`corrgrpo_tasks._batching.map_batched`).
 
-    Resuming: every episode has an id (``clean:AGENT:TASK_INDEX``, ``attack:AGENT:TASK_INDEX:TOOL``);
-    ``on_start(ids)`` gets them all first (clean episodes first), episodes whose id is in ``done``
-    (records of an earlier run) are not played again, and ``on_record(record)`` gets each new
-    episode's record as it ends.
+    Resuming (:class:`~corrgrpo_tasks._batching.Resume`): every episode has an id
+    (``clean:AGENT:TASK_INDEX``, ``attack:AGENT:TASK_INDEX:TOOL``); ``on_start(ids)`` gets them all first
+    (clean episodes first), episodes whose id is in ``done`` are not played again, and
+    ``on_record(record)`` gets each new episode's record as it ends.
     """
+    resume = resume or Resume()
     attack_payload(AttackTool("", "", "", "", "", "", False), attack_type)  # validates attack_type early
     jobs = [
         (agent, index, task, tool)
@@ -242,23 +238,15 @@ def run_asb(
         for index, task in enumerate(agent.tasks[:task_num])
         for tool in agent.attack_tools
     ]
-    jobs = jobs[offset : None if limit is None else offset + limit]
+    jobs = resume.select(jobs)
     if not jobs:
         raise ValueError("no ASB (agent, task, attacker tool) pairs to evaluate")
     tasks = list({f"clean:{a.name}:{i}": (a, i, t) for a, i, t, _ in jobs}.items())
     pair_ids = [f"attack:{a.name}:{i}:{tool.name}" for a, i, _, tool in jobs]
-    if on_start:
-        on_start([key for key, _ in tasks] + pair_ids)
-    found = {k: dict(v) for k, v in (done or {}).items()}
+    found = resume.start([key for key, _ in tasks] + pair_ids)
 
     def finish(key: str, record: dict[str, Any]) -> dict[str, Any]:
-        record = {"id": key, **record}
-        found[key] = record
-        if on_record:
-            on_record(record)
-        if on_case:
-            on_case(1)
-        return record
+        return resume.record(found, {"id": key, **record})
 
     map_batched(
         lambda job, chat: finish(

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from corrgrpo_tasks._batching import Chat, Generate, map_batched
+from corrgrpo_tasks._batching import Chat, Generate, Resume, map_batched
 from corrgrpo_tasks.agent_security._reward import strip_tool_calls, well_formed_calls
 
 LAYOUT = (
@@ -239,24 +239,20 @@ def run_agentdojo(
     cases: Sequence[Mapping[str, Any]],
     generate: Generate,
     *,
-    limit: int | None = None,
-    offset: int = 0,
     max_iters: int = 15,
     concurrency: int = 1,
-    on_case: Callable[[int], None] | None = None,
-    done: Mapping[str, Mapping[str, Any]] | None = None,
-    on_start: Callable[[list[str]], None] | None = None,
-    on_record: Callable[[dict[str, Any]], None] | None = None,
+    resume: Resume | None = None,
 ) -> dict[str, Any]:
-    """Run cases ``offset`` to ``offset + limit`` (plus the clean case of any attacked user task the
+    """Run the cases ``resume`` selects, ``offset`` to ``offset + limit`` (plus the clean case of any attacked user task the
     selection lacks), ``concurrency`` at a time with their model turns batched into
     ``generate(conversations, tools)``.
 
-    Resuming: ``on_start(ids)`` gets every case id to run first (``case_id``), cases whose id is in
-    ``done`` (records of an earlier run) are not run again, and ``on_record(record)`` gets each new
+    Resuming (:class:`~corrgrpo_tasks._batching.Resume`): ``on_start(ids)`` gets every case id to run
+    first (``case_id``), cases whose id is in ``done`` are not run again, and ``on_record(record)`` gets each new
     case's record (its verdicts and final conversation) as it ends.
     """
-    chosen = list(cases[offset : None if limit is None else offset + limit])
+    resume = resume or Resume()
+    chosen = resume.select(cases)
     if not chosen:
         raise ValueError("no AgentDojo cases to evaluate")
     have = {(c["suite"], c["user_task_id"]) for c in chosen if c["case_type"] == "clean"}
@@ -279,18 +275,10 @@ def run_agentdojo(
             )
     units = [*extra, *chosen]
     ids = [str(c["case_id"]) for c in units]
-    if on_start:
-        on_start(ids)
-    found = {k: dict(v) for k, v in (done or {}).items()}
+    found = resume.start(ids)
 
     def one(case: Mapping[str, Any], chat: Chat) -> dict[str, Any]:
-        result = {"id": str(case["case_id"]), **run_case(case, chat, max_iters=max_iters)}
-        found[result["id"]] = result
-        if on_record:
-            on_record(result)
-        if on_case:
-            on_case(1)
-        return result
+        return resume.record(found, {"id": str(case["case_id"]), **run_case(case, chat, max_iters=max_iters)})
 
     with warnings.catch_warnings():  # set once here: catch_warnings is not thread-safe inside the workers
         warnings.simplefilter("ignore")  # AgentDojo warns when a run ends without a final text answer

@@ -19,6 +19,8 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from corrgrpo_tasks._batching import Resume
+
 from ._data import InjecAgentCase, InjecAgentData
 from ._judge import judge_output
 from ._metrics import injecagent_metrics
@@ -96,12 +98,9 @@ def _stage(
     data: InjecAgentData,
     generate: Generate,
     prompt: tuple[str, str],
-    on_case: Callable[[int], None] | None,
 ) -> list[dict[str, Any]]:
     """Both stages for ``cases``: one record per case, its outputs and verdicts (strict and relaxed)."""
     outputs = generate([case_messages(c, data.tools, prompt=prompt) for c in cases])
-    if on_case:
-        on_case(len(cases))
     records = []
     judged_by_case = []
     for case, output in zip(cases, outputs, strict=True):
@@ -147,8 +146,6 @@ def _stage(
                 for (c, _, _), s in zip(second, stage2, strict=True)
             ]
         )
-        if on_case:
-            on_case(len(second))
         for (case, record, _), out in zip(second, outs, strict=True):
             judged = _judge(case, out, target=case.attacker_tools[1], relaxed=bool(key))
             record[f"output_step2{key}"] = out
@@ -160,41 +157,35 @@ def run_injecagent(
     data: InjecAgentData,
     generate: Generate,
     *,
-    limit: int | None = None,
-    offset: int = 0,
     prompt: tuple[str, str] = PROMPT,
-    on_case: Callable[[int], None] | None = None,
     chunk: int | None = None,
-    done: Mapping[str, Mapping[str, Any]] | None = None,
-    on_start: Callable[[list[str]], None] | None = None,
-    on_record: Callable[[dict[str, Any]], None] | None = None,
+    resume: Resume | None = None,
 ) -> dict[str, Any]:
-    """Generate and judge every case (cases ``offset`` to ``offset + limit`` of each attack); metrics
-    plus per-case records.
+    """Generate and judge the cases ``resume`` selects (``offset`` to ``offset + limit`` of each attack);
+    metrics plus per-case records.
 
-    Returns ``{"metrics": ..., "metrics_relaxed": ..., "cases": [...]}``. ``on_case(n)`` is called with
-    the number of generations done (for a progress bar). A stage-2 attacker step missing from the
-    simulated responses gets ``"{}"`` as its observation and is counted in ``metrics["missing_simulated"]``.
+    Returns ``{"metrics": ..., "metrics_relaxed": ..., "cases": [...]}``. A stage-2 attacker step missing
+    from the simulated responses gets ``"{}"`` as its observation and is counted in
+    ``metrics["missing_simulated"]``.
 
-    Resuming: cases run ``chunk`` at a time (both stages; all at once by default); ``on_start(ids)`` gets
-    every selected case id first, cases whose id is in ``done`` (records of an earlier run) are not run
-    again, and ``on_record(record)`` gets each new case's record as soon as its chunk is judged.
+    Resuming (:class:`~corrgrpo_tasks._batching.Resume`): cases run ``chunk`` at a time (both stages; all
+    at once by default); ``on_start(ids)`` gets every selected case id first, cases whose id is in
+    ``done`` are not run again, and ``on_record(record)`` gets each new case's record as soon as its chunk
+    is judged.
     """
-    end = None if limit is None else offset + limit
-    cases = [c for attack in ("dh", "ds") for c in [c for c in data.cases if c.attack == attack][offset:end]]
+    resume = resume or Resume()
+    cases = [
+        c for attack in ("dh", "ds") for c in resume.select([c for c in data.cases if c.attack == attack])
+    ]
     if not cases:
         raise ValueError("no InjecAgent cases to evaluate")
     ids = [c.case_id for c in cases]
-    if on_start:
-        on_start(ids)
-    found = {k: dict(v) for k, v in (done or {}).items()}
+    found = resume.start(ids)
     todo = [c for c in cases if c.case_id not in found]
     size = chunk or max(len(todo), 1)
     for start in range(0, len(todo), size):
-        for record in _stage(todo[start : start + size], data, generate, prompt, on_case):
-            found[record["id"]] = record
-            if on_record:
-                on_record(record)
+        for record in _stage(todo[start : start + size], data, generate, prompt):
+            resume.record(found, record)
     records = [found[i] for i in ids]
     metrics = injecagent_metrics(records)
     metrics["missing_simulated"] = sum(bool(r.get("missing_simulated")) for r in records)

@@ -6,8 +6,8 @@ simulated tools (:func:`run_episode`), and :func:`asb_metrics` gives clean utili
 attack success rate and the paper's joint accuracy ``100 mean (1 - a)(c + u)/2``.
 """
 
-from corrgrpo_tasks.asb._data import LAYOUT, ASBAgent, ASBDataError, AttackTool, NormalTool, load_asb
-from corrgrpo_tasks.asb._run import (
+from ._data import LAYOUT, ASBAgent, ASBDataError, AttackTool, NormalTool, load_asb
+from ._run import (
     ATTACK_TYPES,
     PLAN_INSTRUCTION,
     asb_metrics,
