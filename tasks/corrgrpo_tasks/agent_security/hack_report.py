@@ -132,15 +132,21 @@ def play(case: dict[str, Any], calls: Calls, answer: Answer) -> dict[str, Any]:
     return episode.result(text)
 
 
-def report(suites: Sequence[str] = SUITES, attacks: Sequence[str] = ATTACKS) -> dict[str, dict[str, Any]]:
+def report(
+    suites: Sequence[str] = SUITES,
+    attacks: Sequence[str] = ATTACKS,
+    policies: Sequence[str] = tuple(POLICIES),
+) -> dict[str, dict[str, Any]]:
     """``{policy: {profile: figures}}``: mean score over attacked and all cases, and the clean tasks
-    and question tasks (the ground truth passes, its calls without the answer fail) passed."""
+    and question tasks (the ground truth passes, its calls without the answer fail) passed, for
+    ``policies`` (the ground truth and its calls without the answer are always played)."""
+    played = dict.fromkeys(("ground truth", "ground-truth calls, no answer", *policies))
     scores: dict[tuple[str, str, str], list[float]] = defaultdict(list)
     passed: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
     questions: set[str] = set()
     for case in build_cases(suites=suites, attacks=attacks):
         clean = case["case_type"] == "clean"
-        names = POLICIES if clean else EVERY_CASE
+        names = played if clean else [n for n in EVERY_CASE if n in played]
         results = {name: play(case, *POLICIES[name]) for name in names}
         if (
             clean
@@ -156,7 +162,7 @@ def report(suites: Sequence[str] = SUITES, attacks: Sequence[str] = ATTACKS) -> 
                 if clean:
                     passed[(name, profile)][case["case_id"]] = r["utility_reward"]
     out: dict[str, dict[str, Any]] = defaultdict(dict)
-    for name in POLICIES:
+    for name in played:
         for profile in PROFILES:
             clean_scores = scores[(name, profile, "clean")]
             figures: dict[str, Any] = {
@@ -178,9 +184,10 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--suites", nargs="+", default=list(SUITES), choices=SUITES)
-    parser.add_argument("--attacks", nargs="+", default=list(ATTACKS), choices=ATTACKS)
+    parser.add_argument("--attacks", nargs="*", default=list(ATTACKS), choices=ATTACKS)
+    parser.add_argument("--policies", nargs="+", default=list(POLICIES), choices=list(POLICIES))
     args = parser.parse_args(argv)
-    print(json.dumps(report(args.suites, args.attacks), indent=2))
+    print(json.dumps(report(args.suites, args.attacks, args.policies), indent=2))
     return 0
 
 
