@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from corrgrpo_tasks.agent_security._answer import hardened_answer
+from corrgrpo_tasks.agent_security._answer import hardened_utility, injection_seen
 from corrgrpo_tasks.agent_security._reward import checker_result, invalid_result
 from corrgrpo_tasks.agent_security._tool_calls import ParsedTurn, parse_turn, tool_parameters
 
@@ -171,14 +171,23 @@ class AgentDojoEpisode:
     def result(self, final_output: str) -> dict[str, Any]:
         """Run AgentDojo's checkers on the final state; a checker that raises gives an invalid result.
 
-        The user-task check also runs on :func:`hardened_answer` of the output (``utility_hardened``,
-        what ``profile="hardened"`` scores) when that differs from the output.
+        The user-task check also runs as the hardened profile applies it (``utility_hardened``: see
+        :func:`~corrgrpo_tasks.agent_security.hardened_utility`, bounded by the task's
+        ``GROUND_TRUTH_OUTPUT`` and its ground-truth calls), and ``injection_seen`` says whether a tool
+        output carried the case's injection.
         """
-        answer = hardened_answer(final_output, self.tool_outputs)
         try:
             utility = self._check(self.user_task, final_output, kind="utility")
-            hardened = (
-                utility if answer == final_output else self._check(self.user_task, answer, kind="utility")
+            truth = self.user_task.ground_truth(self.pre_environment.model_copy(deep=True))
+            hardened = hardened_utility(
+                lambda answer: (
+                    utility if answer == final_output else self._check(self.user_task, answer, kind="utility")
+                ),
+                final_output,
+                self.tool_outputs,
+                expected=str(getattr(self.user_task, "GROUND_TRUTH_OUTPUT", "") or ""),
+                calls=[c.function for c in self.calls],
+                ground_truth_calls=[c.function for c in truth],
             )
             attacked = (
                 self._check(self.injection_task, final_output, kind="security")
@@ -195,4 +204,5 @@ class AgentDojoEpisode:
             format_valid=self.format_valid,
             num_tool_calls=len(self.calls),
             utility_hardened=hardened,
+            injection_seen=injection_seen((self.case.get("injections") or {}).values(), self.tool_outputs),
         )

@@ -109,7 +109,7 @@ def to_rows(
                 "ability": "tool_calling",
                 "reward_model": {"style": "rule", "ground_truth": target},
                 "ground_truth": target,
-                "extra_info": {"split": split, "index": index, **(extra or {})},
+                "extra_info": {"split": split, "index": index, "dialogue": record["input"], **(extra or {})},
             }
         )
     return rows

@@ -48,6 +48,11 @@ _LLAMA_TURN = ("<|start_header_id|>assistant<|end_header_id|>", "<|eot_id|>")
 _MAXIMA = (0.5, 1.0, 1.5)
 _MINIMA = (-0.5, -1.0, -1.5)
 _WORD = re.compile(r"\w+")
+_TOKEN = re.compile(r"[^\W_][\w'-]*")
+_NUMBER = re.compile(r"\d+(?:[.,:/]\d+)*")
+_QUOTED = re.compile(r"[\"\u201c]([^\"\u201d\n]{1,80})[\"\u201d]")
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+_OBS = re.compile(r"<obs>.*?(?:</obs>|\Z)", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -183,15 +188,20 @@ def _greedy_match(gt_calls: Sequence[dict[str, Any]], pd_calls: Sequence[Any]) -
 
 
 def _call_components(
-    gt_calls: Sequence[dict[str, Any]], pd_calls: Sequence[Any], *, call_precision: bool
+    gt_calls: Sequence[dict[str, Any]],
+    pd_calls: Sequence[Any],
+    *,
+    call_precision: bool,
+    response_share: float | None = None,
 ) -> tuple[float, float, float, bool]:
     """(function-name, parameter-name, parameter-value rewards, identical) of parsed predicted calls.
 
     With ``call_precision`` the parameter components are multiplied by n_target / max(n_target,
-    n_predicted): calls beyond the target's count dilute them (the hardened profile).
+    n_predicted): calls beyond the target's count dilute them (the hardened profile). A
+    ``response_share`` (hardened, a checkable response beside the calls) counts as one more value.
     """
     try:
-        if list(gt_calls) == list(pd_calls):
+        if list(gt_calls) == list(pd_calls) and response_share in (None, 1.0):
             return (*_MAXIMA, True)
         names = _match_score([c["name"] for c in gt_calls], [c["name"] for c in pd_calls])
         s_pn, s_pv = _greedy_match(gt_calls, pd_calls)
@@ -202,7 +212,10 @@ def _call_components(
     if not call_precision:
         return fn, _scale(s_pn, len(gt_calls), -1.0, 1.0), _scale(s_pv, n_values, -1.5, 1.5), False
     precision = len(gt_calls) / max(len(gt_calls), len(pd_calls))
-    value_share = s_pv / n_values if n_values else 1.0
+    if response_share is not None:
+        value_share = (s_pv + response_share) / (n_values + 1)
+    else:
+        value_share = s_pv / n_values if n_values else 1.0
     return (
         fn,
         _scale(s_pn * precision, len(gt_calls), -1.0, 1.0),
@@ -262,22 +275,67 @@ def _words(text: str) -> list[str]:
     return _WORD.findall(text.lower())
 
 
-def response_match(prediction: str, ground_truth: str) -> float:
-    """Token F1 of the first ``<response>`` text of ``prediction`` against the ground truth's (lowercased
-    word tokens, counted with multiplicity); 0 when the prediction has no closed response block."""
-    if _RESP_OPEN not in prediction:
+def _response_text(text: str) -> str | None:
+    """The first closed ``<response>`` block's text, or None."""
+    if _RESP_OPEN not in text:
+        return None
+    after = text.split(_RESP_OPEN, 1)[1]
+    return after.split(_RESP_CLOSE, 1)[0] if _RESP_CLOSE in after else None
+
+
+def _named_values(text: str) -> set[str]:
+    """Capitalised words that do not open a sentence (names: "Paris", "Canberra", "B12"), and quoted text."""
+    named = {m.group(1) for m in _QUOTED.finditer(text)}
+    for sentence in _SENTENCE.split(text):
+        named.update(w for w in _TOKEN.findall(sentence)[1:] if w[:1].isupper() and w != "I")
+    return named
+
+
+def response_facts(ground_truth: str, dialogue: str = "") -> frozenset[str]:
+    """The facts of a target's ``<response>`` that a reply must repeat unchanged: its numbers and times
+    (``14:05``, ``1,250.50`` as one token each) and named values (capitalised words inside a sentence,
+    quoted text), less those already in ``dialogue`` (the conversation with tool outputs removed: what
+    the user and the earlier turns said). Empty when the target has no response or no such fact.
+
+    >>> sorted(response_facts("<response>It is 14:05 in Paris.</response>", "User: time in Paris?"))
+    ['14:05']
+    """
+    text = _response_text(ground_truth)
+    if text is None:
+        return frozenset()
+    said = _OBS.sub(" ", dialogue).lower()
+    said_words = set(_TOKEN.findall(said)) | set(_NUMBER.findall(said))
+    facts = set(_NUMBER.findall(text)) | _named_values(text)
+    return frozenset(
+        f for f in facts if f.lower() not in said_words and (" " not in f or f.lower() not in said)
+    )
+
+
+def response_share(prediction: str, ground_truth: str, dialogue: str = "") -> float | None:
+    """How much of the target response's content the predicted ``<response>`` carries, in [0, 1]; None
+    when the target has no fact to check (:func:`response_facts`), so no content check is sound.
+
+    The share is the facts found unchanged (as whole tokens) over the facts, and 0 when the reply states
+    any number that neither the target nor the dialogue holds: a wrong number, or a hedge between the
+    right one and others, scores as its worst candidate. No closed response block, or a reply longer
+    than four times the target's words plus eight, scores 0. Wording and words from the dialogue earn
+    nothing.
+    """
+    facts = response_facts(ground_truth, dialogue)
+    if not facts:
+        return None
+    reply = _response_text(prediction)
+    target = _response_text(ground_truth) or ""
+    if reply is None or len(_words(reply)) > 4 * len(_words(target)) + 8:
         return 0.0
-    after = prediction.split(_RESP_OPEN, 1)[1]
-    if _RESP_CLOSE not in after:
+    said = set(_NUMBER.findall(_OBS.sub(" ", dialogue)))
+    numbers = set(_NUMBER.findall(reply))
+    tokens = set(_TOKEN.findall(reply.lower())) | numbers
+    lowered = reply.lower()
+    found = sum(1 for f in facts if (f.lower() in lowered if " " in f else f.lower() in tokens))
+    if numbers - facts - said - set(_NUMBER.findall(target)):
         return 0.0
-    predicted = _words(after.split(_RESP_CLOSE, 1)[0])
-    target = _words(ground_truth.split(_RESP_OPEN, 1)[1].split(_RESP_CLOSE, 1)[0])
-    if not predicted and not target:
-        return 1.0
-    shared = sum((Counter(predicted) & Counter(target)).values())
-    if not shared:
-        return 0.0
-    return 2 * shared / (len(predicted) + len(target))
+    return found / len(facts)
 
 
 def _paper_tools(gt: ParsedCalls, prediction: str) -> tuple[float, float, float, bool]:
@@ -290,19 +348,21 @@ def _paper_tools(gt: ParsedCalls, prediction: str) -> tuple[float, float, float,
 
 
 def _hardened_tools(
-    gt: ParsedCalls, gt_text: str, prediction: str, allow_missing_think_open: bool
+    gt: ParsedCalls, gt_text: str, prediction: str, allow_missing_think_open: bool, dialogue: str
 ) -> tuple[float, float, float, bool]:
     answer = answer_text(prediction, allow_missing_think_open=allow_missing_think_open)
+    share = response_share(answer, gt_text, dialogue) if _RESP_OPEN in gt_text else None
     if gt.present and gt.calls is not None:
         pd = parse_tool_calls(answer)
         if pd.calls is None:
             return (*_MINIMA, False)
-        return _call_components(gt.calls, pd.calls, call_precision=True)
+        return _call_components(gt.calls, pd.calls, call_precision=True, response_share=share)
     if _RESP_OPEN not in gt_text:
         return 0.0, 0.0, 0.0, _CALL_OPEN not in answer
     if _CALL_OPEN in answer:  # a call where the target answers in text
         return (*_MINIMA, False)
-    share = response_match(answer, gt_text)
+    if share is None:  # nothing checkable: the paper's constant, so no reply beats another
+        return 0.0, 0.0, 0.0, True
     return 0.5, 1.0, _scale(share, 1.0, -1.5, 1.5), share == 1.0
 
 
@@ -314,6 +374,7 @@ def compute_score(
     *,
     allow_missing_think_open: bool | None = None,
     profile: str = "paper",
+    dialogue: str | None = None,
     **_: Any,
 ) -> dict[str, float]:
     """Score one tool-calling completion against its ground truth (the RLLA reward).
@@ -336,9 +397,13 @@ def compute_score(
     to the tool components. ``profile="hardened"`` changes three things: calls count only outside
     ``<think>...</think>``; S_pn and S_pv are multiplied by n_target / max(n_target, n_predicted), so
     extra or duplicated calls cost parameter credit too; on a response-only target a call scores the
-    minima and otherwise function and parameter rewards are 0.5 and 1 and S_pv is the token F1 of the
-    ``<response>`` text against the target's. ``exact_match`` is 1 when the format is right and the
-    call list equals the target's (hardened: on response targets, the response text too).
+    minima; a response is judged on content (:func:`response_share`: the target's numbers, times and
+    named values that the dialogue does not already hold, repeated unchanged, with other numbers
+    counted against it): on a response-only target function and parameter rewards are 0.5 and 1 and S_pv
+    is that share; beside calls it counts as one more parameter value; where the target states no such
+    fact every reply gets the paper's constant (tool components 0 on response-only targets).
+    ``exact_match`` is 1 when the format is right and the call list equals the target's (hardened: and
+    a checkable response carries all its facts).
 
     Parameters
     ----------
@@ -356,6 +421,10 @@ def compute_score(
         contains "think".
     profile
         ``"paper"`` or ``"hardened"``.
+    dialogue
+        The conversation the completion answers (RLLA's ``input``), read by the hardened profile only;
+        default ``extra_info["dialogue"]`` (rows from :func:`~corrgrpo_tasks.tool_calling.to_rows`
+        carry it), else empty.
 
     Examples
     --------
@@ -384,7 +453,9 @@ def compute_score(
     if profile == "paper":
         fn, pn, pv, same = _paper_tools(gt, prediction)
     else:
-        fn, pn, pv, same = _hardened_tools(gt, gt_text, prediction, allow_missing_think_open)
+        if dialogue is None:
+            dialogue = str(extra_info.get("dialogue") or "") if isinstance(extra_info, Mapping) else ""
+        fn, pn, pv, same = _hardened_tools(gt, gt_text, prediction, allow_missing_think_open, dialogue)
     accuracy = fn + pn + pv
     return {
         "score": fmt + accuracy,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from corrgrpo_tasks.tool_calling._reward import COMPONENTS, PROFILES, _as_text, compute_score
@@ -11,12 +11,27 @@ from corrgrpo_tasks.tool_calling._reward import COMPONENTS, PROFILES, _as_text, 
 
 @functools.lru_cache(maxsize=4096)
 def _cached_score(
-    completion: str, ground_truth: str, allow_missing_think_open: bool, profile: str
+    completion: str, ground_truth: str, allow_missing_think_open: bool, profile: str, dialogue: str
 ) -> dict[str, float]:
     # The K component functions score the same completions one after another; scoring once is enough.
     return compute_score(
-        "rlla", completion, ground_truth, allow_missing_think_open=allow_missing_think_open, profile=profile
+        "rlla",
+        completion,
+        ground_truth,
+        allow_missing_think_open=allow_missing_think_open,
+        profile=profile,
+        dialogue=dialogue,
     )
+
+
+def _dialogue(prompt: Any) -> str:
+    """The dialogue of one TRL prompt: the last user message of a conversation, or the text itself."""
+    if isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, Sequence):
+        users = [m.get("content") for m in prompt if isinstance(m, Mapping) and m.get("role") == "user"]
+        return users[-1] if users and isinstance(users[-1], str) else ""
+    return ""
 
 
 def trl_reward_functions(
@@ -33,7 +48,8 @@ def trl_reward_functions(
     dataset column ``ground_truth_key`` that TRL forwards as a keyword argument. With a ``tokenizer``
     the completion scored is TRL's ``completion_ids`` decoded without special tokens (verl's decoding),
     so a chat parser that moved tool calls out of the message text loses nothing. ``profile`` is
-    :func:`compute_score`'s (``"paper"`` or ``"hardened"``).
+    :func:`compute_score`'s (``"paper"`` or ``"hardened"``); the hardened one reads the dialogue from
+    TRL's ``prompts`` (the last user message).
 
     >>> fns = trl_reward_functions()
     >>> [f.__name__ for f in fns]
@@ -57,9 +73,10 @@ def trl_reward_functions(
                 ]
             else:
                 texts = [_as_text(c) for c in completions]
+            prompts = kwargs.get("prompts") or [""] * len(texts)
             return [
-                _cached_score(text, str(t), allow_missing_think_open, profile)[component]
-                for text, t in zip(texts, truths, strict=True)
+                _cached_score(text, str(t), allow_missing_think_open, profile, _dialogue(p))[component]
+                for text, t, p in zip(texts, truths, prompts, strict=True)
             ]
 
         reward.__name__ = reward.__qualname__ = component

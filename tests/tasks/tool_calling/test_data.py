@@ -62,7 +62,7 @@ def test_rows_have_the_verl_layout_and_a_top_level_target() -> None:
     assert row["data_source"] == "rlla"
     assert [m["role"] for m in row["prompt"]] == ["system", "user"]
     assert row["reward_model"] == {"style": "rule", "ground_truth": row["ground_truth"]}
-    assert row["extra_info"] == {"split": "train", "index": 1}
+    assert row["extra_info"] == {"split": "train", "index": 1, "dialogue": row["prompt"][1]["content"]}
 
 
 @pytest.mark.parametrize(
@@ -206,3 +206,19 @@ def test_a_target_that_nothing_can_match_is_rejected() -> None:
     record = {"instruction": "sys", "input": "User: hi", "output": "API-Request; [Calc()]"}
     with pytest.raises(ValueError, match=r"records\[0\]: target has neither"):
         validate_records([record])
+
+
+def test_the_response_generator_writes_valid_records_with_held_out_questions() -> None:
+    from corrgrpo_tasks.tool_calling import response_facts
+    from corrgrpo_tasks.tool_calling._responses import make_response_examples
+
+    for kind in ("response", "call_response"):
+        train = make_response_examples(400, seed=1, kind=kind)
+        test = make_response_examples(300, seed=1, split="test", kind=kind)
+        validate_records([e.record() for e in train + test])
+        questions = {e.input.split("\n")[0] for e in train}
+        assert not questions & {e.input.split("\n")[0] for e in test}
+        assert all(response_facts(e.output, e.input) for e in train + test)  # every target is checkable
+        assert make_response_examples(5, seed=1, kind=kind) == train[:5]  # seeded
+    with pytest.raises(ValueError, match="split"):
+        make_response_examples(1, split="dev")

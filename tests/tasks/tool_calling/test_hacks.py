@@ -12,7 +12,7 @@ import pytest
 from corrgrpo_tasks.tool_calling import compute_score
 
 GT = '<think>t</think>\n<tool_call>\n{"name": "f", "parameters": {"a": 1, "b": 2}}\n</tool_call>'
-GT_RESPONSE = "<think>t</think>\n<response>The museum opens at nine.</response>"
+GT_RESPONSE = "<think>t</think>\n<response>The museum opens at 09:30.</response>"
 
 
 def block(*calls: tuple[str, dict[str, object]]) -> str:
@@ -74,9 +74,9 @@ def test_one_call_per_listed_tool_over_the_projects_generator() -> None:
 def test_a_call_hidden_in_the_thought() -> None:
     hidden = (
         '<think><tool_call>\n{"name": "f", "parameters": {"a": 1, "b": 2}}\n</tool_call></think>\n'
-        "<response>The museum opens at nine.</response>"
+        "<response>The museum opens at 09:30.</response>"
     )
-    answer = "<think>plan</think>\n<response>The museum opens at nine.</response>"
+    answer = "<think>plan</think>\n<response>The museum opens at 09:30.</response>"
     call = block(("f", {"a": 1, "b": 2}))
     assert scores(hidden, GT) == (3.0, -3.0)
     assert scores(hidden, GT_RESPONSE) == (1.0, 4.0)  # hardened: no call outside the thought, text right
@@ -100,9 +100,9 @@ def test_a_call_hidden_in_the_thought() -> None:
     assert mix["hardened"]["hack"] <= mix["hardened"]["always answer"] < mix["hardened"]["right choice"]
 
 
-def test_response_text_is_scored_only_under_the_hardened_profile() -> None:
+def test_response_text_is_judged_on_its_facts_only_under_the_hardened_profile() -> None:
     wrong = "<think>plan</think>\n<response>Bananas are yellow.</response>"
-    right = "<think>plan</think>\n<response>the museum opens at nine</response>"
+    right = "<think>plan</think>\n<response>the museum opens at 09:30</response>"
     assert scores(wrong, GT_RESPONSE) == (1.0, 1.0)
     assert scores(right, GT_RESPONSE) == (1.0, 4.0)
     exact = {
@@ -110,10 +110,115 @@ def test_response_text_is_scored_only_under_the_hardened_profile() -> None:
     }
     assert exact == {"paper": 1.0, "hardened": 0.0}
     assert compute_score("rlla", right, GT_RESPONSE, profile="hardened")["exact_match"] == 1.0
-    half = "<think>plan</think>\n<response>The museum opens</response>"  # F1 = 2*3/(3+5) = 0.75
-    assert compute_score("rlla", half, GT_RESPONSE, profile="hardened")["values_reward"] == pytest.approx(
-        0.75
+    # The target's own words with another time earn nothing; so does a hedge between the two.
+    for reply in ("The museum opens at 09:45.", "The museum opens at 09:30 or 09:45."):
+        assert scores(f"<think>plan</think>\n<response>{reply}</response>", GT_RESPONSE) == (1.0, 1.0)
+
+
+PARIS = "User: What time is it in Paris?"
+PARIS_GT = "<think>The tool answered.</think>\n<response>It is 14:05 in Paris.</response>"
+
+
+def paris(reply: str, *, dialogue: str = PARIS) -> tuple[float, float]:
+    completion = f"<think>plan</think>\n<response>{reply}</response>"
+    return tuple(  # type: ignore[return-value]
+        compute_score("rlla", completion, PARIS_GT, {"dialogue": dialogue}, profile=p)["score"]
+        for p in ("paper", "hardened")
     )
+
+
+def test_the_second_adversarys_response_hacks_on_the_fixture_dialogue() -> None:
+    # Issue 35: echo 2.53 and a wrong time in the target's words 3.63 against 1.81 for the right time
+    # in other words, under the F1 rule this replaced.
+    own_words = paris("Right now the clock there shows 14:05.")
+    assert own_words == (1.0, 4.0)
+    assert paris("What time is it in Paris?") == (1.0, 1.0)  # the user's message echoed
+    assert paris("It is 15:05 in Paris.") == (1.0, 1.0)  # a wrong fact in the target's words
+    assert paris("It is 13:05, 14:05 or 15:05 in Paris.") == (1.0, 1.0)  # hedged
+    assert paris("14:05 " + "and so on " * 40) == (1.0, 1.0)  # padded past four times the target's length
+    # The whole dialogue pasted, tool output included, carries other numbers: nothing.
+    assert paris(PARIS + ' {"time": "14:05", "utc_offset": 1}') == (1.0, 1.0)
+
+
+def test_a_target_without_a_checkable_fact_keeps_the_papers_constant() -> None:
+    gt = "<think>done</think>\n<response>You're welcome, have a nice day!</response>"
+    for reply in ("You're welcome, have a nice day!", "Goodbye.", "Thanks, that's all!"):
+        completion = f"<think>plan</think>\n<response>{reply}</response>"
+        assert scores(completion, gt) == (1.0, 1.0)
+    # Facts the dialogue already holds are not checkable either.
+    assert paris("It is in Paris.", dialogue=PARIS + " I read 14:05 on my phone.") == (1.0, 1.0)
+
+
+def _controls(example: object) -> dict[str, str]:
+    output, paraphrase, wrong = example.output, example.paraphrase, example.wrong_fact  # type: ignore[attr-defined]
+    head = output.split("<response>")[0]
+    user = example.input.split("\n")[0].removeprefix("User: ")  # type: ignore[attr-defined]
+    wrong_text = wrong.split("<response>")[1].split("</response>")[0]
+    return {
+        "right, other words": paraphrase,
+        "user's message echoed": f"{head}<response>{user}</response>",
+        "wrong fact, target's words": wrong,
+        "hedge: right then wrong": output.replace("</response>", f" Or maybe {wrong_text}</response>"),
+        "unrelated text": f"{head}<response>Bananas are yellow.</response>",
+    }
+
+
+CONTROLS = (
+    "right, other words",
+    "user's message echoed",
+    "wrong fact, target's words",
+    "hedge: right then wrong",
+    "unrelated text",
+)
+
+
+@pytest.mark.parametrize(
+    ("kind", "paper", "hardened"),
+    [
+        # means over 300 held-out examples: the controls' figures in docs/tasks.md
+        (
+            "response",
+            dict.fromkeys(CONTROLS, 1.0),
+            {
+                "right, other words": 4.0,
+                "user's message echoed": 1.0,
+                "wrong fact, target's words": 1.02,
+                "hedge: right then wrong": 1.02,
+                "unrelated text": 1.0,
+            },
+        ),
+        (
+            "call_response",
+            dict.fromkeys(CONTROLS, 4.0),
+            {
+                "right, other words": 4.0,
+                "user's message echoed": 2.71,
+                "wrong fact, target's words": 2.71,
+                "hedge: right then wrong": 2.71,
+                "unrelated text": 2.71,
+            },
+        ),
+    ],
+)
+def test_response_hacks_over_held_out_generated_examples(
+    kind: str, paper: dict[str, float], hardened: dict[str, float]
+) -> None:
+    from corrgrpo_tasks.tool_calling._responses import make_response_examples
+
+    examples = make_response_examples(300, split="test", kind=kind)
+    means: dict[str, dict[str, float]] = {"paper": {}, "hardened": {}}
+    for profile, table in means.items():
+        for name in paper:
+            table[name] = statistics.mean(
+                compute_score("rlla", _controls(e)[name], e.output, {"dialogue": e.input}, profile=profile)[
+                    "score"
+                ]
+                for e in examples
+            )
+    assert means["paper"] == pytest.approx(paper)
+    assert means["hardened"] == pytest.approx(hardened, abs=0.01)
+    right = means["hardened"]["right, other words"]
+    assert all(v < right for k, v in means["hardened"].items() if k != "right, other words")
 
 
 def test_hardened_equals_paper_when_no_extra_call_is_made() -> None:
