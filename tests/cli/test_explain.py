@@ -37,9 +37,7 @@ def test_example_prints_the_papers_numbers(run_cli):
         "r1",
         "r2",
         "r3",
-        "grpo",
-        "corrgrpo",
-        "gdpo",
+        *cc.estimator_names(),
     ]
 
 

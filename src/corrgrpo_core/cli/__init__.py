@@ -26,10 +26,11 @@ from typing import TextIO
 import corrgrpo_core as cc
 
 from . import plugin
-from .io import markdown_table
+from .facts import default_estimators
 from .plugin import CliError
 from .plugin import names as _names
 from .plugin import progress as _progress
+from .tables import markdown_table
 
 __all__ = ["main"]
 
@@ -63,7 +64,7 @@ def _parser(plugins: Sequence[str] = ()) -> tuple[argparse.ArgumentParser, dict[
     ex.add_argument(
         "file",
         nargs="?",
-        help="CSV, TSV, JSONL or Parquet file; a file with a step column, or a folder (verl rollout dumps "
+        help="CSV, TSV, JSONL or Parquet file ('-': standard input, CSV unless --format says); a file with a step column, or a folder (verl rollout dumps "
         "<step>.jsonl, corrgrpo train logs, any CSV/TSV/JSONL/Parquet logs), is read as a run, step by step",
     )
     ex.add_argument(
@@ -77,9 +78,9 @@ def _parser(plugins: Sequence[str] = ()) -> tuple[argparse.ArgumentParser, dict[
     ex.add_argument("--step-col", default="step", help="column holding the training step of a run [step]")
     ex.add_argument(
         "--run-estimator",
-        default="grpo",
+        default=None,
         help="the estimator the run trained with, compared against (on score when it needs only the "
-        "total) [grpo]",
+        "total) [from corrgrpo train's file names, else grpo]",
     )
     ex.add_argument("--max-steps", type=int, default=20, help="steps printed in a run's tables [20]")
     ex.add_argument(
@@ -98,7 +99,7 @@ def _parser(plugins: Sequence[str] = ()) -> tuple[argparse.ArgumentParser, dict[
         "--estimators",
         type=_names,
         default=None,
-        help="comma-separated estimators to compare [grpo,corrgrpo,gdpo; corrgrpo,gdpo for a run]",
+        help="comma-separated estimators to compare [every registered one: corrgrpo estimators]",
     )
     ex.add_argument(
         "--format",
@@ -161,7 +162,7 @@ def _command_name(argv: Sequence[str]) -> str | None:
 
 
 def _simulate_options(sim: argparse.ArgumentParser) -> None:
-    from .simulate import DEFAULT_ESTIMATORS, SCENARIOS, SimulationConfig
+    from .simulate import SCENARIOS, SimulationConfig
 
     d = SimulationConfig()
     sim.add_argument(
@@ -173,8 +174,8 @@ def _simulate_options(sim: argparse.ArgumentParser) -> None:
     sim.add_argument(
         "--estimators",
         type=_names,
-        default=list(DEFAULT_ESTIMATORS),
-        help=f"comma-separated [{','.join(DEFAULT_ESTIMATORS)}]",
+        default=list(default_estimators()),
+        help=f"comma-separated [{','.join(default_estimators())}]",
     )
     sim.add_argument("--seeds", type=int, default=d.seeds, help=f"seeds per estimator [{d.seeds}]")
     sim.add_argument("--first-seed", type=int, default=d.first_seed, help=f"first seed [{d.first_seed}]")
@@ -197,11 +198,13 @@ def _simulate_options(sim: argparse.ArgumentParser) -> None:
 
 
 def _cmd_explain(args: argparse.Namespace, out: TextIO) -> int:
-    from .explain import DEFAULT_ESTIMATORS, example_batch, explain_file, explain_shown, render_explanation
+    from .explain import example_batch, explain_file, explain_shown, render_explanation
     from .io import parse_weights
 
     if args.example == (args.file is not None):
         raise CliError("give a reward file or --example (not both)")
+    if args.file == "-":
+        return _explain_stdin(args, out)
     if args.max_groups < 0:
         raise CliError("--max-groups must be >= 0")
     if args.plot:
@@ -213,7 +216,7 @@ def _cmd_explain(args: argparse.Namespace, out: TextIO) -> int:
 
         if is_run(Path(args.file), step_col=args.step_col, file_format=args.file_format):
             return _cmd_explain_run(args, out)
-    estimators = args.estimators or DEFAULT_ESTIMATORS
+    estimators = args.estimators or None  # None: every registered estimator
     if args.example:
         report, shown = explain_shown(
             example_batch(),
@@ -244,28 +247,67 @@ def _cmd_explain(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def _explain_stdin(args: argparse.Namespace, out: TextIO) -> int:
+    """``explain -``: standard input, saved to a temporary file of the ``--format`` given (CSV by default)."""
+    import tempfile
+    from io import StringIO
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / f"stdin.{args.file_format or 'csv'}"
+        with path.open("wb") as handle:
+            handle.write(sys.stdin.buffer.read())
+        args.file = str(path)
+        text = StringIO()
+        try:
+            code = _cmd_explain(args, text)
+        except CliError as err:
+            raise CliError(str(err).replace(str(path), "<stdin>")) from None
+        out.write(text.getvalue().replace(str(path), "<stdin>"))
+        return code
+
+
 def _cmd_explain_run(args: argparse.Namespace, out: TextIO) -> int:
-    from .io import parse_weights
-    from .runs import analyse_run, find_run, render_run
+    from .runs import train_runs
 
     if args.max_steps < 1:
         raise CliError("--max-steps must be >= 1")
-    source = find_run(
-        Path(args.file), group_col=args.group_col, step_col=args.step_col, file_format=args.file_format
+    runs = train_runs(Path(args.file))
+    if not runs:
+        return _explain_one_run(args, Path(args.file), args.run_estimator or "grpo", args.plot, out)
+    out.write(
+        f"{args.file}: corrgrpo train's rollouts, {len(runs)} run(s): one table per estimator and seed, each "
+        "compared with the estimator it trained with\n\n"
     )
+    for run in runs:
+        out.write(f"# run {run.label} ({run.path})\n\n")
+        plot = None
+        if args.plot:
+            plot = str(Path(args.plot).with_stem(f"{Path(args.plot).stem}-{run.estimator}-seed{run.seed}"))
+        _explain_one_run(args, run.path, args.run_estimator or run.estimator, plot, out)
+        out.write("\n")
+    return 0
+
+
+def _explain_one_run(
+    args: argparse.Namespace, path: Path, run_estimator: str, plot: str | None, out: TextIO
+) -> int:
+    from .io import parse_weights
+    from .runs import analyse_run, find_run, render_run
+
+    source = find_run(path, group_col=args.group_col, step_col=args.step_col, file_format=args.file_format)
     report = analyse_run(
         source,
         components=args.components,
-        estimators=args.estimators or ("corrgrpo", "gdpo"),
-        run_estimator=args.run_estimator,
+        estimators=args.estimators or default_estimators(),
+        run_estimator=run_estimator,
         nan_policy=args.nan_policy,
         parse_weights=lambda names: parse_weights(args.weights, names),
     )
     out.write(render_run(report, max_steps=args.max_steps) + "\n")
-    if args.plot:
+    if plot:
         from .plots import plot_run
 
-        out.write(f"plot written to {plot_run(report, args.plot)}\n")
+        out.write(f"plot written to {plot_run(report, plot)}\n")
     return 0
 
 
@@ -324,7 +366,7 @@ def _cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
     quiet = ["--no-progress"] if args.no_progress else []
     parser, _ = _parser()
     out.write("# 1. The paper's Figure 2 example: why CorrGRPO exists\n\n")
-    explain_args = ["explain", "--example", "--estimators", "grpo,dr_grpo,corrgrpo,gdpo,mo_grpo"]
+    explain_args = ["explain", "--example"]
     _cmd_explain(parser.parse_args([*explain_args, "--plot", str(folder / "explain_fig2.png")]), out)
     out.write("\n# 2. A short learning simulation (`corrgrpo simulate` runs the full one)\n\n")
     simulate_args = ["simulate", "--seeds", "3", "--steps", "100", "--out", str(folder / "simulate"), *quiet]

@@ -9,7 +9,6 @@ their sums equal the core's covariance and correlation sums.
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -21,7 +20,9 @@ import numpy.typing as npt
 
 import corrgrpo_core as cc
 
-from .io import CliError, RewardBatch, markdown_table, read_rewards
+from .facts import default_estimators, in_reward_units
+from .io import CliError, RewardBatch, read_rewards
+from .tables import markdown_table
 
 __all__ = [
     "EXAMPLE",
@@ -41,7 +42,6 @@ Array = npt.NDArray[np.float64]
 
 #: The paper's Figure 2: one group of four rollouts, three reward components on very different scales.
 EXAMPLE = np.array([[0.10, 0.18, 0.80], [0.18, 0.10, 7.28], [0.82, 0.90, 8.00], [0.90, 0.82, 1.52]])
-DEFAULT_ESTIMATORS = ("grpo", "corrgrpo", "gdpo")
 
 
 def example_batch() -> RewardBatch:
@@ -188,7 +188,7 @@ def _check_options(estimators: Sequence[str], k: int, weights: Array | None) -> 
 def explain(
     batch: RewardBatch,
     *,
-    estimators: Sequence[str] = DEFAULT_ESTIMATORS,
+    estimators: Sequence[str] | None = None,
     weights: Array | None = None,
     nan_policy: cc.NanPolicy = "raise",
     detail: Sequence[int] | None = None,
@@ -199,6 +199,7 @@ def explain(
     display (default: every group); the batch-wide numbers always cover every group. Every row's
     advantages are kept too (``Explanation.advantages``).
     """
+    estimators = default_estimators() if estimators is None else tuple(estimators)
     w = _check_options(estimators, len(batch.components), weights)
     shown = list(range(batch.n_groups)) if detail is None else sorted(set(detail))
     scores, ids = batch.scores, batch.group_ids
@@ -257,7 +258,7 @@ def explain_file(
     components: Sequence[str] | None = None,
     file_format: str | None = None,
     nan_policy: cc.NanPolicy = "raise",
-    estimators: Sequence[str] = DEFAULT_ESTIMATORS,
+    estimators: Sequence[str] | None = None,
     weights: Callable[[Sequence[str]], Array | None] = lambda names: None,
     max_groups: int = 10,
     plot_group: str | None = None,
@@ -272,6 +273,12 @@ def explain_file(
         file_format=file_format,
         allow_nan=nan_policy == "ignore",
     )
+    if batch.n_groups and batch.n_groups == batch.group_ids.size:
+        raise CliError(
+            f"{batch.source}: every group has one row ({batch.n_groups} rows, {batch.n_groups} distinct "
+            f"values of {group_col!r}), so every advantage would be 0; is --group-col right? (it names "
+            "the column that holds the prompt id)"
+        )
     return explain_shown(
         batch,
         estimators=estimators,
@@ -285,7 +292,7 @@ def explain_file(
 def explain_shown(
     batch: RewardBatch,
     *,
-    estimators: Sequence[str] = DEFAULT_ESTIMATORS,
+    estimators: Sequence[str] | None = None,
     weights: Array | None = None,
     nan_policy: cc.NanPolicy = "raise",
     max_groups: int = 10,
@@ -363,7 +370,7 @@ def render_explanation(ex: Explanation, *, max_groups: int = 10) -> str:
                 f"DEGENERATE: the total varies but the correlation sum is {_fmt(view.correlation_sum)} (< 0.01), "
                 "so CorrGRPO divides the centred total by about sqrt(eps) and its advantages blow up "
                 f"(largest abs(A) {_fmt(view.max_abs_advantage)}; components that cancel); "
-                "--min-correlation-sum 1 bounds them by the centred total (docs/method.md)"
+                "min_correlation_sum=1 (corrgrpo train --min-correlation-sum 1) bounds them by the centred total (docs/method.md)"
             )
         if view.rows.size < 2:
             zero = all(view.advantages[e][0] == 0 for e in ex.estimators)
@@ -446,43 +453,32 @@ def render_explanation(ex: Explanation, *, max_groups: int = 10) -> str:
     return "\n".join(out)
 
 
-@functools.cache
-def in_reward_units(name: str) -> bool:
-    """Whether an estimator's advantages scale with the rewards (CorrGRPO, Dr.GRPO, RLOO) rather
-    than being unit-free (GRPO, GDPO): measured on the paper's group and the same group x 10."""
-    base = np.asarray(cc.compute_advantages(EXAMPLE, estimator=name), dtype=np.float64)
-    scaled = np.asarray(cc.compute_advantages(EXAMPLE * 10.0, estimator=name), dtype=np.float64)
-    return bool(np.allclose(scaled, 10.0 * base, rtol=1e-6) and np.any(base != 0))
-
-
 def _magnitude_table(ex: Explanation) -> list[str]:
     """Mean and max abs(A) per estimator, the unit of each, and a flag on large ones."""
     n = max(ex.max_group_size, 2)
     bound = (n - 1) / math.sqrt(n)  # GRPO's largest abs(A) in a group of n
+    limit = 10 * bound * len(ex.components)  # a sum of K z-scores (GDPO) reaches K x GRPO's bound
     rows, large = [], []
     for e in ex.estimators:
         mean, top = ex.magnitude[e]
-        units = in_reward_units(e)
-        flag = top > 10 * bound
-        if flag:
+        if top > limit:
             large.append(e)
-        rows.append(
-            [e, _fmt(mean), _fmt(top) + (" LARGE" if flag else ""), "reward units" if units else "unit-free"]
-        )
+        scale = "reward units" if in_reward_units(e) else "unit-free"
+        rows.append([e, _fmt(mean), _fmt(top) + (" LARGE" if top > limit else ""), scale])
     out = [
         "advantage magnitude per estimator:",
         "",
         markdown_table(["estimator", "mean abs(A)", "max abs(A)", "scale"], rows),
         "",
         (
-            "(unit-free advantages have abs(A) <= (n-1)/sqrt(n) = "
-            f"{bound:.3f} per group of {n}; advantages in reward units grow with the rewards: "
-            "x10 the rewards, x10 the advantages)"
+            f"(GRPO's abs(A) is at most (n-1)/sqrt(n) = {bound:.3f} in a group of {n}, whatever the rewards; "
+            "advantages in reward units grow with them: x10 the rewards, x10 the advantages)"
         ),
     ]
     if large:
         out.append(
-            f"LARGE: {', '.join(large)} reach more than 10x that bound; the policy loss multiplies each "
-            "token's ratio by A, so these rows dominate a step (check the degenerate groups above)"
+            f"LARGE: {', '.join(large)} reach more than {limit:.3g} (10 x K x GRPO's bound); the policy "
+            "loss multiplies each token's ratio by A, so these rows dominate a step (see the degenerate "
+            "groups above; min_correlation_sum=1 bounds CorrGRPO's)"
         )
     return [*out, ""]

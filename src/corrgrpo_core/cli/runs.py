@@ -25,34 +25,37 @@ import numpy.typing as npt
 import corrgrpo_core as cc
 
 from .explain import group_table, overflow_check
+from .facts import sees_only_total
 from .io import (
     FORMATS,
     CliError,
     Columns,
     RewardBatch,
     batch_from_columns,
-    markdown_table,
     numeric_column,
     probe_columns,
     read_columns,
 )
+from .tables import markdown_table
 
 __all__ = [
     "Change",
     "RunReport",
     "RunSource",
     "StepReport",
+    "TrainRun",
     "analyse_run",
     "find_run",
     "is_run",
     "render_run",
+    "train_runs",
 ]
 
 Array = npt.NDArray[np.float64]
 
 _VERL_FILE = re.compile(r"^(\d+)\.jsonl$")
-#: Estimators that see only the total reward: the run's own advantages can come from ``score``.
-_TOTAL_ONLY = {"grpo", "dr_grpo", "rloo"}
+#: ``corrgrpo train``'s rollouts: ``rollouts/ESTIMATOR-seedS.csv``, one run per estimator and seed.
+_TRAIN_FILE = re.compile(r"^(?P<estimator>.+)-seed(?P<seed>\d+)\.(csv|tsv|jsonl|parquet)$")
 #: A correlation sum below this while the total varies: CorrGRPO amplifies by >= 1/sqrt(floor).
 COLLAPSE = 0.25
 #: The floor to suggest: the correlation sum of one uncorrelated component (docs/method.md).
@@ -100,6 +103,38 @@ def is_run(path: Path, *, step_col: str, file_format: str | None) -> bool:
         return step_col in probe_columns(path, file_format)
     except CliError:
         return False  # the batch reader reports the problem with the file
+
+
+@dataclass(frozen=True)
+class TrainRun:
+    """One estimator and seed of a ``corrgrpo train`` output folder: its rollouts file."""
+
+    estimator: str
+    seed: int
+    path: Path
+
+    @property
+    def label(self) -> str:
+        return f"{self.estimator}, seed {self.seed}"
+
+
+def train_runs(path: Path) -> list[TrainRun]:
+    """The runs of a ``corrgrpo train`` output folder (or of its ``rollouts/``), one per estimator
+    and seed, in estimator then seed order; [] when ``path`` holds no such files."""
+    folder = path / "rollouts" if (path / "rollouts").is_dir() else path
+    if not folder.is_dir():
+        return []
+    known = set(cc.estimator_names())
+    try:
+        entries = list(folder.iterdir())
+    except OSError:
+        return []  # find_run reports the folder
+    found = [
+        TrainRun(m["estimator"], int(m["seed"]), p)
+        for p in entries
+        if (m := _TRAIN_FILE.match(p.name)) and m["estimator"] in known and p.is_file()
+    ]
+    return sorted(found, key=lambda r: (r.estimator, r.seed))
 
 
 def find_run(path: Path, *, group_col: str | None, step_col: str, file_format: str | None) -> RunSource:
@@ -165,6 +200,8 @@ class StepReport:
     changes: dict[str, Change]
     score_gap: float | None  # max |score - weighted sum of components|
     missing: int  # rows with a missing component
+    degenerate: int = 0  # the core's degenerate groups (corr. sum < 0.01 while the total varies)
+    degenerate_max_abs: float = 0.0  # their largest |CorrGRPO advantage| (no floor)
 
 
 @dataclass
@@ -345,7 +382,9 @@ def _analyse_step(
 ) -> StepReport:
     ids, n_groups = batch.group_ids, batch.n_groups
     missing = int(np.sum(np.any(np.isnan(batch.scores), axis=1)))
-    use_score = score is not None and report.run_estimator in _TOTAL_ONLY and bool(np.all(np.isfinite(score)))
+    use_score = (
+        score is not None and sees_only_total(report.run_estimator) and bool(np.all(np.isfinite(score)))
+    )
     report.baseline_from_score = report.baseline_from_score or use_score
     with np.errstate(all="ignore"):
         overflow_check(batch.source, batch.components, batch.scores, w, [])
@@ -411,6 +450,8 @@ def _analyse_step(
         changes={e: _change(advs[e], base, ids, n_groups) for e in report.estimators},
         score_gap=gap,
         missing=missing,
+        degenerate=int(np.sum(table.degenerate)),
+        degenerate_max_abs=float(np.max(table.max_abs_advantage[table.degenerate], initial=0.0)),
     )
 
 
@@ -658,6 +699,10 @@ def render_run(r: RunReport, *, max_steps: int = 20) -> str:
                 ["groups of one rollout", f"{sum(s.singleton for s in steps)} of {groups}"],
                 ["groups without reward spread", f"{sum(s.flat for s in steps)} of {groups}"],
                 [f"collapsed groups (corr. sum < {COLLAPSE})", str(sum(s.collapsed for s in steps))],
+                [
+                    "degenerate groups (corr. sum < 0.01, total varies): count, largest abs(A)",
+                    f"{sum(s.degenerate for s in steps)}, {_f(max((s.degenerate_max_abs for s in steps), default=0.0), 1)}",
+                ],
                 [
                     "largest CorrGRPO / run advantage, per group (no floor)",
                     _f(float(_nanmax([s.max_blowup for s in steps])), 2),

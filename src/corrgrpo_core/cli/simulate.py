@@ -34,7 +34,6 @@ import numpy.typing as npt
 import corrgrpo_core as cc
 
 __all__ = [
-    "DEFAULT_ESTIMATORS",
     "SCENARIOS",
     "Environment",
     "RunCurves",
@@ -48,7 +47,6 @@ __all__ = [
 ]
 
 Array = npt.NDArray[np.float64]
-DEFAULT_ESTIMATORS = ("grpo", "dr_grpo", "corrgrpo", "gdpo", "gdpo_corr", "mo_grpo", "dara")
 
 
 @dataclass(frozen=True)
@@ -531,7 +529,7 @@ COMPARISON_HEADERS = (
 def render_report(results: Sequence[ScenarioResult], cfg: SimulationConfig) -> str:
     """Markdown tables: CorrGRPO against GRPO over all scenarios, then per scenario every estimator's
     final values, steps to threshold and largest advantage."""
-    from .io import markdown_table
+    from .tables import markdown_table
 
     if not results:
         return ""
