@@ -90,3 +90,19 @@ def test_explain_says_which_advantages_are_in_reward_units_and_flags_large_ones(
         "explain", str(write_csv(text)), "--estimators", "grpo,corrgrpo", "--plot", "x.txt"
     )
     assert code == 2  # argument errors still come first
+
+
+def test_argument_errors_come_before_heavy_imports(tmp_path):
+    import subprocess
+
+    code = (
+        "import sys; from corrgrpo_core.cli import main\n"
+        "for argv in (['explain', 'x.csv', '--max-groups', '-1'], ['explain', 'x.csv', '--plot', 'a.txt'],"
+        " ['explain', '--example', '--estimators', 'nope'], ['simulate', '--estimators', 'nope']):\n"
+        "    assert main(argv) == 2\n"
+        "print(sorted(m for m in ('pyarrow', 'matplotlib', 'torch', 'jax') if m in sys.modules))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path
+    )
+    assert proc.stdout.strip() == "[]"

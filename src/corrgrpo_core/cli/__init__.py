@@ -21,7 +21,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 import corrgrpo_core as cc
 
@@ -31,6 +31,10 @@ from .plugin import CliError
 from .plugin import names as _names
 from .plugin import progress as _progress
 from .tables import markdown_table
+
+if TYPE_CHECKING:
+    from .explain import Explanation
+    from .simulate import ScenarioResult
 
 __all__ = ["main"]
 
@@ -312,6 +316,12 @@ def _explain_one_run(
 
 
 def _run_simulation(args: argparse.Namespace, out: TextIO) -> int:
+    _simulate(args, out)
+    return 0
+
+
+def _simulate(args: argparse.Namespace, out: TextIO) -> list[ScenarioResult]:
+    """Run ``corrgrpo simulate``: the report to ``out``, files into ``--out``; returns the results."""
     from .simulate import SCENARIOS, SimulationConfig, render_report, run_simulation, summary_records
 
     unknown = [s for s in args.scenarios if s not in SCENARIOS]
@@ -357,21 +367,70 @@ def _run_simulation(args: argparse.Namespace, out: TextIO) -> int:
                     plot_scenario(result, folder / f"{result.scenario.name}_vs_grpo.png", baseline="grpo")
                 )
         out.write(f"report.md, summary.csv and {len(plots)} plot(s) written to {folder}\n")
-    return 0
+    return results
+
+
+def _figure2_summary(report: Explanation) -> str:
+    """The paper's Figure 2 numbers in a dozen lines: the two denominators, c_q, the advantages."""
+    view = report.groups[0]
+    top = max(range(len(report.components)), key=lambda i: float(view.variance_share[i]))
+    names = report.components
+    rows = [
+        [
+            str(i + 1),
+            *(f"{v:g}" for v in view.scores[i]),
+            *(f"{view.advantages[e][i]:+.4f}" for e in ("grpo", "corrgrpo")),
+        ]
+        for i in range(view.rows.size)
+    ]
+    return "\n".join(
+        [
+            "# The paper's Figure 2: one prompt, four rollouts, three rewards on different scales",
+            "",
+            markdown_table(["rollout", *names, "GRPO A", "CorrGRPO A"], rows),
+            "",
+            (
+                f"GRPO divides by sqrt(covariance sum {view.covariance_sum:.4f}); {names[top]} alone is "
+                f"{100 * view.variance_share[top]:.1f}% of it, so the small rewards barely move GRPO's denominator."
+            ),
+            (
+                f"CorrGRPO divides by sqrt(correlation sum {view.correlation_sum:.4f}), which counts each reward once "
+                f"whatever its scale: c_q = {view.c_q:.4f}, CorrGRPO = c_q x GRPO in this group (same signs and order)."
+            ),
+        ]
+    )
 
 
 def _cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
-    # Both parts go through the parser, so the demo uses exactly the commands' own defaults.
+    """Figure 2 first, then a short simulation's verdict in words; everything else goes to files.
+    Both parts go through the parser, so the demo uses exactly the commands' own defaults."""
+    from io import StringIO
+
+    from .explain import example_batch, explain_shown
+    from .simulate import verdict_words
+
     folder = Path(args.out)
+    folder.mkdir(parents=True, exist_ok=True)
     quiet = ["--no-progress"] if args.no_progress else []
     parser, _ = _parser()
-    out.write("# 1. The paper's Figure 2 example: why CorrGRPO exists\n\n")
-    explain_args = ["explain", "--example"]
-    _cmd_explain(parser.parse_args([*explain_args, "--plot", str(folder / "explain_fig2.png")]), out)
-    out.write("\n# 2. A short learning simulation (`corrgrpo simulate` runs the full one)\n\n")
+    full = StringIO()
+    _cmd_explain(
+        parser.parse_args(["explain", "--example", "--plot", str(folder / "explain_fig2.png")]), full
+    )
+    (folder / "explain.md").write_text(full.getvalue())
+    report, _ = explain_shown(example_batch(), estimators=("grpo", "corrgrpo"))
+    out.write(_figure2_summary(report) + "\n\n")
     simulate_args = ["simulate", "--seeds", "3", "--steps", "100", "--out", str(folder / "simulate"), *quiet]
-    _run_simulation(parser.parse_args(simulate_args), out)
-    out.write(f"\nDemo done: plots in {folder}/\n")
+    captured = StringIO()
+    results = _simulate(parser.parse_args(simulate_args), captured)
+    out.write(
+        "# A short learning simulation (3 seeds x 100 steps; `corrgrpo simulate` runs the full one)\n\n"
+    )
+    out.write("\n".join(verdict_words(results)) + "\n\n")
+    out.write(
+        f"Files in {folder}/: explain.md (every number of Figure 2, every estimator), explain_fig2.png, "
+        "simulate/report.md (the tables), simulate/summary.csv, simulate/*.png (learning curves)\n"
+    )
     return 0
 
 
