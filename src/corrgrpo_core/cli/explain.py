@@ -414,9 +414,16 @@ def render_explanation(ex: Explanation, *, max_groups: int = 10) -> str:
         ]
     if ex.n_groups > max_groups:
         out += [f"({ex.n_groups - max_groups} more groups not shown; raise --max-groups to see them)", ""]
-    s = ex.summary
-    mean_corr = ex.mean_correlation
-    out += [
+    out += _batch_section(ex)
+    if len(ex.estimators) > 1:
+        out += _magnitude_table(ex)
+    return "\n".join(out)
+
+
+def _batch_section(ex: Explanation) -> list[str]:
+    """The batch's numbers, each group counted once."""
+    s, names = ex.summary, list(ex.components)
+    return [
         "## batch",
         "",
         markdown_table(
@@ -440,7 +447,7 @@ def render_explanation(ex: Explanation, *, max_groups: int = 10) -> str:
         "",
         "mean within-group correlation matrix:",
         "",
-        _matrix_table(names, mean_corr),
+        _matrix_table(names, ex.mean_correlation),
         "",
         (
             "(a component that does not vary in a group has a zero row and column there, so each diagonal "
@@ -448,9 +455,6 @@ def render_explanation(ex: Explanation, *, max_groups: int = 10) -> str:
         ),
         "",
     ]
-    if len(ex.estimators) > 1:
-        out += _magnitude_table(ex)
-    return "\n".join(out)
 
 
 def _magnitude_table(ex: Explanation) -> list[str]:

@@ -607,6 +607,40 @@ def _verdict(r: RunReport) -> list[str]:
     return [verdict, "", *lines, "", *options]
 
 
+def _run_table(steps: Sequence[StepReport], names: Sequence[str]) -> str:
+    """The run's numbers over every step."""
+    groups = sum(s.groups for s in steps)
+    return markdown_table(
+        ["metric", "value"],
+        [
+            ["steps", str(len(steps))],
+            ["groups of one rollout", f"{sum(s.singleton for s in steps)} of {groups}"],
+            ["groups without reward spread", f"{sum(s.flat for s in steps)} of {groups}"],
+            [f"collapsed groups (corr. sum < {COLLAPSE})", str(sum(s.collapsed for s in steps))],
+            [
+                "degenerate groups (corr. sum < 0.01, total varies): count, largest abs(A)",
+                f"{sum(s.degenerate for s in steps)}, {_f(max((s.degenerate_max_abs for s in steps), default=0.0), 1)}",
+            ],
+            [
+                "largest CorrGRPO / run advantage, per group (no floor)",
+                _f(float(_nanmax([s.max_blowup for s in steps])), 2),
+            ],
+            [
+                "heaviest collapsed group (x a typical group)",
+                _f(float(_nanmax([s.collapsed_weight for s in steps])), 2),
+            ],
+            *[
+                [
+                    f"median share of GRPO denominator^2: {n}",
+                    _pct(_nanmedian([s.share[n] for s in steps])),
+                ]
+                for n in names
+            ],
+            ["c_q median (of step medians)", _f(float(_nanmedian([s.c_q[2] for s in steps])))],
+        ],
+    )
+
+
 def render_run(r: RunReport, *, max_steps: int = 20) -> str:
     """The text ``corrgrpo explain RUN`` prints."""
     steps = r.steps
@@ -690,37 +724,6 @@ def render_run(r: RunReport, *, max_steps: int = 20) -> str:
                 ],
             ),
         ]
-    out += ["", "## run", ""]
-    out.append(
-        markdown_table(
-            ["metric", "value"],
-            [
-                ["steps", str(len(steps))],
-                ["groups of one rollout", f"{sum(s.singleton for s in steps)} of {groups}"],
-                ["groups without reward spread", f"{sum(s.flat for s in steps)} of {groups}"],
-                [f"collapsed groups (corr. sum < {COLLAPSE})", str(sum(s.collapsed for s in steps))],
-                [
-                    "degenerate groups (corr. sum < 0.01, total varies): count, largest abs(A)",
-                    f"{sum(s.degenerate for s in steps)}, {_f(max((s.degenerate_max_abs for s in steps), default=0.0), 1)}",
-                ],
-                [
-                    "largest CorrGRPO / run advantage, per group (no floor)",
-                    _f(float(_nanmax([s.max_blowup for s in steps])), 2),
-                ],
-                [
-                    "heaviest collapsed group (x a typical group)",
-                    _f(float(_nanmax([s.collapsed_weight for s in steps])), 2),
-                ],
-                *[
-                    [
-                        f"median share of GRPO denominator^2: {n}",
-                        _pct(_nanmedian([s.share[n] for s in steps])),
-                    ]
-                    for n in names
-                ],
-                ["c_q median (of step medians)", _f(float(_nanmedian([s.c_q[2] for s in steps])))],
-            ],
-        )
-    )
+    out += ["", "## run", "", _run_table(steps, names)]
     out += ["", "## verdict", "", *_verdict(r), ""]
     return "\n".join(out)
