@@ -51,7 +51,10 @@ class GroupStats:
     that does not vary in a group has a zero row and column there, diagonal included) and
     ``varies_share[k]`` the share of groups in which component k varies, which is that diagonal;
     ``matrices[g]`` the (covariance, correlation) matrices of the groups asked for;
-    ``advantages[e]`` every row's advantage under estimator e (input order).
+    ``advantages[e]`` every row's advantage under estimator e (input order; empty with
+    ``keep_advantages=False``), ``shown_advantages[e]`` those of the rows ``shown_rows`` (the rows of
+    the ``matrices_for`` groups, ascending) and ``advantage_magnitude[e]`` (mean, max) of |A| over
+    every row.
     """
 
     sizes: I64
@@ -71,6 +74,9 @@ class GroupStats:
     varies_share: F64
     matrices: dict[int, tuple[F64, F64]] = field(default_factory=dict)
     advantages: dict[str, F64] = field(default_factory=dict)
+    shown_rows: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
+    shown_advantages: dict[str, F64] = field(default_factory=dict)
+    advantage_magnitude: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     def rows(self, g: int) -> I64:
         """Group g's rows (input order)."""
@@ -272,6 +278,39 @@ def _advantages(x: F64, ids: I64, name: str, options: Mapping[str, Any]) -> F64:
     return np.asarray(compute_advantages(x, ids, estimator=name, **options), dtype=np.float64)
 
 
+@dataclass
+class _Sink:
+    """Where advantages go as they are computed: every row (``keep``), the shown rows, and the
+    running sum and max of |A| (so a large batch need not keep every row)."""
+
+    n: int
+    keep: bool
+    shown_rows: I64
+    full: dict[str, F64] = field(default_factory=dict)
+    shown: dict[str, F64] = field(default_factory=dict)
+    abs_sum: dict[str, float] = field(default_factory=dict)
+    abs_max: dict[str, float] = field(default_factory=dict)
+
+    def put(self, name: str, at: I64 | slice, values: F64) -> None:
+        if name not in self.abs_sum:
+            self.abs_sum[name], self.abs_max[name] = 0.0, 0.0
+            self.shown[name] = np.zeros(self.shown_rows.size)
+            if self.keep:
+                self.full[name] = np.empty(self.n)
+        if self.keep:
+            self.full[name][at] = values
+        magnitude = np.abs(values)
+        self.abs_sum[name] += float(np.sum(magnitude))
+        self.abs_max[name] = max(self.abs_max[name], float(np.max(magnitude, initial=0.0)))
+        rows = np.arange(self.n)[at] if isinstance(at, slice) else at
+        hit = np.isin(rows, self.shown_rows)
+        if hit.any():
+            self.shown[name][np.searchsorted(self.shown_rows, rows[hit])] = values[hit]
+
+    def magnitude(self) -> dict[str, tuple[float, float]]:
+        return {e: (self.abs_sum[e] / max(self.n, 1), self.abs_max[e]) for e in self.abs_sum}
+
+
 def group_stats(
     scores: npt.ArrayLike,
     group_ids: npt.ArrayLike,
@@ -285,6 +324,7 @@ def group_stats(
     estimator_options: Mapping[str, Mapping[str, Any]] | None = None,
     matrices_for: Sequence[int] = (),
     chunk_rows: int | None = None,
+    keep_advantages: bool = True,
 ) -> GroupStats:
     """:func:`corrgrpo_core.advantage_stats` per group, for a host batch of any size.
 
@@ -292,8 +332,9 @@ def group_stats(
     plus one; a label with no rows is a group of size 0). The rows are sorted by group once and the
     core sees slices of about ``chunk_rows`` (default :data:`CHUNK_ROWS`) rows of whole groups, so its temporaries are bounded by
     a slice. ``estimators``: their advantages too (``estimator_options[name]`` passed on), in input
-    order. ``matrices_for``: groups whose covariance and correlation matrices are kept. Errors are
-    the core's ``ValueError`` / ``TypeError``.
+    order (``keep_advantages=False``: only the ``matrices_for`` groups' rows and the magnitudes, so
+    memory does not grow by N per estimator). ``matrices_for``: groups whose covariance and
+    correlation matrices are kept. Errors are the core's ``ValueError`` / ``TypeError``.
 
     Examples
     --------
@@ -320,26 +361,28 @@ def group_stats(
     per_estimator = estimator_options or {}
     names = list(dict.fromkeys(estimators))
     common = {"weights": w, "nan_policy": nan_policy}
-    advantages: dict[str, F64] = {}
+    detail = frozenset(int(g) for g in matrices_for)
+    sink = _Sink(
+        n, keep_advantages, np.flatnonzero(np.isin(ids, list(detail))) if detail else np.zeros(0, np.int64)
+    )
+    local = []
     for name in names:  # the batch estimators first, on the input order: no sorted copy exists yet
         opts = {**common, **per_estimator.get(name, {})}
-        if not get_estimator(name).group_local(opts):
-            advantages[name] = _advantages(x_all, ids, name, opts)
-    local = [e for e in names if e not in advantages]
+        if get_estimator(name).group_local(opts):
+            local.append(name)
+        else:
+            sink.put(name, slice(None), _advantages(x_all, ids, name, opts))
     # rows sorted by group, stably: sorting the distinct keys id * n + row is ~10x faster than a
     # stable argsort (SIMD sort)
     order = np.sort(ids * n + np.arange(n)) % n if n else np.zeros(0, np.int64)
     sizes = np.bincount(ids, minlength=g_count).astype(np.int64)
     starts = np.cumsum(sizes) - sizes
     out = _Out.zeros(g_count, k)
-    for name in local:
-        advantages[name] = np.empty(n)
     stat_opts = {
         "nan_policy": nan_policy,
         "min_correlation_sum": min_correlation_sum,
         "degenerate_threshold": degenerate_threshold,
     }
-    detail = frozenset(int(g) for g in matrices_for)
     for lo, hi in whole_group_ranges(sizes, CHUNK_ROWS if chunk_rows is None else chunk_rows):
         rows = order[int(starts[lo]) : int(starts[hi - 1] + sizes[hi - 1])]
         x = x_all[rows]  # this slice's rows, sorted by group (a copy of one slice only)
@@ -348,8 +391,8 @@ def group_stats(
             sub = x if piece.rows is None else x[piece.rows]
             at = rows if piece.rows is None else rows[piece.rows]
             for name in local:
-                advantages[name][at] = _advantages(
-                    sub, piece.ids, name, {**common, **per_estimator.get(name, {})}
+                sink.put(
+                    name, at, _advantages(sub, piece.ids, name, {**common, **per_estimator.get(name, {})})
                 )
             _piece_stats(sub, piece, lo, out, detail, w, stat_opts)
     groups = max(g_count, 1)
@@ -361,5 +404,8 @@ def group_stats(
         mean_correlation=out.corr_total / groups,
         varies_share=out.varies_total / groups,
         matrices=out.matrices,
-        advantages=advantages,
+        advantages=sink.full,
+        shown_rows=sink.shown_rows,
+        shown_advantages=sink.shown,
+        advantage_magnitude=sink.magnitude(),
     )

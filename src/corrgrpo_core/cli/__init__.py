@@ -241,6 +241,7 @@ def _cmd_explain(args: argparse.Namespace, out: TextIO) -> int:
             weights=lambda names: parse_weights(args.weights, names),
             max_groups=args.max_groups,
             plot_group=args.plot_group,
+            keep_advantages=False,  # the shown groups' rows and the magnitudes are all it prints
         )
     out.write(render_explanation(report, max_groups=args.max_groups) + "\n")
     if args.plot:

@@ -114,6 +114,7 @@ def group_table(
     detail: Sequence[int] = (),
     min_correlation_sum: float = 0.0,
     estimators: Sequence[str] = (),
+    keep_advantages: bool = True,
 ) -> cc.GroupStats:
     """:func:`corrgrpo_core.group_stats` of a batch, its errors as one-line :class:`CliError`."""
     try:
@@ -127,6 +128,7 @@ def group_table(
             estimators=estimators,
             matrices_for=detail,
             chunk_rows=SLICE_ROWS,
+            keep_advantages=keep_advantages,
         )
     except (ValueError, TypeError, OverflowError) as err:
         raise CliError(f"cannot compute the diagnostics: {err}") from None
@@ -192,12 +194,14 @@ def explain(
     weights: Array | None = None,
     nan_policy: cc.NanPolicy = "raise",
     detail: Sequence[int] | None = None,
+    keep_advantages: bool = True,
 ) -> Explanation:
     """Compute everything ``corrgrpo explain`` prints for ``batch``.
 
     ``detail`` lists the groups (indices into ``batch.group_labels``) whose matrices are kept for
     display (default: every group); the batch-wide numbers always cover every group. Every row's
-    advantages are kept too (``Explanation.advantages``).
+    advantages are kept too (``Explanation.advantages``) unless ``keep_advantages`` is False (the
+    command: memory for a large file does not then grow by one row vector per estimator).
     """
     estimators = default_estimators() if estimators is None else tuple(estimators)
     w = _check_options(estimators, len(batch.components), weights)
@@ -206,24 +210,36 @@ def explain(
     with np.errstate(all="ignore"):
         overflow_check(batch.source, batch.components, scores, w, [])
         table = group_table(
-            scores, ids, batch.n_groups, weights=w, nan_policy=nan_policy, detail=shown, estimators=estimators
+            scores,
+            ids,
+            batch.n_groups,
+            weights=w,
+            nan_policy=nan_policy,
+            detail=shown,
+            estimators=estimators,
+            keep_advantages=keep_advantages,
         )
-        advantages = table.advantages
-        results = [table.c_q, table.covariance_sum, table.mean_correlation, *advantages.values()]
+        magnitude = table.advantage_magnitude
+        results = [
+            table.c_q,
+            table.covariance_sum,
+            table.mean_correlation,
+            *map(np.asarray, magnitude.values()),
+        ]
         overflow_check(
             batch.source, batch.components, scores, w, results + [m for g in shown for m in table.matrices[g]]
         )
-        magnitude = {e: (float(np.mean(np.abs(a))), float(np.max(np.abs(a)))) for e, a in advantages.items()}
     views = []
     for g in shown:
         rows = table.rows(g)
+        at = np.searchsorted(table.shown_rows, rows)
         covariance, correlation = table.matrices[g]
         views.append(
             GroupView(
                 label=batch.group_labels[g],
                 rows=rows,
                 scores=scores[rows],
-                advantages={e: advantages[e][rows] for e in estimators},
+                advantages={e: table.shown_advantages[e][at] for e in estimators},
                 covariance=covariance,
                 correlation=correlation,
                 covariance_sum=float(table.covariance_sum[g]),
@@ -246,7 +262,7 @@ def explain(
         summary=table.summary(batch.components),
         mean_correlation=table.mean_correlation,
         magnitude=magnitude,
-        advantages=advantages,
+        advantages=table.advantages,
         max_group_size=int(table.sizes.max(initial=0)),
     )
 
@@ -262,6 +278,7 @@ def explain_file(
     weights: Callable[[Sequence[str]], Array | None] = lambda names: None,
     max_groups: int = 10,
     plot_group: str | None = None,
+    keep_advantages: bool = True,
 ) -> tuple[Explanation, int]:
     """:func:`explain_shown` of a reward file read whole (only the needed columns); returns the
     report and the index (in ``report.groups``) of ``plot_group`` (default: the first group).
@@ -286,6 +303,7 @@ def explain_file(
         nan_policy=nan_policy,
         max_groups=max_groups,
         plot_group=plot_group,
+        keep_advantages=keep_advantages,
     )
 
 
@@ -297,6 +315,7 @@ def explain_shown(
     nan_policy: cc.NanPolicy = "raise",
     max_groups: int = 10,
     plot_group: str | None = None,
+    keep_advantages: bool = True,
 ) -> tuple[Explanation, int]:
     """:func:`explain` keeping the first ``max_groups`` groups and ``plot_group`` for display; returns
     the report and the index of ``plot_group`` (default: the first group) in ``report.groups``."""
@@ -306,7 +325,14 @@ def explain_shown(
             raise CliError(f"--plot-group {plot_group!r} is not a group in the file")
         group = batch.group_labels.index(plot_group)
     detail = sorted({*range(min(max_groups, batch.n_groups)), group})
-    report = explain(batch, estimators=estimators, weights=weights, nan_policy=nan_policy, detail=detail)
+    report = explain(
+        batch,
+        estimators=estimators,
+        weights=weights,
+        nan_policy=nan_policy,
+        detail=detail,
+        keep_advantages=keep_advantages,
+    )
     return report, detail.index(group)
 
 
