@@ -402,6 +402,13 @@ def _figure2_summary(report: Explanation) -> str:
     )
 
 
+def _wrap(line: str, width: int = 100) -> str:
+    """One paragraph (a list item keeps its hanging indent) wrapped to ``width`` columns."""
+    import textwrap
+
+    return textwrap.fill(line, width, subsequent_indent="  " if line.startswith("- ") else "")
+
+
 def _cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
     """Figure 2 first, then a short simulation's verdict in words; everything else goes to files.
     Both parts go through the parser, so the demo uses exactly the commands' own defaults."""
@@ -420,18 +427,19 @@ def _cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
     )
     (folder / "explain.md").write_text(full.getvalue())
     report, _ = explain_shown(example_batch(), estimators=("grpo", "corrgrpo"))
-    out.write(_figure2_summary(report) + "\n\n")
+    out.write("\n".join(_wrap(line) for line in _figure2_summary(report).splitlines()) + "\n\n")
     simulate_args = ["simulate", "--seeds", "3", "--steps", "100", "--out", str(folder / "simulate"), *quiet]
     captured = StringIO()
     results = _simulate(parser.parse_args(simulate_args), captured)
     out.write(
         "# A short learning simulation (3 seeds x 100 steps; `corrgrpo simulate` runs the full one)\n\n"
     )
-    out.write("\n".join(verdict_words(results)) + "\n\n")
-    out.write(
+    out.write("\n".join(_wrap(line) for line in verdict_words(results)) + "\n\n")
+    files = (
         f"Files in {folder}/: explain.md (every number of Figure 2, every estimator), explain_fig2.png, "
-        "simulate/report.md (the tables), simulate/summary.csv, simulate/*.png (learning curves)\n"
+        "simulate/report.md (the tables), simulate/summary.csv, simulate/*.png (learning curves)"
     )
+    out.write(_wrap(files) + "\n")
     return 0
 
 
