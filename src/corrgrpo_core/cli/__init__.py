@@ -65,6 +65,30 @@ def _parser(plugins: Sequence[str] = ()) -> tuple[argparse.ArgumentParser, dict[
         "verl rollout dumps or logs, or a file with a step column), print the same per step, how "
         "much each estimator would change the run's advantages, and whether switching matters.",
     )
+    _explain_options(ex)
+
+    sim = sub.add_parser(
+        "simulate",
+        help="multi-reward learning simulation, every estimator",
+        description="Train a softmax policy over candidate responses with each estimator in "
+        "reward scenarios (see docs/simulation.md) and report learning curves, "
+        "final values and steps to threshold per reward component.",
+    )
+    _simulate_options(sim)
+
+    demo = sub.add_parser("demo", help="explain --example and a short simulate, plots into a folder")
+    demo.add_argument(
+        "--out", default="corrgrpo-demo", help="folder for the plots and tables [corrgrpo-demo]"
+    )
+    demo.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    sub.add_parser("estimators", help="list the registered estimators")
+    commands = _attach_plugins(sub, plugins)
+    return parser, commands
+
+
+def _explain_options(ex: argparse.ArgumentParser) -> None:
+    """The options of ``corrgrpo explain``."""
     ex.add_argument(
         "file",
         nargs="?",
@@ -127,22 +151,11 @@ def _parser(plugins: Sequence[str] = ()) -> tuple[argparse.ArgumentParser, dict[
     )
     ex.add_argument("--plot-group", default=None, metavar="LABEL", help="group to plot [the first]")
 
-    sim = sub.add_parser(
-        "simulate",
-        help="multi-reward learning simulation, every estimator",
-        description="Train a softmax policy over candidate responses with each estimator in "
-        "reward scenarios (see docs/simulation.md) and report learning curves, "
-        "final values and steps to threshold per reward component.",
-    )
-    _simulate_options(sim)
 
-    demo = sub.add_parser("demo", help="explain --example and a short simulate, plots into a folder")
-    demo.add_argument(
-        "--out", default="corrgrpo-demo", help="folder for the plots and tables [corrgrpo-demo]"
-    )
-    demo.add_argument("--no-progress", action="store_true", help="no progress bar")
-
-    sub.add_parser("estimators", help="list the registered estimators")
+def _attach_plugins(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], plugins: Sequence[str]
+) -> dict[str, plugin.Command]:
+    """Load the named plugin commands ("*": every installed one) and attach them to ``sub``."""
     installed = plugin.entry_points()
     wanted = sorted(set(installed) | set(plugin.INSTALL_HINTS)) if "*" in plugins else list(plugins)
     commands: dict[str, plugin.Command] = {}
@@ -157,7 +170,7 @@ def _parser(plugins: Sequence[str] = ()) -> tuple[argparse.ArgumentParser, dict[
             sub.add_parser(name, help=f"(not available: {err})")
             continue
         commands[name].attach(sub)
-    return parser, commands
+    return commands
 
 
 def _command_name(argv: Sequence[str]) -> str | None:
