@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -61,12 +62,24 @@ def test_demo_writes_its_plots(run_cli, tmp_path):
     out_dir = tmp_path / "demo"
     code, out, err = run_cli("demo", "--out", str(out_dir), "--no-progress")
     assert code == 0, err
-    assert "c_q = 1.6986" in out
-    assert "CorrGRPO against GRPO" in out
+    lines = out.splitlines()
+    assert len(lines) <= 40  # a screen: Figure 2 first, the rest in the files
+    assert max(map(len, lines)) <= 100
+    assert lines[0].startswith("# The paper's Figure 2")
+    assert "c_q = 1.6986" in "\n".join(lines[:14])
+    assert "correlation sum 5.3902" in out
+    assert "In words (corrgrpo against grpo" in out
+    flat = " ".join(out.split())  # the lines are wrapped at 100 columns
+    assert re.search(r"- anticorrelated: [^-]*largest \|A\| 1\.5e\+03 [^-]*degenerate groups", flat)
     written = sorted(p.relative_to(out_dir).as_posix() for p in out_dir.rglob("*") if p.is_file())
     scenarios = ["anticorrelated", "code_chain", "dominant_scale", "duplicated", "utility_security"]
     plots = [f"simulate/{s}{suffix}.png" for s in scenarios for suffix in ("", "_vs_grpo")]
-    assert written == sorted(["explain_fig2.png", *plots, "simulate/report.md", "simulate/summary.csv"])
+    files = ["explain.md", "explain_fig2.png", *plots, "simulate/report.md", "simulate/summary.csv"]
+    assert written == sorted(files)
+    report = (out_dir / "simulate" / "report.md").read_text()
+    assert "CorrGRPO against GRPO" in report
+    assert "In words" in report
+    assert "c_q = 1.6986" in (out_dir / "explain.md").read_text()
 
 
 def test_a_long_report_piped_into_head_exits_0(tmp_path):

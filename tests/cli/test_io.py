@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from corrgrpo_core.cli.explain import EXAMPLE
-from corrgrpo_core.cli.io import CliError, markdown_table, parse_weights, read_rewards
+from corrgrpo_core.cli.io import CliError, parse_weights, read_rewards
+from corrgrpo_core.cli.tables import markdown_table
 
 
 def test_csv_round_trip(write_csv, fig2_csv):

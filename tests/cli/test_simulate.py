@@ -241,7 +241,7 @@ def test_progress_bar_goes_to_stderr(run_cli):
 def test_docs_show_the_default_run():
     # docs/simulation.md quotes the default run; re-run its cheapest scenario and compare the rows
     docs = (Path(__file__).resolve().parents[2] / "docs" / "simulation.md").read_text()
-    result = sim.run_scenario(sim.SCENARIOS["anticorrelated"], sim.DEFAULT_ESTIMATORS, sim.SimulationConfig())
+    result = sim.run_scenario(sim.SCENARIOS["anticorrelated"], cc.estimator_names(), sim.SimulationConfig())
     for row in sim.comparison_rows(result):
         cells = [c.strip() for c in row]
         line = next(

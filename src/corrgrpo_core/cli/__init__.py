@@ -21,15 +21,20 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 import corrgrpo_core as cc
 
 from . import plugin
-from .io import markdown_table
+from .facts import default_estimators
 from .plugin import CliError
 from .plugin import names as _names
 from .plugin import progress as _progress
+from .tables import markdown_table
+
+if TYPE_CHECKING:
+    from .explain import Explanation
+    from .simulate import ScenarioResult
 
 __all__ = ["main"]
 
@@ -60,10 +65,34 @@ def _parser(plugins: Sequence[str] = ()) -> tuple[argparse.ArgumentParser, dict[
         "verl rollout dumps or logs, or a file with a step column), print the same per step, how "
         "much each estimator would change the run's advantages, and whether switching matters.",
     )
+    _explain_options(ex)
+
+    sim = sub.add_parser(
+        "simulate",
+        help="multi-reward learning simulation, every estimator",
+        description="Train a softmax policy over candidate responses with each estimator in "
+        "reward scenarios (see docs/simulation.md) and report learning curves, "
+        "final values and steps to threshold per reward component.",
+    )
+    _simulate_options(sim)
+
+    demo = sub.add_parser("demo", help="explain --example and a short simulate, plots into a folder")
+    demo.add_argument(
+        "--out", default="corrgrpo-demo", help="folder for the plots and tables [corrgrpo-demo]"
+    )
+    demo.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    sub.add_parser("estimators", help="list the registered estimators")
+    commands = _attach_plugins(sub, plugins)
+    return parser, commands
+
+
+def _explain_options(ex: argparse.ArgumentParser) -> None:
+    """The options of ``corrgrpo explain``."""
     ex.add_argument(
         "file",
         nargs="?",
-        help="CSV, TSV, JSONL or Parquet file; a file with a step column, or a folder (verl rollout dumps "
+        help="CSV, TSV, JSONL or Parquet file ('-': standard input, CSV unless --format says); a file with a step column, or a folder (verl rollout dumps "
         "<step>.jsonl, corrgrpo train logs, any CSV/TSV/JSONL/Parquet logs), is read as a run, step by step",
     )
     ex.add_argument(
@@ -77,9 +106,9 @@ def _parser(plugins: Sequence[str] = ()) -> tuple[argparse.ArgumentParser, dict[
     ex.add_argument("--step-col", default="step", help="column holding the training step of a run [step]")
     ex.add_argument(
         "--run-estimator",
-        default="grpo",
+        default=None,
         help="the estimator the run trained with, compared against (on score when it needs only the "
-        "total) [grpo]",
+        "total) [from corrgrpo train's file names, else grpo]",
     )
     ex.add_argument("--max-steps", type=int, default=20, help="steps printed in a run's tables [20]")
     ex.add_argument(
@@ -98,7 +127,7 @@ def _parser(plugins: Sequence[str] = ()) -> tuple[argparse.ArgumentParser, dict[
         "--estimators",
         type=_names,
         default=None,
-        help="comma-separated estimators to compare [grpo,corrgrpo,gdpo; corrgrpo,gdpo for a run]",
+        help="comma-separated estimators to compare [every registered one: corrgrpo estimators]",
     )
     ex.add_argument(
         "--format",
@@ -122,22 +151,11 @@ def _parser(plugins: Sequence[str] = ()) -> tuple[argparse.ArgumentParser, dict[
     )
     ex.add_argument("--plot-group", default=None, metavar="LABEL", help="group to plot [the first]")
 
-    sim = sub.add_parser(
-        "simulate",
-        help="multi-reward learning simulation, every estimator",
-        description="Train a softmax policy over candidate responses with each estimator in "
-        "reward scenarios (see docs/simulation.md) and report learning curves, "
-        "final values and steps to threshold per reward component.",
-    )
-    _simulate_options(sim)
 
-    demo = sub.add_parser("demo", help="explain --example and a short simulate, plots into a folder")
-    demo.add_argument(
-        "--out", default="corrgrpo-demo", help="folder for the plots and tables [corrgrpo-demo]"
-    )
-    demo.add_argument("--no-progress", action="store_true", help="no progress bar")
-
-    sub.add_parser("estimators", help="list the registered estimators")
+def _attach_plugins(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], plugins: Sequence[str]
+) -> dict[str, plugin.Command]:
+    """Load the named plugin commands ("*": every installed one) and attach them to ``sub``."""
     installed = plugin.entry_points()
     wanted = sorted(set(installed) | set(plugin.INSTALL_HINTS)) if "*" in plugins else list(plugins)
     commands: dict[str, plugin.Command] = {}
@@ -152,7 +170,7 @@ def _parser(plugins: Sequence[str] = ()) -> tuple[argparse.ArgumentParser, dict[
             sub.add_parser(name, help=f"(not available: {err})")
             continue
         commands[name].attach(sub)
-    return parser, commands
+    return commands
 
 
 def _command_name(argv: Sequence[str]) -> str | None:
@@ -161,7 +179,7 @@ def _command_name(argv: Sequence[str]) -> str | None:
 
 
 def _simulate_options(sim: argparse.ArgumentParser) -> None:
-    from .simulate import DEFAULT_ESTIMATORS, SCENARIOS, SimulationConfig
+    from .simulate import SCENARIOS, SimulationConfig
 
     d = SimulationConfig()
     sim.add_argument(
@@ -173,8 +191,8 @@ def _simulate_options(sim: argparse.ArgumentParser) -> None:
     sim.add_argument(
         "--estimators",
         type=_names,
-        default=list(DEFAULT_ESTIMATORS),
-        help=f"comma-separated [{','.join(DEFAULT_ESTIMATORS)}]",
+        default=list(default_estimators()),
+        help=f"comma-separated [{','.join(default_estimators())}]",
     )
     sim.add_argument("--seeds", type=int, default=d.seeds, help=f"seeds per estimator [{d.seeds}]")
     sim.add_argument("--first-seed", type=int, default=d.first_seed, help=f"first seed [{d.first_seed}]")
@@ -197,11 +215,13 @@ def _simulate_options(sim: argparse.ArgumentParser) -> None:
 
 
 def _cmd_explain(args: argparse.Namespace, out: TextIO) -> int:
-    from .explain import DEFAULT_ESTIMATORS, example_batch, explain_file, explain_shown, render_explanation
+    from .explain import example_batch, explain_file, explain_shown, render_explanation
     from .io import parse_weights
 
     if args.example == (args.file is not None):
         raise CliError("give a reward file or --example (not both)")
+    if args.file == "-":
+        return _explain_stdin(args, out)
     if args.max_groups < 0:
         raise CliError("--max-groups must be >= 0")
     if args.plot:
@@ -213,7 +233,7 @@ def _cmd_explain(args: argparse.Namespace, out: TextIO) -> int:
 
         if is_run(Path(args.file), step_col=args.step_col, file_format=args.file_format):
             return _cmd_explain_run(args, out)
-    estimators = args.estimators or DEFAULT_ESTIMATORS
+    estimators = args.estimators or None  # None: every registered estimator
     if args.example:
         report, shown = explain_shown(
             example_batch(),
@@ -234,6 +254,7 @@ def _cmd_explain(args: argparse.Namespace, out: TextIO) -> int:
             weights=lambda names: parse_weights(args.weights, names),
             max_groups=args.max_groups,
             plot_group=args.plot_group,
+            keep_advantages=False,  # the shown groups' rows and the magnitudes are all it prints
         )
     out.write(render_explanation(report, max_groups=args.max_groups) + "\n")
     if args.plot:
@@ -244,32 +265,77 @@ def _cmd_explain(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def _explain_stdin(args: argparse.Namespace, out: TextIO) -> int:
+    """``explain -``: standard input, saved to a temporary file of the ``--format`` given (CSV by default)."""
+    import tempfile
+    from io import StringIO
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / f"stdin.{args.file_format or 'csv'}"
+        with path.open("wb") as handle:
+            handle.write(sys.stdin.buffer.read())
+        args.file = str(path)
+        text = StringIO()
+        try:
+            code = _cmd_explain(args, text)
+        except CliError as err:
+            raise CliError(str(err).replace(str(path), "<stdin>")) from None
+        out.write(text.getvalue().replace(str(path), "<stdin>"))
+        return code
+
+
 def _cmd_explain_run(args: argparse.Namespace, out: TextIO) -> int:
-    from .io import parse_weights
-    from .runs import analyse_run, find_run, render_run
+    from .runs import train_runs
 
     if args.max_steps < 1:
         raise CliError("--max-steps must be >= 1")
-    source = find_run(
-        Path(args.file), group_col=args.group_col, step_col=args.step_col, file_format=args.file_format
+    runs = train_runs(Path(args.file))
+    if not runs:
+        return _explain_one_run(args, Path(args.file), args.run_estimator or "grpo", args.plot, out)
+    out.write(
+        f"{args.file}: corrgrpo train's rollouts, {len(runs)} run(s): one table per estimator and seed, each "
+        "compared with the estimator it trained with\n\n"
     )
+    for run in runs:
+        out.write(f"# run {run.label} ({run.path})\n\n")
+        plot = None
+        if args.plot:
+            plot = str(Path(args.plot).with_stem(f"{Path(args.plot).stem}-{run.estimator}-seed{run.seed}"))
+        _explain_one_run(args, run.path, args.run_estimator or run.estimator, plot, out)
+        out.write("\n")
+    return 0
+
+
+def _explain_one_run(
+    args: argparse.Namespace, path: Path, run_estimator: str, plot: str | None, out: TextIO
+) -> int:
+    from .io import parse_weights
+    from .runs import analyse_run, find_run, render_run
+
+    source = find_run(path, group_col=args.group_col, step_col=args.step_col, file_format=args.file_format)
     report = analyse_run(
         source,
         components=args.components,
-        estimators=args.estimators or ("corrgrpo", "gdpo"),
-        run_estimator=args.run_estimator,
+        estimators=args.estimators or default_estimators(),
+        run_estimator=run_estimator,
         nan_policy=args.nan_policy,
         parse_weights=lambda names: parse_weights(args.weights, names),
     )
     out.write(render_run(report, max_steps=args.max_steps) + "\n")
-    if args.plot:
+    if plot:
         from .plots import plot_run
 
-        out.write(f"plot written to {plot_run(report, args.plot)}\n")
+        out.write(f"plot written to {plot_run(report, plot)}\n")
     return 0
 
 
 def _run_simulation(args: argparse.Namespace, out: TextIO) -> int:
+    _simulate(args, out)
+    return 0
+
+
+def _simulate(args: argparse.Namespace, out: TextIO) -> list[ScenarioResult]:
+    """Run ``corrgrpo simulate``: the report to ``out``, files into ``--out``; returns the results."""
     from .simulate import SCENARIOS, SimulationConfig, render_report, run_simulation, summary_records
 
     unknown = [s for s in args.scenarios if s not in SCENARIOS]
@@ -315,21 +381,78 @@ def _run_simulation(args: argparse.Namespace, out: TextIO) -> int:
                     plot_scenario(result, folder / f"{result.scenario.name}_vs_grpo.png", baseline="grpo")
                 )
         out.write(f"report.md, summary.csv and {len(plots)} plot(s) written to {folder}\n")
-    return 0
+    return results
+
+
+def _figure2_summary(report: Explanation) -> str:
+    """The paper's Figure 2 numbers in a dozen lines: the two denominators, c_q, the advantages."""
+    view = report.groups[0]
+    top = max(range(len(report.components)), key=lambda i: float(view.variance_share[i]))
+    names = report.components
+    rows = [
+        [
+            str(i + 1),
+            *(f"{v:g}" for v in view.scores[i]),
+            *(f"{view.advantages[e][i]:+.4f}" for e in ("grpo", "corrgrpo")),
+        ]
+        for i in range(view.rows.size)
+    ]
+    return "\n".join(
+        [
+            "# The paper's Figure 2: one prompt, four rollouts, three rewards on different scales",
+            "",
+            markdown_table(["rollout", *names, "GRPO A", "CorrGRPO A"], rows),
+            "",
+            (
+                f"GRPO divides by sqrt(covariance sum {view.covariance_sum:.4f}); {names[top]} alone is "
+                f"{100 * view.variance_share[top]:.1f}% of it, so the small rewards barely move GRPO's denominator."
+            ),
+            (
+                f"CorrGRPO divides by sqrt(correlation sum {view.correlation_sum:.4f}), which counts each reward once "
+                f"whatever its scale: c_q = {view.c_q:.4f}, CorrGRPO = c_q x GRPO in this group (same signs and order)."
+            ),
+        ]
+    )
+
+
+def _wrap(line: str, width: int = 100) -> str:
+    """One paragraph (a list item keeps its hanging indent) wrapped to ``width`` columns."""
+    import textwrap
+
+    return textwrap.fill(line, width, subsequent_indent="  " if line.startswith("- ") else "")
 
 
 def _cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
-    # Both parts go through the parser, so the demo uses exactly the commands' own defaults.
+    """Figure 2 first, then a short simulation's verdict in words; everything else goes to files.
+    Both parts go through the parser, so the demo uses exactly the commands' own defaults."""
+    from io import StringIO
+
+    from .explain import example_batch, explain_shown
+    from .simulate import verdict_words
+
     folder = Path(args.out)
+    folder.mkdir(parents=True, exist_ok=True)
     quiet = ["--no-progress"] if args.no_progress else []
     parser, _ = _parser()
-    out.write("# 1. The paper's Figure 2 example: why CorrGRPO exists\n\n")
-    explain_args = ["explain", "--example", "--estimators", "grpo,dr_grpo,corrgrpo,gdpo,mo_grpo"]
-    _cmd_explain(parser.parse_args([*explain_args, "--plot", str(folder / "explain_fig2.png")]), out)
-    out.write("\n# 2. A short learning simulation (`corrgrpo simulate` runs the full one)\n\n")
+    full = StringIO()
+    _cmd_explain(
+        parser.parse_args(["explain", "--example", "--plot", str(folder / "explain_fig2.png")]), full
+    )
+    (folder / "explain.md").write_text(full.getvalue())
+    report, _ = explain_shown(example_batch(), estimators=("grpo", "corrgrpo"))
+    out.write("\n".join(_wrap(line) for line in _figure2_summary(report).splitlines()) + "\n\n")
     simulate_args = ["simulate", "--seeds", "3", "--steps", "100", "--out", str(folder / "simulate"), *quiet]
-    _run_simulation(parser.parse_args(simulate_args), out)
-    out.write(f"\nDemo done: plots in {folder}/\n")
+    captured = StringIO()
+    results = _simulate(parser.parse_args(simulate_args), captured)
+    out.write(
+        "# A short learning simulation (3 seeds x 100 steps; `corrgrpo simulate` runs the full one)\n\n"
+    )
+    out.write("\n".join(_wrap(line) for line in verdict_words(results)) + "\n\n")
+    files = (
+        f"Files in {folder}/: explain.md (every number of Figure 2, every estimator), explain_fig2.png, "
+        "simulate/report.md (the tables), simulate/summary.csv, simulate/*.png (learning curves)"
+    )
+    out.write(_wrap(files) + "\n")
     return 0
 
 

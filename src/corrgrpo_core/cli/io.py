@@ -34,7 +34,6 @@ __all__ = [
     "batch_from_columns",
     "check_file",
     "file_format",
-    "markdown_table",
     "numeric_column",
     "parse_weights",
     "probe_columns",
@@ -838,13 +837,3 @@ def parse_weights(text: str | None, components: Sequence[str]) -> npt.NDArray[np
             f"components {list(components)}"
         )
     return np.array([_number(p, "--weights", allow_nan=False) for p in parts], dtype=np.float64)
-
-
-def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """A pipe table with aligned columns: readable in a terminal and valid Markdown."""
-    widths = [max(len(str(c)) for c in col) for col in zip(headers, *rows, strict=False)]
-
-    def line(cells: Sequence[str]) -> str:
-        return "| " + " | ".join(str(c).ljust(w) for c, w in zip(cells, widths, strict=False)) + " |"
-
-    return "\n".join([line(headers), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, rows)])

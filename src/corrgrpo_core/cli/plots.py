@@ -57,6 +57,12 @@ def _save(fig: Any, path: str | Path) -> Path:
     return path
 
 
+def _percent(v: float) -> str:
+    """A share as a percentage to 0.1%, with no "-0.0%" for a tiny negative value."""
+    text = f"{100 * v:.1f}%"
+    return "0.0%" if text == "-0.0%" else text
+
+
 def _heatmap(ax: Any, values: np.ndarray[Any, Any], names: list[str], title: str) -> None:
     limit = max(float(np.max(np.abs(values))), 1e-12)
     ax.imshow(values, cmap="RdBu_r", vmin=-limit, vmax=limit)
@@ -66,7 +72,7 @@ def _heatmap(ax: Any, values: np.ndarray[Any, Any], names: list[str], title: str
     if len(names) <= 8:
         for (i, j), v in np.ndenumerate(values):
             color = "white" if abs(v) > 0.6 * limit else "black"
-            ax.text(j, i, f"{100 * v:.1f}%", ha="center", va="center", fontsize=8, color=color)
+            ax.text(j, i, _percent(v), ha="center", va="center", fontsize=8, color=color)
 
 
 def plot_explanation(ex: Explanation, path: str | Path, *, group: int = 0) -> Path:
@@ -75,7 +81,7 @@ def plot_explanation(ex: Explanation, path: str | Path, *, group: int = 0) -> Pa
     plt = _pyplot()
     view = ex.groups[group]
     names = list(ex.components)
-    fig, axes = plt.subplots(1, 3, figsize=(13, 4.2), gridspec_kw={"width_ratios": [1, 1, 1.3]})
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4.6), gridspec_kw={"width_ratios": [1, 1, 1.5]})
     cov_share = view.covariance / view.covariance_sum if view.covariance_sum > 0 else view.covariance
     corr_share = view.correlation / view.correlation_sum if view.correlation_sum > 0 else view.correlation
     _heatmap(axes[0], cov_share, names, f"GRPO: covariance contributions\nsum = {view.covariance_sum:.4g}")
@@ -84,21 +90,28 @@ def plot_explanation(ex: Explanation, path: str | Path, *, group: int = 0) -> Pa
     )
     ax = axes[2]
     rows = view.rows
-    width = 0.8 / max(len(ex.estimators), 1)
-    for i, name in enumerate(ex.estimators):
+    first = [e for e in ("grpo", "corrgrpo") if e in ex.estimators]  # the paper's pair, drawn first
+    order = [*first, *(e for e in ex.estimators if e not in first)]
+    width = 0.8 / max(len(order), 1)
+    for i, name in enumerate(order):
         ax.bar(
-            np.arange(rows.size) + (i - (len(ex.estimators) - 1) / 2) * width,
+            np.arange(rows.size) + (i - (len(order) - 1) / 2) * width,
             view.advantages[name],
             width,
             label=name,
+            edgecolor="black" if name in first else "none",
+            linewidth=0.6,
+            zorder=3,
         )
-    ax.axhline(0.0, color="black", linewidth=0.6)
+    ax.axhline(0.0, color="black", linewidth=0.6, zorder=4)
+    ax.grid(axis="y", linewidth=0.3, zorder=0)
     ax.set_xticks(range(rows.size), [str(r + 1) for r in rows] if rows.size <= 16 else [""] * rows.size)
     ax.set_xlabel("rollout (file row)")
-    ax.set_title(f"advantages (c_q = {view.c_q:.3f})", fontsize=10)
-    ax.legend(fontsize=8)
+    ax.set_ylabel("advantage")
+    ax.set_title(f"advantages (c_q = {view.c_q:.3f}: CorrGRPO = c_q x GRPO)", fontsize=10)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     fig.suptitle(f"group {view.label}: {ex.source}", fontsize=11)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0.0, 0.0, 1.0, 0.94))
     out = _save(fig, path)
     plt.close(fig)
     return out

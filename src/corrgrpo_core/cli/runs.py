@@ -25,34 +25,37 @@ import numpy.typing as npt
 import corrgrpo_core as cc
 
 from .explain import group_table, overflow_check
+from .facts import sees_only_total
 from .io import (
     FORMATS,
     CliError,
     Columns,
     RewardBatch,
     batch_from_columns,
-    markdown_table,
     numeric_column,
     probe_columns,
     read_columns,
 )
+from .tables import markdown_table
 
 __all__ = [
     "Change",
     "RunReport",
     "RunSource",
     "StepReport",
+    "TrainRun",
     "analyse_run",
     "find_run",
     "is_run",
     "render_run",
+    "train_runs",
 ]
 
 Array = npt.NDArray[np.float64]
 
 _VERL_FILE = re.compile(r"^(\d+)\.jsonl$")
-#: Estimators that see only the total reward: the run's own advantages can come from ``score``.
-_TOTAL_ONLY = {"grpo", "dr_grpo", "rloo"}
+#: ``corrgrpo train``'s rollouts: ``rollouts/ESTIMATOR-seedS.csv``, one run per estimator and seed.
+_TRAIN_FILE = re.compile(r"^(?P<estimator>.+)-seed(?P<seed>\d+)\.(csv|tsv|jsonl|parquet)$")
 #: A correlation sum below this while the total varies: CorrGRPO amplifies by >= 1/sqrt(floor).
 COLLAPSE = 0.25
 #: The floor to suggest: the correlation sum of one uncorrelated component (docs/method.md).
@@ -100,6 +103,38 @@ def is_run(path: Path, *, step_col: str, file_format: str | None) -> bool:
         return step_col in probe_columns(path, file_format)
     except CliError:
         return False  # the batch reader reports the problem with the file
+
+
+@dataclass(frozen=True)
+class TrainRun:
+    """One estimator and seed of a ``corrgrpo train`` output folder: its rollouts file."""
+
+    estimator: str
+    seed: int
+    path: Path
+
+    @property
+    def label(self) -> str:
+        return f"{self.estimator}, seed {self.seed}"
+
+
+def train_runs(path: Path) -> list[TrainRun]:
+    """The runs of a ``corrgrpo train`` output folder (or of its ``rollouts/``), one per estimator
+    and seed, in estimator then seed order; [] when ``path`` holds no such files."""
+    folder = path / "rollouts" if (path / "rollouts").is_dir() else path
+    if not folder.is_dir():
+        return []
+    known = set(cc.estimator_names())
+    try:
+        entries = list(folder.iterdir())
+    except OSError:
+        return []  # find_run reports the folder
+    found = [
+        TrainRun(m["estimator"], int(m["seed"]), p)
+        for p in entries
+        if (m := _TRAIN_FILE.match(p.name)) and m["estimator"] in known and p.is_file()
+    ]
+    return sorted(found, key=lambda r: (r.estimator, r.seed))
 
 
 def find_run(path: Path, *, group_col: str | None, step_col: str, file_format: str | None) -> RunSource:
@@ -165,6 +200,8 @@ class StepReport:
     changes: dict[str, Change]
     score_gap: float | None  # max |score - weighted sum of components|
     missing: int  # rows with a missing component
+    degenerate: int = 0  # the core's degenerate groups (corr. sum < 0.01 while the total varies)
+    degenerate_max_abs: float = 0.0  # their largest |CorrGRPO advantage| (no floor)
 
 
 @dataclass
@@ -345,7 +382,9 @@ def _analyse_step(
 ) -> StepReport:
     ids, n_groups = batch.group_ids, batch.n_groups
     missing = int(np.sum(np.any(np.isnan(batch.scores), axis=1)))
-    use_score = score is not None and report.run_estimator in _TOTAL_ONLY and bool(np.all(np.isfinite(score)))
+    use_score = (
+        score is not None and sees_only_total(report.run_estimator) and bool(np.all(np.isfinite(score)))
+    )
     report.baseline_from_score = report.baseline_from_score or use_score
     with np.errstate(all="ignore"):
         overflow_check(batch.source, batch.components, batch.scores, w, [])
@@ -411,6 +450,8 @@ def _analyse_step(
         changes={e: _change(advs[e], base, ids, n_groups) for e in report.estimators},
         score_gap=gap,
         missing=missing,
+        degenerate=int(np.sum(table.degenerate)),
+        degenerate_max_abs=float(np.max(table.max_abs_advantage[table.degenerate], initial=0.0)),
     )
 
 
@@ -448,69 +489,87 @@ def _shown(steps: list[StepReport], limit: int) -> list[StepReport]:
     return [steps[i] for i in picks]
 
 
-def _verdict(r: RunReport) -> list[str]:
-    """The plain-words summary: does switching matter for this run, and what to set."""
-    steps = r.steps
+def _share_lines(r: RunReport) -> tuple[list[str], list[str]]:
+    """How the components share GRPO's denominator: (lines, reasons switching matters)."""
     names = list(r.components)
-    groups = sum(s.groups for s in steps)
-    varying = groups - sum(s.flat + s.singleton for s in steps)
-    lines: list[str] = []
-    share = {n: _nanmedian([s.share[n] for s in steps]) for n in names}
+    share = {n: _nanmedian([s.share[n] for s in r.steps]) for n in names}
     top = max(share, key=lambda n: share[n] if np.isfinite(share[n]) else -1)
-    reasons: list[str] = []
     if len(names) == 1:
-        lines.append(
-            f"- One reward component ({names[0]}): every correlation sum is 1, so CorrGRPO is Dr.GRPO "
-            "here (no division by the group's spread). It reweights groups, not components; log the reward "
-            "components (verl: trainer.use_v1=False dumps the reward function's extra keys) to compare more."
-        )
-    elif share[top] > DOMINANT:
-        reasons.append(f"{top}'s variance is {100 * share[top]:.0f}% of GRPO's denominator^2")
+        return [
+            (
+                f"- One reward component ({names[0]}): every correlation sum is 1, so CorrGRPO is Dr.GRPO "
+                "here (no division by the group's spread). It reweights groups, not components; log the reward "
+                "components (verl: trainer.use_v1=False dumps the reward function's extra keys) to compare more."
+            )
+        ], []
+    if share[top] > DOMINANT:
         over = (
             " (more than all of it: negative covariances between components take away from the sum)"
             if share[top] > 1
             else ""
         )
-        lines.append(
-            f"- {top}'s variance is {100 * share[top]:.1f}% of GRPO's denominator^2 in the median group{over}: "
-            f"GRPO divides every component by {top}'s spread, so the other components "
-            f"({', '.join(n for n in names if n != top)}) barely move the update. CorrGRPO's correlation sum "
-            "counts each component once."
-        )
-    else:
-        lines.append(
-            "- No component dominates GRPO's denominator (largest median share "
-            f"{100 * share[top]:.0f}%, {top})."
-        )
-    if "corrgrpo" in r.estimators:
-        ranks = np.array([s.changes["corrgrpo"].rank for s in steps])
-        flips = np.array([s.changes["corrgrpo"].flips for s in steps])
-        p10 = _nanmedian([s.changes["corrgrpo"].group_scale_p10 for s in steps])
-        p90 = _nanmedian([s.changes["corrgrpo"].group_scale_p90 for s in steps])
-        spread = p90 / p10 if p10 > 0 else float("inf")
-        lines.append(
+        return [
+            (
+                f"- {top}'s variance is {100 * share[top]:.1f}% of GRPO's denominator^2 in the median group{over}: "
+                f"GRPO divides every component by {top}'s spread, so the other components "
+                f"({', '.join(n for n in names if n != top)}) barely move the update. CorrGRPO's correlation sum "
+                "counts each component once."
+            )
+        ], [f"{top}'s variance is {100 * share[top]:.0f}% of GRPO's denominator^2"]
+    return [
+        f"- No component dominates GRPO's denominator (largest median share {100 * share[top]:.0f}%, {top})."
+    ], []
+
+
+def _corrgrpo_lines(r: RunReport) -> tuple[list[str], list[str]]:
+    """What CorrGRPO would change against the run's estimator: (lines, reasons switching matters)."""
+    if "corrgrpo" not in r.estimators:
+        return [], []
+    steps = r.steps
+    ranks = np.array([s.changes["corrgrpo"].rank for s in steps])
+    flips = np.array([s.changes["corrgrpo"].flips for s in steps])
+    p10 = _nanmedian([s.changes["corrgrpo"].group_scale_p10 for s in steps])
+    p90 = _nanmedian([s.changes["corrgrpo"].group_scale_p90 for s in steps])
+    spread = p90 / p10 if p10 > 0 else float("inf")
+    lines = [
+        (
             f"- CorrGRPO against the run's {r.run_estimator}: rank agreement {_nanmedian(ranks):.3f} "
             f"(median over steps; 1 = same order of rollouts across the batch), sign flips "
             f"{100 * np.mean(flips):.2f}% of rollouts, groups rescaled by {p10:.2f}x to {p90:.2f}x "
             "(10th-90th percentile)."
         )
-        if _nanmedian(ranks) < RANK_CHANGE or spread > SCALE_SPREAD or np.mean(flips) > 0.01:
-            reasons.append("CorrGRPO reorders or reweights the rollouts")
+    ]
+    if _nanmedian(ranks) < RANK_CHANGE or spread > SCALE_SPREAD or np.mean(flips) > 0.01:
+        return lines, ["CorrGRPO reorders or reweights the rollouts"]
+    return lines, []
+
+
+def _collapse_lines(steps: Sequence[StepReport]) -> tuple[list[str], bool]:
+    """Groups whose correlation sum collapses: (lines, whether a floor is needed)."""
     collapsed = sum(s.collapsed for s in steps)
+    if not collapsed:
+        return [], False
     worst = _nanmax([s.collapsed_weight for s in steps])
-    needs_floor = bool(collapsed) and worst > FLOOR_WEIGHT
-    if collapsed:
-        where = f"{collapsed} group(s) in {sum(s.collapsed > 0 for s in steps)} step(s)"
-        lines.append(
-            f"- {where} have anti-correlated components whose correlation sum collapses below {COLLAPSE}: "
-            f"CorrGRPO without a floor weighs them up to {worst:.1f}x a typical group of their step "
-            "(against the run's advantages). "
-            + (
-                f"Set min_correlation_sum={SUGGESTED_FLOOR:g}."
-                if needs_floor
-                else f"That is within {FLOOR_WEIGHT:g}x; a floor (min_correlation_sum={SUGGESTED_FLOOR:g}) is optional."
-            )
+    needs_floor = worst > FLOOR_WEIGHT
+    where = f"{collapsed} group(s) in {sum(s.collapsed > 0 for s in steps)} step(s)"
+    return [
+        f"- {where} have anti-correlated components whose correlation sum collapses below {COLLAPSE}: "
+        f"CorrGRPO without a floor weighs them up to {worst:.1f}x a typical group of their step "
+        "(against the run's advantages). "
+        + (
+            f"Set min_correlation_sum={SUGGESTED_FLOOR:g}."
+            if needs_floor
+            else f"That is within {FLOOR_WEIGHT:g}x; a floor (min_correlation_sum={SUGGESTED_FLOOR:g}) is optional."
         )
+    ], needs_floor
+
+
+def _data_lines(r: RunReport) -> list[str]:
+    """What the run's data lacks or adds: flat and one-row groups, missing values, score against the components."""
+    steps = r.steps
+    names = list(r.components)
+    groups = sum(s.groups for s in steps)
+    lines: list[str] = []
     flat = sum(s.flat for s in steps)
     single = sum(s.singleton for s in steps)
     if groups and flat / groups > 0.2:
@@ -529,7 +588,6 @@ def _verdict(r: RunReport) -> list[str]:
             f"- {missing} rollout(s) miss a component; they are left out of that component's statistics."
         )
     gaps = [s.score_gap for s in steps if s.score_gap is not None]
-    weights = r.weights
     if r.fitted_weights is not None and np.array_equal(r.weights, r.fitted_weights):
         fitted = ",".join(f"{n}={v:.4g}" for n, v in zip(names, r.fitted_weights, strict=False))
         lines.append(
@@ -542,17 +600,15 @@ def _verdict(r: RunReport) -> list[str]:
             "advantages used score, the other estimators use the components, so part of the difference "
             "comes from what score adds (penalties, other terms)."
         )
-    verdict = (
-        f"Switching matters for this run: {'; '.join(reasons)}."
-        if reasons
-        else "Switching would change little in this run: the estimators rank and scale its rollouts alike."
-    )
-    if not varying:
-        verdict = "No group in this run has a reward spread: no estimator would learn from it."
+    return lines
+
+
+def _switch_options(names: Sequence[str], weights: Array, needs_floor: bool) -> list[str]:
+    """The settings that switch a verl or TRL run to CorrGRPO."""
     keys = "[" + ",".join(names) + "]"
     w_list = "[" + ", ".join(f"{v:.4g}" for v in weights) + "]"
     floor = f", min_correlation_sum: {SUGGESTED_FLOOR:g}" if needs_floor else ""
-    options = [
+    return [
         "To switch (verl, with this project's plugin):",
         f"  algorithm.adv_estimator=corrgrpo +algorithm.reward_keys='{keys}'"
         + (f" +algorithm.reward_weights='{w_list}'" if not np.all(weights == 1) else "")
@@ -563,7 +619,60 @@ def _verdict(r: RunReport) -> list[str]:
         + (f", advantage_min_correlation_sum={SUGGESTED_FLOOR:g}" if floor else "")
         + ")",
     ]
-    return [verdict, "", *lines, "", *options]
+
+
+def _verdict(r: RunReport) -> list[str]:
+    """The plain-words summary: does switching matter for this run, and what to set."""
+    steps = r.steps
+    share_lines, share_reasons = _share_lines(r)
+    change_lines, change_reasons = _corrgrpo_lines(r)
+    collapse_lines, needs_floor = _collapse_lines(steps)
+    lines = [*share_lines, *change_lines, *collapse_lines, *_data_lines(r)]
+    reasons = [*share_reasons, *change_reasons]
+    groups = sum(s.groups for s in steps)
+    varying = groups - sum(s.flat + s.singleton for s in steps)
+    verdict = (
+        f"Switching matters for this run: {'; '.join(reasons)}."
+        if reasons
+        else "Switching would change little in this run: the estimators rank and scale its rollouts alike."
+    )
+    if not varying:
+        verdict = "No group in this run has a reward spread: no estimator would learn from it."
+    return [verdict, "", *lines, "", *_switch_options(list(r.components), r.weights, needs_floor)]
+
+
+def _run_table(steps: Sequence[StepReport], names: Sequence[str]) -> str:
+    """The run's numbers over every step."""
+    groups = sum(s.groups for s in steps)
+    return markdown_table(
+        ["metric", "value"],
+        [
+            ["steps", str(len(steps))],
+            ["groups of one rollout", f"{sum(s.singleton for s in steps)} of {groups}"],
+            ["groups without reward spread", f"{sum(s.flat for s in steps)} of {groups}"],
+            [f"collapsed groups (corr. sum < {COLLAPSE})", str(sum(s.collapsed for s in steps))],
+            [
+                "degenerate groups (corr. sum < 0.01, total varies): count, largest abs(A)",
+                f"{sum(s.degenerate for s in steps)}, {_f(max((s.degenerate_max_abs for s in steps), default=0.0), 1)}",
+            ],
+            [
+                "largest CorrGRPO / run advantage, per group (no floor)",
+                _f(float(_nanmax([s.max_blowup for s in steps])), 2),
+            ],
+            [
+                "heaviest collapsed group (x a typical group)",
+                _f(float(_nanmax([s.collapsed_weight for s in steps])), 2),
+            ],
+            *[
+                [
+                    f"median share of GRPO denominator^2: {n}",
+                    _pct(_nanmedian([s.share[n] for s in steps])),
+                ]
+                for n in names
+            ],
+            ["c_q median (of step medians)", _f(float(_nanmedian([s.c_q[2] for s in steps])))],
+        ],
+    )
 
 
 def render_run(r: RunReport, *, max_steps: int = 20) -> str:
@@ -649,33 +758,6 @@ def render_run(r: RunReport, *, max_steps: int = 20) -> str:
                 ],
             ),
         ]
-    out += ["", "## run", ""]
-    out.append(
-        markdown_table(
-            ["metric", "value"],
-            [
-                ["steps", str(len(steps))],
-                ["groups of one rollout", f"{sum(s.singleton for s in steps)} of {groups}"],
-                ["groups without reward spread", f"{sum(s.flat for s in steps)} of {groups}"],
-                [f"collapsed groups (corr. sum < {COLLAPSE})", str(sum(s.collapsed for s in steps))],
-                [
-                    "largest CorrGRPO / run advantage, per group (no floor)",
-                    _f(float(_nanmax([s.max_blowup for s in steps])), 2),
-                ],
-                [
-                    "heaviest collapsed group (x a typical group)",
-                    _f(float(_nanmax([s.collapsed_weight for s in steps])), 2),
-                ],
-                *[
-                    [
-                        f"median share of GRPO denominator^2: {n}",
-                        _pct(_nanmedian([s.share[n] for s in steps])),
-                    ]
-                    for n in names
-                ],
-                ["c_q median (of step medians)", _f(float(_nanmedian([s.c_q[2] for s in steps])))],
-            ],
-        )
-    )
+    out += ["", "## run", "", _run_table(steps, names)]
     out += ["", "## verdict", "", *_verdict(r), ""]
     return "\n".join(out)
