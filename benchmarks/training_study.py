@@ -12,6 +12,7 @@ The pre-registered study (docs/experiments.md, "The pre-registered study"; its d
     python -m benchmarks.training_study merge CONFIG --root R  # a configuration's test seeds as one run folder
     python -m benchmarks.training_study analyse --root R       # the pre-registered test, once parts are in
     python -m benchmarks.training_study step0 RUN... --out D   # c_q against alignment; zero sums vs entropy
+    python -m benchmarks.training_study tests DOCS...          # published studies: t, sign-flip, Holm, MDE
 
 ``commands`` prints one ``corrgrpo train`` per part (disjoint seed ranges, each in the background under
 ``nice -n 10``) and the ``--merge`` that joins them. ``publish`` copies a merged run's evals.csv and
@@ -107,7 +108,7 @@ def commands(task: str, parts: int, seeds: int, out: str, extra: Sequence[str]) 
     return lines
 
 
-STUDY_COMMANDS = ("plan", "part", "choose-lr", "merge", "analyse", "step0")
+STUDY_COMMANDS = ("plan", "part", "choose-lr", "merge", "analyse", "step0", "tests")
 
 
 def _study_parsers(sub: Any) -> None:
@@ -125,6 +126,10 @@ def _study_parsers(sub: Any) -> None:
     merge.add_argument("config")
     merge.add_argument("--root", type=Path, default=Path("study"))
     merge.add_argument("--out", type=Path, default=None, help="[ROOT/merged/CONFIG]")
+    tests = sub.add_parser("tests", help="paired t, sign-flip, Holm and MDEs of published study folders")
+    tests.add_argument(
+        "folders", nargs="+", type=Path, help="e.g. docs/experiments/scales docs/experiments/tool_calling"
+    )
     step0 = sub.add_parser("step0", help="c_q against alignment per group; degenerate groups against entropy")
     step0.add_argument("runs", nargs="+", type=Path, help="corrgrpo train folders with rollouts/")
     step0.add_argument("--out", type=Path, required=True, help="folder for groups.csv and steps.csv")
@@ -143,6 +148,8 @@ def _study_main(args: argparse.Namespace) -> int:
         out = args.out or args.root / "merged" / args.config
         _study.merge_config(args.root, args.config, out)
         print(out)
+    elif args.what == "tests":
+        print(_study.render_published(_study.published_tests(args.folders)))
     elif args.what == "analyse":
         print(_study.render_analysis(_study.analyse(args.root)))
     else:

@@ -37,9 +37,13 @@ def write_csv(path: Path, rows: Sequence[dict[str, Any]]) -> None:
 
 
 def load_csv(path: str | Path) -> list[dict[str, Any]]:
-    """Rows of an evals.csv / steps.csv with numbers as floats (seed and step as ints)."""
+    """Rows of an evals.csv / steps.csv (or a gzip-compressed ``.csv.gz``) with numbers as floats (seed
+    and step as ints)."""
+    import gzip
+
     rows = []
-    with Path(path).open() as handle:
+    path = Path(path)
+    with gzip.open(path, "rt") if path.suffix == ".gz" else path.open() as handle:
         for row in csv.DictReader(handle):
             parsed: dict[str, Any] = {}
             for k, v in row.items():

@@ -8,7 +8,7 @@ the learnable signal says, before any run, which way CorrGRPO - GRPO should go.
   GRPO and CorrGRPO give the group's samples) with the learnable signal (``SIGNALS``);
 * per step: the count of degenerate (zero-correlation-sum) groups against the policy entropy of the step.
 
-Read from ``rollouts/ESTIMATOR-seedS.csv`` and ``steps.csv`` of a ``corrgrpo train`` folder.
+Read from ``rollouts/ESTIMATOR-seedS.csv`` (or ``.csv.gz``) and ``steps.csv`` of a ``corrgrpo train`` folder.
 """
 
 from __future__ import annotations
@@ -121,8 +121,8 @@ def step0(folder: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     task = records.config["task"]
     components = get_task(task).components
     all_groups, all_steps = [], []
-    for path in sorted((folder / "rollouts").glob("*-seed*.csv")):
-        estimator, _, seed = path.stem.rpartition("-seed")
+    for path in sorted((folder / "rollouts").glob("*-seed*.csv*")):  # .csv or .csv.gz
+        estimator, _, seed = path.name.split(".")[0].rpartition("-seed")
         tag = {"task": task, "estimator": estimator, "seed": int(seed)}
         groups = group_rows(load_csv(path), components, task)
         steps = [s for s in records.steps if s["estimator"] == estimator and int(s["seed"]) == int(seed)]

@@ -375,3 +375,72 @@ def render_analysis(rows: Sequence[Mapping[str, Any]]) -> str:
             f"{r['sd']:.4f} | {r['p_t']:.4g} | {r['p_flip']:.4g} | {r['holm_t']:.4g} | {status} |"
         )
     return "\n".join(lines)
+
+
+def t_quantile(p: float, df: int) -> float:
+    """The ``p`` quantile (p > 0.5) of Student's t with ``df`` degrees of freedom, by bisection.
+
+    >>> round(t_quantile(0.975, 7), 3)
+    2.365
+    """
+    lo, hi = 0.0, 1000.0
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if t_two_sided_p(mid, df) > 2 * (1 - p):
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+def mde80(sd: float, n: int, alpha: float) -> float:
+    """The paired difference a two-sided t-test over ``n`` seeds detects with 80% power at ``alpha``
+    (central-t approximation: (t_{1-alpha/2} + t_{0.8}) sd / sqrt(n))."""
+    return (t_quantile(1 - alpha / 2, n - 1) + t_quantile(0.8, n - 1)) * sd / math.sqrt(n)
+
+
+def published_tests(folders: Sequence[Path], *, metric: str = METRIC) -> list[dict[str, Any]]:
+    """Every estimator minus grpo, final value and AUC of ``metric``, in each published study folder:
+    paired t, exact sign-flip, Holm over all of them, MDE at 80% power (alpha 0.05 and Holm's first
+    threshold)."""
+    from ._records import load_csv
+    from ._report import _by_run, area_under_curve
+
+    rows: list[dict[str, Any]] = []
+    for folder in folders:
+        runs = _by_run(load_csv(folder / "evals.csv"))
+        for family in ("final", "auc"):
+            value = {
+                run: float(r[-1][metric]) if family == "final" else area_under_curve(r, metric)
+                for run, r in runs.items()
+            }
+            arms = list(dict.fromkeys(arm for arm, _ in runs))
+            base = {s: v for (a, s), v in value.items() if a == "grpo"}
+            for arm in arms:
+                if arm == "grpo":
+                    continue
+                diffs = [v - base[s] for (a, s), v in sorted(value.items()) if a == arm and s in base]
+                rows.append({"task": folder.name, "estimator": arm, "metric": family, **paired_test(diffs)})
+    adjusted = holm({str(i): r["p_t"] for i, r in enumerate(rows)})
+    for i, r in enumerate(rows):
+        r["holm_t"] = adjusted[str(i)]
+        r["mde80"] = mde80(r["sd"], r["n"], 0.05)
+        r["mde80_holm"] = mde80(r["sd"], r["n"], 0.05 / len(rows))
+    return rows
+
+
+def render_published(rows: Sequence[Mapping[str, Any]]) -> str:
+    lines = [
+        (
+            "| task | estimator - grpo | metric | mean ± 95% t | (n+ m-) | p (t) | p (sign-flip) | Holm p (t) "
+            "| paired sd | MDE80, alpha .05 | MDE80, Holm worst |"
+        ),
+        "|---" * 11 + "|",
+    ]
+    lines += [
+        f"| {r['task']} | {r['estimator']} | {r['metric']} | {r['mean']:+.3f} ± {r['half']:.3f} | "
+        f"({r['up']}+ {r['down']}-) | {r['p_t']:.2g} | {r['p_flip']:.2g} | {r['holm_t']:.2g} | {r['sd']:.3f} | "
+        f"{r['mde80']:.3f} | {r['mde80_holm']:.3f} |"
+        for r in rows
+    ]
+    return "\n".join(lines)

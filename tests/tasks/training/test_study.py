@@ -201,3 +201,16 @@ def test_every_committed_report_table_has_as_many_delimiter_cells_as_header_cell
     for head, rule in itertools.pairwise(lines):
         if rule.startswith("|---") and head.startswith("|"):
             assert rule.count("|---") == head.count("|") - 1, head
+
+
+def test_the_published_studies_multiplicity_table_is_the_referees() -> None:
+    rows = st.published_tests([DOCS / "scales", DOCS / "tool_calling"])
+    assert len(rows) == 16
+    by = {(r["task"], r["estimator"], r["metric"]): r for r in rows}
+    scales = by["scales", "corrgrpo", "auc"]
+    assert (round(scales["mean"], 3), scales["up"], scales["down"]) == (-0.041, 0, 7)
+    assert scales["p_t"] == pytest.approx(0.022, abs=5e-4)
+    assert scales["holm_t"] == pytest.approx(0.131, abs=2e-3)  # not significant after Holm
+    assert scales["mde80"] == pytest.approx(0.046, abs=2e-3)
+    assert min(r["p_flip"] for r in rows) == pytest.approx(2 / 256)  # above Holm's first threshold
+    assert sum(r["holm_t"] < 0.05 for r in rows) == 9
