@@ -1,7 +1,18 @@
-"""The estimator study of ``corrgrpo train``: run it in parts, merge, publish a small copy for the docs.
+"""The estimator studies of ``corrgrpo train``: run them in parts, merge, publish a small copy for the docs.
 
     python -m benchmarks.training_study commands --task scales --parts 4     # the shell lines to run
     python -m benchmarks.training_study publish MERGED docs/experiments/scales
+
+The pre-registered study (docs/experiments.md, "The pre-registered study"; its design is
+``corrgrpo_tasks.training._study``) has its own sub-commands, every one resumable:
+
+    python -m benchmarks.training_study plan --root R          # every part, its cost and whether it is done
+    python -m benchmarks.training_study part ID --root R       # run one part (one process, nice 10, 1 thread)
+    python -m benchmarks.training_study choose-lr --root R     # the frozen lr per arm, from the tuning parts
+    python -m benchmarks.training_study merge CONFIG --root R  # a configuration's test seeds as one run folder
+    python -m benchmarks.training_study analyse --root R       # the pre-registered test, once parts are in
+    python -m benchmarks.training_study step0 RUN... --out D   # c_q against alignment; zero sums vs entropy
+    python -m benchmarks.training_study tests DOCS...          # published studies: t, sign-flip, Holm, MDE
 
 ``commands`` prints one ``corrgrpo train`` per part (disjoint seed ranges, each in the background under
 ``nice -n 10``) and the ``--merge`` that joins them. ``publish`` copies a merged run's evals.csv and
@@ -41,6 +52,10 @@ KEPT = (
     "corrgrpo/c_q/max",
     "corrgrpo/correlation_sum/mean",
     "corrgrpo/covariance_sum/mean",
+    "corrgrpo/degenerate_groups",
+    "corrgrpo/zero_signal_groups",
+    "lr",
+    "warm_seed",
 )
 
 
@@ -93,11 +108,75 @@ def commands(task: str, parts: int, seeds: int, out: str, extra: Sequence[str]) 
     return lines
 
 
+STUDY_COMMANDS = ("plan", "part", "choose-lr", "merge", "analyse", "step0", "tests")
+
+
+def _study_parsers(sub: Any) -> None:
+    for name, text in (
+        ("plan", "every part of the pre-registered study, its seeds done and its cost"),
+        ("choose-lr", "freeze the lr per arm of every configuration whose tuning parts finished (lr.json)"),
+        ("analyse", "the pre-registered test over the finished test seeds (corrgrpo - grpo AUC, Holm)"),
+    ):
+        sub.add_parser(name, help=text).add_argument("--root", type=Path, default=Path("study"))
+    part = sub.add_parser("part", help="run one part's unfinished seeds, one process at a time, nice 10")
+    part.add_argument("name")
+    part.add_argument("--root", type=Path, default=Path("study"))
+    part.add_argument("--dry-run", action="store_true", help="print the commands only")
+    merge = sub.add_parser("merge", help="one configuration's finished test seeds as one run folder")
+    merge.add_argument("config")
+    merge.add_argument("--root", type=Path, default=Path("study"))
+    merge.add_argument("--out", type=Path, default=None, help="[ROOT/merged/CONFIG]")
+    tests = sub.add_parser("tests", help="paired t, sign-flip, Holm and MDEs of published study folders")
+    tests.add_argument(
+        "folders", nargs="+", type=Path, help="e.g. docs/experiments/scales docs/experiments/tool_calling"
+    )
+    step0 = sub.add_parser("step0", help="c_q against alignment per group; degenerate groups against entropy")
+    step0.add_argument("runs", nargs="+", type=Path, help="corrgrpo train folders with rollouts/")
+    step0.add_argument("--out", type=Path, required=True, help="folder for groups.csv and steps.csv")
+
+
+def _study_main(args: argparse.Namespace) -> int:
+    from corrgrpo_tasks.training import _study
+
+    if args.what == "plan":
+        print("\n".join(_study.plan_lines(args.root)))
+    elif args.what == "part":
+        return _study.run_part(args.root, args.name, dry_run=args.dry_run)
+    elif args.what == "choose-lr":
+        print(json.dumps(_study.choose_lr(args.root), indent=1, sort_keys=True))
+    elif args.what == "merge":
+        out = args.out or args.root / "merged" / args.config
+        _study.merge_config(args.root, args.config, out)
+        print(out)
+    elif args.what == "tests":
+        print(_study.render_published(_study.published_tests(args.folders)))
+    elif args.what == "analyse":
+        print(_study.render_analysis(_study.analyse(args.root)))
+    else:
+        print(_step0(args.runs, args.out))
+    return 0
+
+
+def _step0(runs: Sequence[Path], out: Path) -> str:
+    from corrgrpo_tasks.training import write_csv
+    from corrgrpo_tasks.training._step0 import step0, summary
+
+    groups, steps = [], []
+    for run in runs:
+        g, s = step0(run)
+        groups += g
+        steps += s
+    out.mkdir(parents=True, exist_ok=True)
+    write_csv(out / "groups.csv", [{k: _round(v) for k, v in r.items()} for r in groups])
+    write_csv(out / "steps.csv", [{k: _round(v) for k, v in r.items()} for r in steps])
+    return summary(groups, steps)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.training_study", description=__doc__)
     sub = parser.add_subparsers(dest="what", required=True)
     c = sub.add_parser("commands", help="print the study's shell lines")
-    c.add_argument("--task", default="scales", choices=("tool_calling", "code", "scales"))
+    c.add_argument("--task", default="scales", choices=("tool_calling", "code", "scales", "scales_mirror"))
     c.add_argument("--parts", type=int, default=4)
     c.add_argument("--seeds", type=int, default=8)
     c.add_argument("--out", default="study")
@@ -105,7 +184,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = sub.add_parser("publish", help="copy a merged run into the docs, slimmed, and redraw its report")
     p.add_argument("run", type=Path)
     p.add_argument("docs", type=Path)
+    _study_parsers(sub)
     args = parser.parse_args(argv)
+    if args.what in STUDY_COMMANDS:
+        try:
+            return _study_main(args)
+        except (FileNotFoundError, ValueError) as err:
+            print(f"training_study: {err}", file=sys.stderr)
+            return 2
     if args.what == "commands":
         extra = args.extra[1:] if args.extra[:1] == ["--"] else args.extra  # `-- --eval-size 512`
         print("\n".join(commands(args.task, args.parts, args.seeds, args.out, extra)))

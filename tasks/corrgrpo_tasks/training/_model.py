@@ -48,6 +48,21 @@ def quiet_trainer(trainer: Any) -> None:
     trainer.remove_callback(PrinterCallback)
 
 
+def checkpointing_option(enabled: bool) -> dict[str, bool]:
+    """The training-arguments keyword that switches activation checkpointing: transformers 5 renamed
+    ``gradient_checkpointing`` to ``activation_checkpointing`` and warns (FutureWarning) on the old name."""
+    import dataclasses
+
+    from transformers import TrainingArguments
+
+    names = {f.name for f in dataclasses.fields(TrainingArguments)}
+    return {
+        "activation_checkpointing"
+        if "activation_checkpointing" in names
+        else "gradient_checkpointing": enabled
+    }
+
+
 def count_parameters(model: Any) -> int:
     return int(sum(p.numel() for p in model.parameters()))
 
@@ -162,6 +177,7 @@ def _supervised(
     from trl import SFTConfig, SFTTrainer  # type: ignore[attr-defined,unused-ignore]  # lazy names in trl
 
     steps = spec["warm_steps"]
+    checkpointing: dict[str, Any] = checkpointing_option(False)
     args = SFTConfig(
         output_dir=str(out),
         max_steps=steps,
@@ -175,12 +191,12 @@ def _supervised(
         report_to="none",
         use_cpu=True,
         bf16=False,
-        gradient_checkpointing=False,
         seed=spec["seed"],
         disable_tqdm=True,
         max_length=512,
         packing=False,
         dataloader_num_workers=0,
+        **checkpointing,
     )
     train = datasets.Dataset.from_list([dict(r) for r in rows])
     trainer = SFTTrainer(model=model, args=args, train_dataset=train, processing_class=tokenizer)

@@ -6,7 +6,6 @@ paired differences subtract grpo's value on the same seed (same warm start, same
 
 from __future__ import annotations
 
-import csv
 import itertools
 import json
 import math
@@ -15,10 +14,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ._run import RunRecords, write_csv
+from ._records import RunRecords, load_csv, write_csv
 from ._tasks import get_task
 
-__all__ = ["area_under_curve", "interval", "load_csv", "summarise", "write_outputs"]
+__all__ = ["area_under_curve", "interval", "load_csv", "median", "summarise", "write_outputs"]
 
 # t_{0.975, df} for df = 1..30; beyond that the normal quantile is close enough.
 _T975 = (
@@ -63,6 +62,42 @@ DIAGNOSTICS = (
 )  # steps to threshold: first evaluation with success >= warm start + this
 
 
+ZERO_SIGNAL = "corrgrpo/zero_signal_groups"  # the adapter's one zero-signal metric, every estimator alike
+_DIAG_HEADER = (
+    "estimator",
+    "mean c_q",
+    "c_q range (mean of step min/max)",
+    "correlation sum",
+    "covariance sum",
+    "max abs advantage",
+    "blow-ups",
+    "grad norm (max)",
+    "clipped",
+    "zero-signal groups",
+    "TRL frac_reward_zero_std",
+    "entropy",
+    "s/step",
+    "rewards scored/s",
+)
+
+
+def median(values: Sequence[float]) -> float:
+    """The median: the middle value, or the mean of the two middle values of an even count.
+
+    >>> median([50, 50, 50, 50, 75, 75, 75, 75]), median([150, 250, 150, 225]), median([3])
+    (62.5, 187.5, 3)
+    """
+    ordered = sorted(values)
+    if not ordered:
+        raise ValueError("the median of no values")
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def _or_dash(value: float) -> str:
+    return "-" if math.isnan(value) else f"{value:.2f}"
+
+
 def interval(values: Sequence[float]) -> tuple[float, float]:
     """(mean, 95% half-width over seeds); the half-width is NaN for one value.
 
@@ -80,24 +115,6 @@ def interval(values: Sequence[float]) -> tuple[float, float]:
 
 def _fmt(mean: float, half: float, digits: int = 3) -> str:
     return f"{mean:.{digits}f}" if math.isnan(half) else f"{mean:.{digits}f} ± {half:.{digits}f}"
-
-
-def load_csv(path: str | Path) -> list[dict[str, Any]]:
-    """Rows of an evals.csv / steps.csv with numbers as floats (seed and step as ints)."""
-    rows = []
-    with Path(path).open() as handle:
-        for row in csv.DictReader(handle):
-            parsed: dict[str, Any] = {}
-            for k, v in row.items():
-                if k in ("seed", "step", "n_eval"):
-                    parsed[k] = int(float(v))
-                else:
-                    try:
-                        parsed[k] = float(v) if v != "" else math.nan
-                    except ValueError:
-                        parsed[k] = v
-            rows.append(parsed)
-    return rows
 
 
 def _by_run(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, int], list[Mapping[str, Any]]]:
@@ -208,6 +225,7 @@ def summarise(
             "corrgrpo/correlation_sum/mean",
             "corrgrpo/covariance_sum/mean",
             "frac_reward_zero_std",
+            ZERO_SIGNAL,
             "step_time",
             "grad_norm",
             "entropy",
@@ -288,7 +306,7 @@ def render_report(summary: Mapping[str, Any], records: RunRecords | None = None)
             )
 
     def reached(hits: Sequence[int], seeds: int) -> str:
-        return f"{len(hits)}/{seeds}" + (f", {hits[len(hits) // 2]}" if hits else "")
+        return f"{len(hits)}/{seeds}" + (f", {median(hits):g}" if hits else "")
 
     lines += [
         "",
@@ -316,12 +334,8 @@ def render_report(summary: Mapping[str, Any], records: RunRecords | None = None)
             f"of steps whose gradient norm before clipping exceeds {MAX_GRAD_NORM:g})"
         ),
         "",
-        (
-            "| estimator | mean c_q | c_q range (mean of step min/max) | correlation sum | covariance sum | "
-            "max abs advantage | blow-ups | grad norm (max) | clipped | zero-std groups | entropy | s/step | "
-            "rewards scored/s |"
-        ),
-        "|---" * 14 + "|",
+        "| " + " | ".join(_DIAG_HEADER) + " |",
+        "|---" * len(_DIAG_HEADER) + "|",
     ]
     for est, row in rows.items():
         lines.append(
@@ -329,7 +343,8 @@ def render_report(summary: Mapping[str, Any], records: RunRecords | None = None)
             f"{row['corrgrpo/c_q/max']:.2f} | {row['corrgrpo/correlation_sum/mean']:.2f} | "
             f"{row['corrgrpo/covariance_sum/mean']:.2f} | {row['max_abs_advantage']:.2f} | "
             f"{row['blow_ups']}/{row['train_steps']} | {row['grad_norm']:.2f} ({row['grad_norm_max']:.1f}) | "
-            f"{row['clipped']:.2f} | {row['frac_reward_zero_std']:.2f} | {row['entropy']:.2f} | "
+            f"{row['clipped']:.2f} | {_or_dash(row[ZERO_SIGNAL])} | {row['frac_reward_zero_std']:.2f} | "
+            f"{row['entropy']:.2f} | "
             f"{row['step_time']:.2f} | {row['reward_samples_per_s']:.0f} |"
         )
     if records is not None and records.audits:
@@ -353,7 +368,11 @@ def render_report(summary: Mapping[str, Any], records: RunRecords | None = None)
         "",
         (
             "c_q and the sums describe each batch's groups (computed for every estimator, so runs are "
-            "comparable); 'zero-std groups' is TRL's share of groups whose total reward does not vary."
+            "comparable); 'zero-signal groups' is the adapter's per-step count of groups whose advantages "
+            "carry no signal, computed the same way for every estimator ('-' where the run did not log it); "
+            "'TRL frac_reward_zero_std' is three different metrics by estimator (TRL's per-group std == 0 for "
+            "grpo and dr_grpo, TRL's batch-level test, always 0, for gdpo, the adapter's all-advantages-zero "
+            "for the others): do not compare it across estimators."
         ),
     ]
     return "\n".join(lines)

@@ -17,14 +17,16 @@ import tempfile
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from ._examples import Example, completion_text
+from ._records import RunRecords, load_csv, write_csv
 from ._tasks import TOOL_WARM_NORMALISE, Task, get_task
 
 __all__ = [
+    "ARMS",
     "RunRecords",
     "TrainConfig",
     "completion_budget",
@@ -70,6 +72,23 @@ _TASK_DEFAULTS: dict[str, dict[str, Any]] = {
 }
 
 
+_TASK_DEFAULTS["scales_mirror"] = _TASK_DEFAULTS["scales"]
+
+# Study arms that are an estimator with options (docs/experiments.md, the pre-registered study): the arm's
+# name is what evals.csv and the report call it; any other name is an estimator with its defaults.
+ARMS: dict[str, tuple[str, dict[str, Any]]] = {
+    # CorrGRPO with the correlation sum floored at 1, one independent component's worth (docs/method.md)
+    "corrgrpo_floor1": ("corrgrpo", {"advantage_min_correlation_sum": 1.0}),
+    # GRPO's group mean over one standard deviation of the whole batch (TRL's scale_rewards="batch")
+    "grpo_batch_std": ("grpo", {"scale_rewards": "batch"}),
+}
+
+
+def arm_estimator(arm: str) -> str:
+    """The core estimator an arm (or plain estimator name) runs."""
+    return ARMS.get(arm, (arm, {}))[0]
+
+
 def task_defaults(task: str) -> dict[str, Any]:
     """TrainConfig fields that differ from the defaults for ``task`` (a new dict)."""
     if task not in _TASK_DEFAULTS:
@@ -112,6 +131,11 @@ class TrainConfig:
     profile: str = "paper"  # the reward's definition: "paper" or "hardened"
     # tool calling: share of the rephrased values the warm start's demonstrations normalise (None: 0.15)
     warm_normalise: float | None = None
+    # the warm start's own seed (initialisation and SFT order; None: data_seed): an independent warm start
+    # on the same data
+    warm_seed: int | None = None
+    # per-arm learning rates, (arm, lr) pairs; arms not named use ``lr``
+    arm_lr: tuple[tuple[str, float], ...] = ()
 
     def __post_init__(self) -> None:
         for name in (
@@ -140,6 +164,9 @@ class TrainConfig:
             raise ValueError("give at least one estimator")
         if not (self.lr > 0 and self.warm_lr > 0 and self.temperature > 0):
             raise ValueError("learning rates and temperature must be positive")
+        for arm, lr in self.arm_lr:
+            if arm not in self.estimators or not lr > 0:
+                raise ValueError(f"arm_lr: {arm}={lr} names no arm of this run or is not a positive lr")
         if self.max_completion_length is not None and self.max_completion_length < 1:
             raise ValueError(f"max_completion_length must be >= 1, got {self.max_completion_length}")
         self.make_task()  # an unknown task or profile, or normalise where it does not apply
@@ -149,6 +176,10 @@ class TrainConfig:
                 f"micro_batch must divide the step's {total} completions "
                 f"(prompts_per_step x num_generations), got {self.micro_batch}"
             )
+
+    def lr_for(self, arm: str) -> float:
+        """The learning rate of ``arm``: its ``arm_lr`` entry, else ``lr``."""
+        return dict(self.arm_lr).get(arm, self.lr)
 
     def system(self, task: Task) -> str:
         """The system turn every prompt starts with ("" for none)."""
@@ -165,7 +196,7 @@ class TrainConfig:
             "warm_batch": self.warm_batch,
             "n_train": self.n_train,
             "n_eval": self.n_eval,
-            "seed": self.data_seed,
+            "seed": self.data_seed if self.warm_seed is None else self.warm_seed,
             "system_prompt": self.system_prompt,
             "max_completion_length": self.max_completion_length,
             **({"warm_normalise": self.normalise} if self.task == "tool_calling" else {}),
@@ -181,31 +212,6 @@ class TrainConfig:
 
     def make_task(self) -> Task:
         return get_task(self.task, profile=self.profile, normalise=self.warm_normalise)
-
-
-@dataclass
-class RunRecords:
-    """What a training invocation produced: one row per held-out evaluation, one per training step."""
-
-    evals: list[dict[str, Any]] = field(default_factory=list)
-    steps: list[dict[str, Any]] = field(default_factory=list)
-    warm: dict[str, Any] = field(default_factory=dict)
-    audits: list[dict[str, Any]] = field(default_factory=list)
-    config: dict[str, Any] = field(default_factory=dict)
-    wall_seconds: float = 0.0
-
-
-def write_csv(path: Path, rows: Sequence[dict[str, Any]]) -> None:
-    """Rows as CSV, the union of their keys as columns (first-seen order)."""
-    import csv
-
-    fields: list[str] = []
-    for row in rows:
-        fields += [k for k in row if k not in fields]
-    with path.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(rows)
 
 
 def with_system_turn(examples: Sequence[Example], system: str) -> list[Example]:
@@ -358,19 +364,22 @@ def _callback_class() -> type:
     return Recorder
 
 
-def _grpo_args(cfg: TrainConfig, task: Task, estimator: str, seed: int, out: Path, max_len: int) -> Any:
+def _grpo_args(cfg: TrainConfig, task: Task, arm: str, seed: int, out: Path, max_len: int) -> Any:
     from corrgrpo_adapters.trl import CorrGRPOConfig
 
-    kwargs: dict[str, Any] = {}
+    from ._model import checkpointing_option
+
+    estimator, kwargs = arm_estimator(arm), dict(ARMS.get(arm, (arm, {}))[1])
     total = cfg.prompts_per_step * cfg.num_generations
     micro = cfg.micro_batch or total
     if cfg.min_correlation_sum is not None and estimator in ("corrgrpo", "gdpo_corr", "dara"):
-        kwargs["advantage_min_correlation_sum"] = cfg.min_correlation_sum
+        kwargs.setdefault("advantage_min_correlation_sum", cfg.min_correlation_sum)
+    kwargs.update(checkpointing_option(cfg.gradient_checkpointing))
     return CorrGRPOConfig(
         output_dir=str(out),
         advantage_estimator=estimator,
         max_steps=cfg.steps,
-        learning_rate=cfg.lr,
+        learning_rate=cfg.lr_for(arm),
         lr_scheduler_type="constant",
         warmup_steps=0,
         weight_decay=0.0,
@@ -386,7 +395,6 @@ def _grpo_args(cfg: TrainConfig, task: Task, estimator: str, seed: int, out: Pat
         report_to="none",
         use_cpu=True,
         bf16=False,
-        gradient_checkpointing=cfg.gradient_checkpointing,
         seed=seed,
         data_seed=seed,
         disable_tqdm=True,
@@ -418,7 +426,9 @@ class _RunState:
 
     def __init__(self, ctx: _Context, estimator: str, seed: int, tokenizer: Any) -> None:
         self.ctx, self.tokenizer = ctx, tokenizer
-        self.base = {"task": ctx.cfg.task, "estimator": estimator, "seed": seed}
+        self.base: dict[str, Any] = {"task": ctx.cfg.task, "estimator": estimator, "seed": seed}
+        if ctx.cfg.arm_lr or ctx.cfg.warm_seed is not None:  # the study's runs say their lr and warm start
+            self.base.update(lr=ctx.cfg.lr_for(estimator), warm_seed=ctx.cfg.warm_spec()["seed"])
         self.meter = RewardMeter(
             ctx.task.reward_funcs(), group_size=ctx.cfg.num_generations, keep=ctx.task.audit is not None
         )
@@ -687,9 +697,6 @@ def merge_records(parts: Sequence[RunRecords]) -> RunRecords:
 
 def load_records(folder: str | Path) -> RunRecords:
     """The records of a (possibly still running or interrupted) ``corrgrpo train --out`` folder."""
-
-    from ._report import load_csv
-
     folder = Path(folder)
     if not (folder / "run.json").is_file():
         raise FileNotFoundError(f"{folder} holds no run.json: not a corrgrpo train output folder")

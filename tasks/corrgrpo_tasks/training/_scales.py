@@ -14,6 +14,13 @@ The policy reverses a short string of letters (``"cabd"`` -> ``"dbac"``). Three 
 So GRPO's group std is mostly the judge's noise, and so is its advantage's ordering within a group; the
 learnable signal is mostly in the two small components. Success is the exact reversal. Everything is a
 pure function of (prompt, answer): the same completion gets the same reward in every run.
+
+``scales_mirror`` (:func:`score_mirror`) turns the roles round, the case where CorrGRPO's formula predicts
+a gain over GRPO: the large component is the informative one, ``judge_reward = 8 (0.9 m + 0.1 u)``, and
+the two small ones are mostly noise, ``style_reward = 0.1 + 0.8 (0.9 u' + 0.1 m)`` and a correlated copy
+``fluency_reward = 0.1 + 0.8 (0.9 (0.7 u' + 0.3 u'') + 0.1 m)``. In a group whose answers are equally
+right only noise varies: GRPO still gives it unit-variance advantages, CorrGRPO's c_q (the total's std
+over the root of the correlation sum, about 2.2 there) makes it small.
 """
 
 from __future__ import annotations
@@ -25,7 +32,16 @@ from typing import Any
 
 from ._examples import Example, completion_text, split_examples
 
-__all__ = ["COMPONENTS", "RANGES", "make_scales_examples", "scales_reward_functions", "score_reversal"]
+__all__ = [
+    "COMPONENTS",
+    "MIRROR_COMPONENTS",
+    "MIRROR_RANGES",
+    "RANGES",
+    "make_scales_examples",
+    "scales_reward_functions",
+    "score_mirror",
+    "score_reversal",
+]
 
 COMPONENTS: tuple[str, ...] = ("match_reward", "prefix_reward", "judge_reward")
 RANGES: dict[str, tuple[float, float]] = {
@@ -37,6 +53,13 @@ RANGES: dict[str, tuple[float, float]] = {
 _LETTERS = "abcdefgh"
 _LENGTHS = (4, 5, 6, 7)
 _SALT = b"corrgrpo-scales-judge-v1"
+MIRROR_COMPONENTS: tuple[str, ...] = ("style_reward", "fluency_reward", "judge_reward")
+MIRROR_RANGES: dict[str, tuple[float, float]] = {
+    "style_reward": (0.1, 0.9),
+    "fluency_reward": (0.1, 0.9),
+    "judge_reward": (0.0, 8.0),
+    "exact_match": (0.0, 1.0),
+}
 
 
 def _one(rng: random.Random) -> Example:
@@ -55,9 +78,14 @@ def make_scales_examples(n_train: int, n_eval: int, *, seed: int = 0) -> tuple[l
     return split_examples(_one, n_train, n_eval, name="scales", seed=seed)
 
 
-def _noise(prompt: str, answer: str) -> float:
-    digest = hashlib.sha256(_SALT + prompt.encode() + b"\0" + answer.encode()).digest()
+def _noise(prompt: str, answer: str, salt: bytes = _SALT) -> float:
+    digest = hashlib.sha256(salt + prompt.encode() + b"\0" + answer.encode()).digest()
     return int.from_bytes(digest[:8], "big") / 2**64
+
+
+def _share_right(answer: str, target: str) -> float:
+    """The share of positions right, over the longer of answer and target."""
+    return sum(a == b for a, b in zip(answer, target, strict=False)) / max(len(answer), len(target), 1)
 
 
 def score_reversal(answer: str, target: str) -> dict[str, float]:
@@ -68,8 +96,7 @@ def score_reversal(answer: str, target: str) -> dict[str, float]:
     (0.9, 0.9, 1.0)
     """
     answer = answer.strip()
-    longest = max(len(answer), len(target), 1)
-    right = sum(a == b for a, b in zip(answer, target, strict=False)) / longest
+    right = _share_right(answer, target)
     prefix = 0
     while prefix < min(len(answer), len(target)) and answer[prefix] == target[prefix]:
         prefix += 1
@@ -84,18 +111,42 @@ def score_reversal(answer: str, target: str) -> dict[str, float]:
     return row
 
 
-def scales_reward_functions() -> list[Callable[..., list[float]]]:
-    """One TRL reward function per component (named after it), reading the ``ground_truth`` column."""
+def score_mirror(answer: str, target: str) -> dict[str, float]:
+    """``scales_mirror``: every component, ``exact_match`` and ``score`` of ``answer`` for ``target``; the
+    large judge carries the signal, the two small components are mostly noise (see the module docstring).
+
+    >>> s = score_mirror("dbac", "dbac")
+    >>> round(s["judge_reward"] - 8 * 0.9, 3) == round(0.8 * _noise("dbac", "dbac", b"mirror-judge"), 3)
+    True
+    """
+    answer = answer.strip()
+    right = _share_right(answer, target)
+    u1, u2, u3 = (
+        _noise(target, answer, salt) for salt in (b"mirror-style", b"mirror-fluency", b"mirror-judge")
+    )
+    row = {
+        "style_reward": 0.1 + 0.8 * (0.9 * u1 + 0.1 * right),
+        "fluency_reward": 0.1 + 0.8 * (0.9 * (0.7 * u1 + 0.3 * u2) + 0.1 * right),
+        "judge_reward": 8.0 * (0.9 * right + 0.1 * u3),
+        "exact_match": float(answer == target),
+    }
+    row["score"] = row["style_reward"] + row["fluency_reward"] + row["judge_reward"]
+    return row
+
+
+def scales_reward_functions(*, mirror: bool = False) -> list[Callable[..., list[float]]]:
+    """One TRL reward function per component (named after it), reading the ``ground_truth`` column;
+    ``mirror``: the ``scales_mirror`` components."""
+    score = score_mirror if mirror else score_reversal
 
     def make(component: str) -> Callable[..., list[float]]:
         def reward(completions: Sequence[Any], **kwargs: Any) -> list[float]:
             truths = kwargs["ground_truth"]
             return [
-                score_reversal(completion_text(c), str(t))[component]
-                for c, t in zip(completions, truths, strict=True)
+                score(completion_text(c), str(t))[component] for c, t in zip(completions, truths, strict=True)
             ]
 
         reward.__name__ = reward.__qualname__ = component
         return reward
 
-    return [make(c) for c in COMPONENTS]
+    return [make(c) for c in (MIRROR_COMPONENTS if mirror else COMPONENTS)]

@@ -4,7 +4,8 @@
 (four components on different scales). ``code``: one-line function bodies from a docstring and
 examples (:mod:`._code_data`), scored by the project's seven-component sandboxed code reward.
 ``scales``: string reversal scored by three components on very different scales (:mod:`._scales`),
-built to test the paper's Figure 2 situation.
+built to test the paper's Figure 2 situation; ``scales_mirror``: the same with the large component the
+informative one and the small ones mostly noise.
 
 Each task's system prompt states the output format its reward expects (as RLLA's and
 LeetCodeDataset's prompts do), so a pretrained instruct model's first samples can earn format reward.
@@ -120,30 +121,38 @@ def _code_task(profile: str, normalise: float) -> Task:
     )
 
 
-def _scales_task(profile: str, normalise: float) -> Task:
-    from ._scales import COMPONENTS, make_scales_examples, scales_reward_functions, score_reversal
+def _scales_task(profile: str, normalise: float, *, mirror: bool = False) -> Task:
+    from . import _scales
+
+    one = _scales.score_mirror if mirror else _scales.score_reversal
+    components = _scales.MIRROR_COMPONENTS if mirror else _scales.COMPONENTS
 
     def score(completions: Sequence[str], truths: Sequence[str]) -> list[dict[str, float]]:
-        return [score_reversal(c, t) for c, t in zip(completions, truths, strict=True)]
+        return [one(c, t) for c, t in zip(completions, truths, strict=True)]
 
     return Task(
-        "scales",
-        COMPONENTS,
-        (1.0,) * len(COMPONENTS),
+        "scales_mirror" if mirror else "scales",
+        components,
+        (1.0,) * len(components),
         "exact_match",
         ("score",),
-        lambda n, m, seed: make_scales_examples(n, m, seed=seed),
+        lambda n, m, seed: _scales.make_scales_examples(n, m, seed=seed),
         list,
-        scales_reward_functions,
+        lambda: _scales.scales_reward_functions(mirror=mirror),
         score,
         SCALES_SYSTEM_PROMPT,
     )
+
+
+def _mirror_task(profile: str, normalise: float) -> Task:
+    return _scales_task(profile, normalise, mirror=True)
 
 
 TASKS: dict[str, Callable[[str, float], Task]] = {
     "tool_calling": _tool_task,
     "code": _code_task,
     "scales": _scales_task,
+    "scales_mirror": _mirror_task,
 }
 
 
@@ -155,7 +164,7 @@ def get_task(name: str, *, profile: str = "paper", normalise: float | None = Non
         raise ValueError(f"unknown task {name!r}; known: {', '.join(TASKS)}")
     if profile not in PROFILES:
         raise ValueError(f"profile must be one of {PROFILES}, got {profile!r}")
-    if name == "scales" and profile != "paper":
+    if name in ("scales", "scales_mirror") and profile != "paper":
         raise ValueError("the scales task has one reward definition: profile must be 'paper'")
     if name != "tool_calling":
         if normalise is not None:

