@@ -19,12 +19,6 @@ FOLDER = ROOT / "tasks" / PACKAGE
 
 # Strongly connected sets of modules (sorted tuples) -> why they are allowed for now.
 KNOWN: dict[tuple[str, ...], str] = {}
-# Circles whose fix is under way elsewhere: tolerated while present, not an error once gone (then delete).
-PENDING: dict[tuple[str, ...], str] = {
-    ("corrgrpo_tasks.training._report", "corrgrpo_tasks.training._run"): (
-        "load_csv lives in _report, which imports _run; issue 36 item 4 moves it (engineer study)"
-    ),
-}
 
 
 def _name(path: Path) -> str:
@@ -119,7 +113,7 @@ def test_the_graph_is_read() -> None:
 
 def test_no_import_circle_in_the_tasks() -> None:
     found = cycles()
-    unexpected = [c for c in found if c not in KNOWN and c not in PENDING]
+    unexpected = [c for c in found if c not in KNOWN]
     assert not unexpected, "import circles: " + "; ".join(" <-> ".join(c) for c in unexpected)
     gone = [c for c in KNOWN if c not in found]
     assert not gone, f"no longer circular, remove from KNOWN: {gone}"

@@ -18,6 +18,8 @@ from typing import TextIO
 from corrgrpo_core.cli.plugin import CliError, Command, progress
 from corrgrpo_core.cli.plugin import names as _names
 
+from ..domains import spelling_argument
+
 __all__ = ["COMMAND", "add_arguments", "run"]
 
 DEFAULT_ESTIMATORS = ("grpo", "corrgrpo")
@@ -95,7 +97,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--first-seed", type=int, default=0, help="first seed [0]")
     p.add_argument("--steps", type=int, default=None, help=f"GRPO steps per run [{_default('steps')}]")
-    p.add_argument("--task", choices=TASKS, default="tool_calling", help="[tool_calling]")
+    p.add_argument(
+        "--task", type=spelling_argument, choices=TASKS, default="tool_calling", help="[tool_calling]"
+    )
     p.add_argument(
         "--model",
         default=None,
