@@ -168,8 +168,17 @@ class Kernel:
         )
         return index, xp.reshape(xp.astype(size, dtype), (n, 1)), False
 
-    def segment_sum(self, x: Array, r: RaggedIndex) -> Array:
-        """(num, ...) sums of the rows of ``x`` with each label.
+    def lazy_shift(self, r: RaggedIndex) -> bool:
+        """Whether the ragged methods below take their ``ref`` a piece of rows at a time, with no
+        shifted copy of the batch. ``ref`` (group level, here and below): x - ref[labels] in place
+        of x; where this is False, that difference is made first (a new array)."""
+        return False
+
+    def _minus_ref(self, x: Array, r: RaggedIndex, ref: Array | None) -> Array:
+        return x if ref is None else self.subtract_gathered(x, ref, r)
+
+    def group_sum(self, x: Array, r: RaggedIndex) -> Array:
+        """(num, ...) sums of the rows of ``x`` with each label: the primitive the ragged sums use.
 
         A segmented inclusive scan by doubling: exact within a segment (no prefix-sum
         cancellation across groups), log2(largest group) passes. Labels are sorted positions of
@@ -192,9 +201,19 @@ class Kernel:
             shift *= 2
         return xp.take(scan, r.seg_end - 1, axis=0)
 
-    def segment_sum_sq(self, x: Array, r: RaggedIndex) -> Array:
+    def segment_sum(self, x: Array, r: RaggedIndex, *, ref: Array | None = None) -> Array:
+        """(num, ...) sums of the rows of ``x`` with each label."""
+        return self.group_sum(self._minus_ref(x, r, ref), r)
+
+    def segment_sum_sq(self, x: Array, r: RaggedIndex, *, ref: Array | None = None) -> Array:
         """(num, ...) sums of ``x * x`` of the rows with each label."""
-        return self.segment_sum(x * x, r)
+        x = self._minus_ref(x, r, ref)
+        return self.group_sum(x * x, r)
+
+    def segment_sum_both(self, x: Array, r: RaggedIndex, *, ref: Array | None = None) -> tuple[Array, Array]:
+        """:meth:`segment_sum` and :meth:`segment_sum_sq` of ``x``, in one pass where the backend can."""
+        x = self._minus_ref(x, r, ref)
+        return self.group_sum(x, r), self.group_sum(x * x, r)
 
     def gather(self, g: Array, r: RaggedIndex) -> Array:
         """Each row's group value: a new ``(N, ...)`` array."""
@@ -210,15 +229,29 @@ class Kernel:
         return x
 
     def shift_divide_gathered(
-        self, x: Array, sub: Array | None, div: Array | None, r: RaggedIndex, *, in_place: bool
+        self,
+        x: Array,
+        sub: Array | None,
+        div: Array | None,
+        r: RaggedIndex,
+        *,
+        in_place: bool,
+        ref: Array | None = None,
     ) -> Array:
         """``(x - sub[labels]) / div[labels]`` (a None term left out): a new array, or with
-        ``in_place`` written into ``x`` (an array of the caller's own) where the backend can."""
+        ``in_place`` written into ``x`` (an array of the caller's own) where the backend can
+        (with ``ref``: into the new x - ref)."""
+        if ref is not None:
+            x, in_place = self._minus_ref(x, r, ref), True
         return shift_divide(x, sub, div, lambda g: self.gather(g, r), in_place=in_place)
 
-    def row_dot_gathered(self, x: Array, g: Array, r: RaggedIndex) -> Array:
+    def row_dot_gathered(self, x: Array, g: Array, r: RaggedIndex, *, ref: Array | None = None) -> Array:
         """(N, 1): sum_k x_ik g_(label i) k."""
-        return self.xp.sum(x * self.gather(g, r), axis=-1, keepdims=True)
+        return self.xp.sum(self._minus_ref(x, r, ref) * self.gather(g, r), axis=-1, keepdims=True)
+
+    def sum_k_gathered(self, x: Array, r: RaggedIndex, ref: Array) -> Array:
+        """(N, 1): sum_k (x - ref[labels])_ik, a new array."""
+        return self.sum_k(self._minus_ref(x, r, ref))
 
     # --- tokens ---------------------------------------------------------------------------
 

@@ -113,11 +113,29 @@ class NumpyKernel(Kernel):
         assert index.size is not None
         return index, index.size[:, None].astype(dtype), small(index.size)
 
-    def segment_sum(self, x: Array, r: RaggedIndex) -> Array:
+    def lazy_shift(self, r: RaggedIndex) -> bool:
+        # scattered groups: a piece of rows at a time (ids in runs: contiguous segment sums of the
+        # shifted copy are faster)
+        return r.starts is None
+
+    def _eager(self, x: Array, r: RaggedIndex, ref: Array | None) -> tuple[Array, Array | None]:
+        """(x, ref) as the row functions below take them: with runs, x - ref made first."""
+        return (x, ref) if ref is None or r.starts is None else (self._minus_ref(x, r, ref), None)
+
+    def group_sum(self, x: Array, r: RaggedIndex) -> Array:
         return segment_sums(x, r, square=False)
 
-    def segment_sum_sq(self, x: Array, r: RaggedIndex) -> Array:
-        return segment_sums(x, r, square=True)
+    def segment_sum(self, x: Array, r: RaggedIndex, *, ref: Array | None = None) -> Array:
+        x, ref = self._eager(x, r, ref)
+        return segment_sums(x, r, square=False, ref=ref)
+
+    def segment_sum_sq(self, x: Array, r: RaggedIndex, *, ref: Array | None = None) -> Array:
+        x, ref = self._eager(x, r, ref)
+        return segment_sums(x, r, square=True, ref=ref)
+
+    def segment_sum_both(self, x: Array, r: RaggedIndex, *, ref: Array | None = None) -> tuple[Array, Array]:
+        x, ref = self._eager(x, r, ref)
+        return segment_sums_both(x, r, ref)
 
     def gather(self, g: Array, r: RaggedIndex) -> Array:
         if g.ndim == 2 and g.shape[1] > 1:
@@ -130,18 +148,34 @@ class NumpyKernel(Kernel):
         return _take_rows(g, r.labels, np.empty((r.labels.shape[0], *g.shape[1:]), dtype=g.dtype))
 
     def subtract_gathered(self, x: Array, g: Array, r: RaggedIndex) -> Array:
-        return self.shift_divide_gathered(x, g, None, r, in_place=False)
+        return shift_divide_rows(x, g, None, r, in_place=False)
 
     def divide_gathered(self, x: Array, g: Array, r: RaggedIndex) -> Array:
-        return self.shift_divide_gathered(x, None, g, r, in_place=True)
+        return shift_divide_rows(x, None, g, r, in_place=True)
 
     def shift_divide_gathered(
-        self, x: Array, sub: Array | None, div: Array | None, r: RaggedIndex, *, in_place: bool
+        self,
+        x: Array,
+        sub: Array | None,
+        div: Array | None,
+        r: RaggedIndex,
+        *,
+        in_place: bool,
+        ref: Array | None = None,
     ) -> Array:
-        return shift_divide_rows(x, sub, div, r, in_place=in_place)
+        x, lazy = self._eager(x, r, ref)
+        if lazy is None and ref is not None:  # x - ref is ours
+            in_place = True
+        return shift_divide_rows(x, sub, div, r, in_place=in_place and lazy is None, ref=lazy)
 
-    def row_dot_gathered(self, x: Array, g: Array, r: RaggedIndex) -> Array:
-        return row_dot_rows(x, g, r)
+    def row_dot_gathered(self, x: Array, g: Array, r: RaggedIndex, *, ref: Array | None = None) -> Array:
+        x, ref = self._eager(x, r, ref)
+        return row_dot_rows(x, g, r, ref)
+
+    def sum_k_gathered(self, x: Array, r: RaggedIndex, ref: Array) -> Array:
+        if r.starts is not None:
+            return self.sum_k(self._minus_ref(x, r, ref))
+        return sum_k_rows(x, ref, r)
 
 
 # Ragged groups on the host, a piece of rows at a time: group values are gathered a piece at a
