@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from functools import cache, cached_property
 from typing import Any
@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ._groups import Groups, dense_groups, find_runs, ragged_groups
-from ._kernels import CHUNK_ROWS, Kernel, host_route, kernel_for
+from ._kernels import CHUNK_ROWS, Joined, Kernel, host_route, kernel_for
 from ._lib._compat import (
     Array,
     Namespace,
@@ -140,30 +140,38 @@ class Batch:
             row_valid=None if self.row_valid is None else self.row_valid[part, ...],
         )
 
-    def finish(self, parts: Iterable[Array]) -> Array:
-        """The (rows..., 1) advantages of the :meth:`pieces`, in order -> one array of the scores'
-        type, leading shape, floating dtype and device.
+    def output(self) -> Output:
+        """An empty :class:`Output` for the advantages of this batch's :meth:`pieces`."""
+        return Output(self, self.groups.kernel.joined(self.raw.shape[0], self.out_dtype))
 
-        An advantage too large for the output dtype is an error, never a silent inf.
-        """
-        xp = self.xp
-        out = self.groups.kernel.join(self._checked(parts), self.raw.shape[0], self.out_dtype)
-        out = xp.reshape(out, self.lead_shape)
-        return out if self.to_caller is None else self.to_caller(out)
 
-    def _checked(self, parts: Iterable[Array]) -> Iterator[Array]:
-        """``parts``, each refused by name if an advantage in it is beyond the output dtype's range."""
-        xp = self.xp
-        largest = limits(xp, self.out_dtype).max
-        for adv in parts:
-            if not is_lazy_array(adv) and math.prod(adv.shape):
-                top = self.groups.kernel.max_abs(adv)
-                if not top <= largest:  # NaN included
-                    raise ValueError(
-                        f"the advantages overflow {self.out_dtype}: the largest is {top:.4g}, beyond its "
-                        f"largest finite value {largest:.4g}; pass the scores in a wider dtype or rescale them"
-                    )
-            yield adv
+class Output:
+    """The advantages of a batch's pieces, added in order as they are computed, and handed back
+    (:meth:`result`) as one array of the scores' type, leading shape, floating dtype and device.
+
+    An advantage too large for the output dtype is an error, never a silent inf.
+    """
+
+    def __init__(self, batch: Batch, joined: Joined) -> None:
+        self.batch, self.joined = batch, joined
+        self.largest = limits(batch.xp, batch.out_dtype).max
+
+    def add(self, adv: Array) -> None:
+        """The (rows..., 1) advantages of the next piece, refused by name if beyond the output dtype."""
+        if not is_lazy_array(adv) and math.prod(adv.shape):
+            top = self.batch.groups.kernel.max_abs(adv)
+            if not top <= self.largest:  # NaN included
+                raise ValueError(
+                    f"the advantages overflow {self.batch.out_dtype}: the largest is {top:.4g}, beyond "
+                    f"its largest finite value {self.largest:.4g}; pass the scores in a wider dtype or "
+                    "rescale them"
+                )
+        self.joined.add(adv)
+
+    def result(self) -> Array:
+        b = self.batch
+        out = b.xp.reshape(self.joined.result(), b.lead_shape)
+        return out if b.to_caller is None else b.to_caller(out)
 
 
 @dataclass(frozen=True)

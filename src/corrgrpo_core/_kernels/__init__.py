@@ -22,13 +22,14 @@ from functools import cache
 from typing import Any
 
 from .._lib._compat import Namespace, is_jax_namespace, is_numpy_namespace, is_torch_namespace
-from ._generic import CHUNK_ROWS, SMALL_GROUP, Kernel, RaggedIndex, Runs, shift_divide
+from ._generic import CHUNK_ROWS, SMALL_GROUP, Joined, Kernel, RaggedIndex, Runs, shift_divide
 from ._host import NumpyKernel, factorize
 from ._host import dense_group_size as host_dense_group_size
 
 __all__ = [
     "CHUNK_ROWS",
     "SMALL_GROUP",
+    "Joined",
     "Kernel",
     "RaggedIndex",
     "Runs",

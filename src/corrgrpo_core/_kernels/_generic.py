@@ -11,13 +11,13 @@ in ``[0, N)``, so no shape depends on the values), and summed by a segmented dou
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from .._lib._compat import Array, Namespace, device
 
-__all__ = ["CHUNK_ROWS", "SMALL_GROUP", "Kernel", "RaggedIndex", "Runs", "shift_divide"]
+__all__ = ["CHUNK_ROWS", "SMALL_GROUP", "Joined", "Kernel", "RaggedIndex", "Runs", "shift_divide"]
 
 # Groups up to this size take the one-pass sum of squares (relative error about size * eps).
 SMALL_GROUP = 1024
@@ -87,10 +87,9 @@ class Kernel:
         """Advantages ``x`` in the caller's ``dtype`` (no copy where they are in it)."""
         return self.xp.astype(x, dtype, copy=False)
 
-    def join(self, parts: Iterable[Array], rows: int, dtype: Any) -> Array:
-        """The arrays ``parts`` (``rows`` along axis 0 in all) joined along axis 0, in ``dtype``."""
-        whole = list(parts)
-        return self.output(whole[0] if len(whole) == 1 else self.xp.concat(whole, axis=0), dtype)
+    def joined(self, rows: int, dtype: Any) -> Joined:
+        """An empty :class:`Joined`: arrays of ``rows`` along axis 0 in all, joined in ``dtype``."""
+        return Joined(self, rows, dtype)
 
     def in_host_memory(self, x: Array) -> bool:
         """Whether ``x`` lies in host memory a pass can stream through a piece at a time
@@ -261,6 +260,21 @@ class Kernel:
         mask = response_mask if response_mask.dtype == xp.bool else response_mask != 0
         values = xp.broadcast_to(advantages[..., None], tuple(response_mask.shape))
         return xp.where(mask, values, 0.0)
+
+
+class Joined:
+    """Arrays added in order (``rows`` along axis 0 in all), joined along axis 0 in ``dtype``."""
+
+    def __init__(self, kernel: Kernel, rows: int, dtype: Any) -> None:
+        self.kernel, self.rows, self.dtype = kernel, rows, dtype
+        self.parts: list[Array] = []
+
+    def add(self, part: Array) -> None:
+        self.parts.append(part)
+
+    def result(self) -> Array:
+        parts, kernel = self.parts, self.kernel
+        return kernel.output(parts[0] if len(parts) == 1 else kernel.xp.concat(parts, axis=0), self.dtype)
 
 
 def shift_divide(

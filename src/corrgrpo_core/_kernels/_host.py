@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import collections
 import itertools
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
 from .._lib._compat import Array, Namespace
-from ._generic import SMALL_GROUP, Kernel, RaggedIndex, Runs
+from ._generic import SMALL_GROUP, Joined, Kernel, RaggedIndex, Runs
 
 # Ids in a range this many times the row count are labelled by direct addressing (no sort).
 _DIRECT_SPAN = 4
@@ -67,19 +67,8 @@ class NumpyKernel(Kernel):
         # (the caller has checked that the values fit ``dtype``: no overflow here)
         return np.asarray(x, dtype=dtype, order="C")  # row-major, as the caller's scores
 
-    def join(self, parts: Iterable[Array], rows: int, dtype: Any) -> Array:
-        """Each part written into one output as it comes (a piece's result is freed before the
-        next piece is computed)."""
-        it = iter(parts)
-        first = next(it)
-        if first.shape[0] == rows:
-            return self.output(first, dtype)
-        out = np.empty((rows, *first.shape[1:]), dtype=dtype)
-        a = 0
-        for part in itertools.chain((first,), it):  # (checked by the caller to fit ``dtype``)
-            out[a : a + part.shape[0]] = part
-            a += part.shape[0]
-        return out
+    def joined(self, rows: int, dtype: Any) -> Joined:
+        return _HostJoined(self, rows, dtype)
 
     def sum_k(self, x: Array) -> Array:
         if x.shape[-1] == 1:  # the sum of one component is the component: no copy (never written)
@@ -176,6 +165,28 @@ class NumpyKernel(Kernel):
         if r.starts is not None:
             return self.sum_k(self._minus_ref(x, r, ref))
         return sum_k_rows(x, ref, r)
+
+
+class _HostJoined(Joined):
+    """Each part written into one output as it comes (a piece's result is freed before the next
+    piece is computed); a part that is the whole result is converted at the end."""
+
+    def __init__(self, kernel: Kernel, rows: int, dtype: Any) -> None:
+        super().__init__(kernel, rows, dtype)
+        self.out: Array | None = None
+        self.at = 0
+
+    def add(self, part: Array) -> None:
+        if self.out is None:
+            if part.shape[0] == self.rows:
+                self.parts.append(part)
+                return
+            self.out = np.empty((self.rows, *part.shape[1:]), dtype=self.dtype)
+        self.out[self.at : self.at + part.shape[0]] = part  # (checked by the caller to fit ``dtype``)
+        self.at += part.shape[0]
+
+    def result(self) -> Array:
+        return super().result() if self.out is None else self.out
 
 
 # Ragged groups on the host, a piece of rows at a time: group values are gathered a piece at a
