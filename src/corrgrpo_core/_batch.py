@@ -18,6 +18,7 @@ from ._lib._compat import (
     Namespace,
     array_namespace,
     device,
+    dtype_kind,
     is_array_api_obj,
     is_lazy_array,
     work_dtype,
@@ -238,19 +239,12 @@ def prepare(
         xp = array_namespace(scores)
     dev = device(scores)
     lazy = is_lazy_array(scores)
-    floating = xp.isdtype(scores.dtype, "real floating")
-    if not (floating or xp.isdtype(scores.dtype, "integral")):
+    kind = dtype_kind(xp, scores.dtype)
+    floating = kind == "real floating"
+    if not kind:
         raise TypeError(f"scores must have a real numeric dtype, got {scores.dtype}")
-    if group_ids is None and scores.ndim not in (2, 3):
-        raise ValueError(
-            f"scores must be (n, K) for one group or (B, n, K) for B groups, got shape {tuple(scores.shape)}"
-            " (pass group_ids for a ragged (N, K) batch)"
-        )
-    if group_ids is not None and scores.ndim != 2:
-        raise ValueError(f"with group_ids, scores must be (N, K), got shape {tuple(scores.shape)}")
+    _check_shape(scores, ragged=group_ids is not None)
     k = scores.shape[-1]
-    if k == 0:
-        raise ValueError("scores has no reward component (K = 0)")
     if floating:
         out_dtype = scores.dtype
     else:
@@ -280,11 +274,8 @@ def prepare(
     scale = weight_scale = 1.0
     if not in_range:
         scale = power_of_two_scale(max_abs(x, xp), lo, hi, lim.normal_exponent)
-        if scale != 1.0:
-            x, owned = (
-                xp.astype(x, dtype, copy=False) * scale,
-                True,
-            )  # exact: a power of two (see power_of_two_scale)
+        if scale != 1.0:  # exact: a power of two (see power_of_two_scale)
+            x, owned = xp.astype(x, dtype, copy=False) * scale, True
     if w is not None and not lazy and not is_lazy_array(w):
         weight_scale = power_of_two_scale(max_abs(w, xp), lo, hi, lim.normal_exponent)
         if weight_scale != 1.0:
@@ -293,17 +284,7 @@ def prepare(
     if group_ids is None:
         groups = dense_groups(xp, tuple(x.shape), dtype, dev)
     else:
-        ids = _group_ids(group_ids, scores.shape[0], xp, dev)
-        runs = find_runs(xp, ids)
-        n = 0 if runs is None else runs.equal_size()
-        if n:  # ids in runs of one size (verl's layout): the dense path, no index at all
-            x = xp.reshape(x, (x.shape[0] // n, n, k))
-            if valid is not None:
-                valid = xp.reshape(valid, x.shape)
-                row_valid = xp.reshape(row_valid, (*x.shape[:-1], 1))
-            groups = dense_groups(xp, tuple(x.shape), dtype, dev)
-        else:
-            groups = ragged_groups(xp, ids, dtype, dev, lazy=lazy, runs=runs)
+        x, valid, row_valid, groups = _ragged_layout(x, valid, row_valid, group_ids, xp, dtype, lazy=lazy)
     if singleton == "raise" and not lazy:
         _check_no_singletons(groups, x, group_ids is None, xp)
     if math.prod(x.shape[:-1]) <= CHUNK_ROWS or not groups.kernel.in_host_memory(x):  # never cut: convert now
@@ -325,6 +306,43 @@ def prepare(
         weight_scale=weight_scale,
         to_caller=to_caller,
     )
+
+
+def _check_shape(scores: Array, *, ragged: bool) -> None:
+    if not ragged and scores.ndim not in (2, 3):
+        raise ValueError(
+            f"scores must be (n, K) for one group or (B, n, K) for B groups, got shape {tuple(scores.shape)}"
+            " (pass group_ids for a ragged (N, K) batch)"
+        )
+    if ragged and scores.ndim != 2:
+        raise ValueError(f"with group_ids, scores must be (N, K), got shape {tuple(scores.shape)}")
+    if scores.shape[-1] == 0:
+        raise ValueError("scores has no reward component (K = 0)")
+
+
+def _ragged_layout(
+    x: Array,
+    valid: Array | None,
+    row_valid: Array | None,
+    group_ids: Array | Sequence[int],
+    xp: Namespace,
+    dtype: Any,
+    *,
+    lazy: bool,
+) -> tuple[Array, Array | None, Array | None, Groups]:
+    """(x, valid, row_valid, groups) of an ``(N, K)`` batch with ``group_ids``: ids in runs of one
+    size (verl's layout) make it a dense ``(N / n, n, K)`` batch, with no index at all."""
+    dev = device(x)
+    ids = _group_ids(group_ids, x.shape[0], xp, dev)
+    runs = find_runs(xp, ids)
+    n = 0 if runs is None else runs.equal_size()
+    if not n:
+        return x, valid, row_valid, ragged_groups(xp, ids, dtype, dev, lazy=lazy, runs=runs)
+    x = xp.reshape(x, (x.shape[0] // n, n, x.shape[-1]))
+    if valid is not None and row_valid is not None:
+        valid = xp.reshape(valid, x.shape)
+        row_valid = xp.reshape(row_valid, (*x.shape[:-1], 1))
+    return x, valid, row_valid, dense_groups(xp, tuple(x.shape), dtype, dev)
 
 
 def power_of_two_scale(top: float, lo: float, hi: float, normal_exponent: int = -1022) -> float:

@@ -162,8 +162,9 @@ class Groups:
 
 def dense_groups(xp: Namespace, shape: tuple[int, ...], dtype: Any, dev: Any) -> Groups:
     """Groups for an internal ``(B, n, K)`` array."""
-    count = xp.full((1, 1, 1), float(shape[1]), dtype=dtype, device=dev)
-    return Groups(kernel=kernel_for(xp), count_g=count, size=shape[1], small=shape[1] <= SMALL_GROUP)
+    kernel = kernel_for(xp)
+    count = kernel.constant(float(shape[1]), 3, dtype, dev)
+    return Groups(kernel=kernel, count_g=count, size=shape[1], small=shape[1] <= SMALL_GROUP)
 
 
 def find_runs(xp: Namespace, group_ids: Array) -> Runs | None:

@@ -91,6 +91,10 @@ class Kernel:
         """An empty :class:`Joined`: arrays of ``rows`` along axis 0 in all, joined in ``dtype``."""
         return Joined(self, rows, dtype)
 
+    def constant(self, value: float, ndim: int, dtype: Any, dev: Any) -> Array:
+        """A ``(1,) * ndim`` array of ``value`` (a group size, a row count), never written."""
+        return self.xp.full((1,) * ndim, value, dtype=dtype, device=dev)
+
     def in_host_memory(self, x: Array) -> bool:
         """Whether ``x`` lies in host memory a pass can stream through a piece at a time
         (accelerators and ``jax.jit`` get their batches whole)."""

@@ -17,6 +17,7 @@ arrays of ours.
 from __future__ import annotations
 
 import collections
+import functools
 import itertools
 from collections.abc import Iterator
 from typing import Any
@@ -53,6 +54,9 @@ class NumpyKernel(Kernel):
 
     def in_host_memory(self, x: Array) -> bool:
         return True
+
+    def constant(self, value: float, ndim: int, dtype: Any, dev: Any) -> Array:
+        return _constant(value, ndim, np.dtype(dtype))
 
     def sum_of_squares(self, x: Array) -> float | None:
         if x.dtype not in (np.float32, np.float64):
@@ -165,6 +169,15 @@ class NumpyKernel(Kernel):
         if r.starts is not None:
             return self.sum_k(self._minus_ref(x, r, ref))
         return sum_k_rows(x, ref, r)
+
+
+@functools.lru_cache(maxsize=256)
+def _constant(value: float, ndim: int, dtype: Any) -> Array:
+    """One read-only array per value, shape and dtype: made once (a small call would spend more on
+    ``np.full`` than on a statistic)."""
+    out = np.full((1,) * ndim, value, dtype=dtype)
+    out.setflags(write=False)
+    return out
 
 
 class _HostJoined(Joined):
