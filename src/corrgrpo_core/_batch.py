@@ -159,8 +159,14 @@ class Output:
 
     def add(self, adv: Array) -> None:
         """The (rows..., 1) advantages of the next piece, refused by name if beyond the output dtype."""
+        kernel = self.batch.groups.kernel
         if not is_lazy_array(adv) and math.prod(adv.shape):
-            top = self.batch.groups.kernel.max_abs(adv)
+            # one pass decides the common case: the root of a finite sum of squares bounds every entry
+            ss = kernel.sum_of_squares(adv)
+            if ss is not None and math.isfinite(ss) and math.sqrt(ss) <= self.largest:
+                self.joined.add(adv)
+                return
+            top = kernel.max_abs(adv)
             if not top <= self.largest:  # NaN included
                 raise ValueError(
                     f"the advantages overflow {self.batch.out_dtype}: the largest is {top:.4g}, beyond "

@@ -61,7 +61,7 @@ class NumpyKernel(Kernel):
     def sum_of_squares(self, x: Array) -> float | None:
         if x.dtype not in (np.float32, np.float64):
             return None
-        flat = x.reshape(-1)
+        flat = x.ravel(order="K")  # a view of any contiguous block, whatever its axis order
         return float(np.vdot(flat, flat))  # one BLAS pass
 
     def max_abs(self, x: Array) -> float:
