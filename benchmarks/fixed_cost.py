@@ -71,12 +71,61 @@ def _direct(n: int, group: int, k: int = 3) -> list[str]:
     return lines
 
 
+def profile(name: str, k: int, n: int = 64, group: int = 8, calls: int = 3000) -> list[str]:
+    """Where a call's time goes: cProfile's own time per module (and per numpy/torch builtin) over
+    ``calls`` numpy float64 calls of estimator ``name`` on ``(n / group, group, k)``, as shares."""
+    import cProfile
+    import pstats
+    from collections import Counter
+
+    import numpy as np
+
+    import corrgrpo_core as cc
+
+    rng = np.random.default_rng(0)
+    x = rng.random((n // group, group, k))
+    fn = cc.get_estimator(name).fn
+    for _ in range(100):
+        fn(x)
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(calls):
+        fn(x)
+    prof.disable()
+    stats = pstats.Stats(prof).stats  # type: ignore[attr-defined]
+    own: Counter[str] = Counter()
+    ncalls = 0
+    for (file, _, _), (_, nc, tt, _, _) in stats.items():
+        where = (
+            file.split("/src/")[-1]
+            if "corrgrpo_core" in file
+            else ("numpy / builtins" if file == "~" else "python: " + file.rsplit("/", 1)[-1])
+        )
+        own[where] += tt
+        ncalls += nc
+    total = sum(own.values())
+    lines = [
+        "",
+        f"profile of {name} (K = {k}, numpy float64, {n} rows): {ncalls / calls:.0f} function calls per call",
+        "| where | share of the time |",
+        "|---|---|",
+    ]
+    lines += [f"| {w} | {t / total:.0%} |" for w, t in own.most_common(12)]
+    print("\n".join(lines))
+    return lines
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--n", type=int, default=64, help="rows (default 64)")
     p.add_argument("--group", type=int, default=8, help="group size (default 8)")
     p.add_argument("--markdown", type=Path, help="also write the table, with load, date and tree, here")
+    p.add_argument("--profile", action="store_true", help="only profile a 64-row grpo and corrgrpo call")
     args = p.parse_args(argv)
+    if args.profile:
+        profile("grpo", 1, args.n, args.group)
+        profile("corrgrpo", 3, args.n, args.group)
+        return 0
 
     import numpy as np
     import torch
