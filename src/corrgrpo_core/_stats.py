@@ -45,7 +45,9 @@ class Scope(Protocol):
     def reference(self, x: Array) -> Array: ...
 
 
-@dataclass(frozen=True)
+# Treated as immutable (never assigned after it is made); not ``frozen``: a frozen dataclass's
+# constructor costs several times more, microseconds on every call of a small batch.
+@dataclass(eq=False)
 class BatchScope:
     """The whole batch as one scope (every row counts once)."""
 
@@ -102,7 +104,9 @@ class BatchScope:
         return x[first]
 
 
-@dataclass(frozen=True)
+# Treated as immutable (never assigned after it is made); not ``frozen``: a frozen dataclass's
+# constructor costs several times more, microseconds on every call of a small batch.
+@dataclass(eq=False)
 class Moments:
     """Spread of each component within its scope (group or batch), and the values it came from.
 
