@@ -8,7 +8,11 @@ adapter) prints, for ``grpo`` (K = 1 and 3) and ``corrgrpo`` (K = 3) through
   to other processes on the machine: a call is far shorter than a scheduler slice);
 - *after torch*: the minimum over 300 rounds of one call made right after TRL's own advantage
   lines (torch ops), which is what ``python -m benchmarks.frameworks trl`` measures for the call
-  that follows them: numpy's code paths are then cold.
+  that follows them: numpy's code paths are then cold;
+- *x TRL*: the tight loop over TRL's own lines' tight loop, in the same run.
+
+and then every registered estimator called directly on a ``(B, n, K)`` batch (K = 3) as a numpy
+float64 array and as a torch float32 CPU tensor, in the tight loop.
 """
 
 from __future__ import annotations
@@ -45,12 +49,83 @@ def _after(fn: Callable[[], Any], before: Callable[[], Any], rounds: int = 300) 
     return best
 
 
+def _direct(n: int, group: int, k: int = 3) -> list[str]:
+    """Every registered estimator called directly on a ``(n / group, group, k)`` batch: numpy float64
+    and torch float32 on the CPU, tight loop."""
+    import numpy as np
+    import torch
+
+    import corrgrpo_core as cc
+
+    rng = np.random.default_rng(0)
+    x = rng.random((n // group, group, k))
+    x[..., 1::2] = x[..., 1::2] < 0.5
+    batches = {"numpy": x, "torch": torch.from_numpy(x.astype(np.float32))}
+    lines = ["", "| estimator | numpy float64 us | torch float32 us |", "|---|---|---|"]
+    print("\n".join(lines))
+    for name in cc.estimator_names():
+        fn = cc.get_estimator(name).fn
+        us = [_tight(lambda fn=fn, b=b: fn(b), rounds=10, calls=300) for b in batches.values()]
+        lines.append(f"| {name} | {us[0]:.1f} | {us[1]:.1f} |")
+        print(lines[-1])
+    return lines
+
+
+def profile(name: str, k: int, n: int = 64, group: int = 8, calls: int = 3000) -> list[str]:
+    """Where a call's time goes: cProfile's own time per module (and per numpy/torch builtin) over
+    ``calls`` numpy float64 calls of estimator ``name`` on ``(n / group, group, k)``, as shares."""
+    import cProfile
+    import pstats
+    from collections import Counter
+
+    import numpy as np
+
+    import corrgrpo_core as cc
+
+    rng = np.random.default_rng(0)
+    x = rng.random((n // group, group, k))
+    fn = cc.get_estimator(name).fn
+    for _ in range(100):
+        fn(x)
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(calls):
+        fn(x)
+    prof.disable()
+    stats = pstats.Stats(prof).stats  # type: ignore[attr-defined]
+    own: Counter[str] = Counter()
+    ncalls = 0
+    for (file, _, _), (_, nc, tt, _, _) in stats.items():
+        where = (
+            file.split("/src/")[-1]
+            if "corrgrpo_core" in file
+            else ("numpy / builtins" if file == "~" else "python: " + file.rsplit("/", 1)[-1])
+        )
+        own[where] += tt
+        ncalls += nc
+    total = sum(own.values())
+    lines = [
+        "",
+        f"profile of {name} (K = {k}, numpy float64, {n} rows): {ncalls / calls:.0f} function calls per call",
+        "| where | share of the time |",
+        "|---|---|",
+    ]
+    lines += [f"| {w} | {t / total:.0%} |" for w, t in own.most_common(12)]
+    print("\n".join(lines))
+    return lines
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--n", type=int, default=64, help="rows (default 64)")
     p.add_argument("--group", type=int, default=8, help="group size (default 8)")
     p.add_argument("--markdown", type=Path, help="also write the table, with load, date and tree, here")
+    p.add_argument("--profile", action="store_true", help="only profile a 64-row grpo and corrgrpo call")
     args = p.parse_args(argv)
+    if args.profile:
+        profile("grpo", 1, args.n, args.group)
+        profile("corrgrpo", 3, args.n, args.group)
+        return 0
 
     import numpy as np
     import torch
@@ -60,7 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     torch.set_num_threads(1)
     record = RunRecord.start()
-    lines = ["| call | K | tight loop us | right after TRL's lines us |", "|---|---|---|---|"]
+    lines = ["| call | K | tight loop us | right after TRL's lines us | x TRL |", "|---|---|---|---|---|"]
     print("\n".join(lines))
     for name, k, options in (("grpo", 1, {"eps": 1e-4}), ("grpo", 3, {"eps": 1e-4}), ("corrgrpo", 3, {})):
         rng = np.random.default_rng(0)
@@ -75,8 +150,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return trl_lines(x, w, args.group)
 
         call()
-        lines.append(f"| {name} | {k} | {_tight(call):.1f} | {_after(call, trl):.1f} |")
+        ours, theirs = _tight(call), _tight(trl)
+        lines.append(f"| {name} | {k} | {ours:.1f} | {_after(call, trl):.1f} | {ours / theirs:.2f} |")
         print(lines[-1])
+    lines += _direct(args.n, args.group)
     record.finish()
     tail = (
         f"\nN = {args.n}, groups of {args.group}, torch float32 on the CPU, through "

@@ -13,14 +13,14 @@ the outcome on the last response token, a right-padded int64 response mask of ra
 ``compute_grpo_vectorized_outcome_advantage`` (the baseline), its per-row loop
 ``compute_grpo_outcome_advantage``, its GDPO, the reference CorrGRPO as written
 (:mod:`benchmarks._reference`), our estimators called through verl's registry end to end
-(labels, statistics and the token broadcast), the copy floor (one clone of the token rewards) and the
-traffic floor (:func:`traffic_floor`: the least any call in verl's format does).
+(labels, statistics and the token broadcast), the memory floor (:func:`memory_floor` of the token
+rewards) and the traffic floor (:func:`traffic_floor`: the least any call in verl's format does).
 
 TRL cases: TRL's gathered ``(N, K)`` float32 reward matrix, groups of 8. Rows: TRL's own lines of
 ``_generate_and_score_completions`` (``sum_then_normalize``, ``scale_rewards="group"``: nansum of
 the weighted rewards, group nanmean and TRL's ``nanstd`` over ``view(-1, G)``, ``repeat_interleave``,
 the division, ``nan_to_num``; the baseline), our grpo and corrgrpo through the TRL adapter's
-``group_advantages`` (what the trainer calls), and the copy floor.
+``group_advantages`` (what the trainer calls), and the memory floor (:func:`memory_floor`).
 
 Peak memory is the rise of the process's resident set (VmHWM, reset through /proc/self/clear_refs)
 during one call, above what was resident before it, measured in a subprocess whose allocator
@@ -66,6 +66,7 @@ class Result:
     peak_x_input: float | None = None
     max_abs_diff: float | None = None  # against the row named in ``diff_against``
     diff_against: str | None = None
+    x_floor: float | None = None  # min_s / the memory floor's min_s (:data:`FLOOR`)
 
 
 def _status(field: str) -> int:
@@ -173,6 +174,18 @@ def verl_batch(n: int, length: int, *, shuffled: bool, seed: int = 0, device: st
     return {"index": index, "mask": mask, "rewards": rewards, "non_tensor_batch": comps}
 
 
+# The least any call that returns a fresh array the size of the input does: one read of it and one
+# write of the result. Every row's ``x floor`` is its time over this row's, in the same process.
+FLOOR = "memory floor (empty_like + copy_ of the input)"
+
+
+def memory_floor(x: Any) -> Any:
+    """One read of ``x`` and one write of a fresh array of its size (torch.empty_like + copy_)."""
+    import torch
+
+    return torch.empty_like(x).copy_(x)
+
+
 TOKEN_PIECE = 1 << 18  # output elements per piece of rows in :func:`traffic_floor`
 
 
@@ -254,7 +267,7 @@ def verl_calls(batch: dict[str, Any]) -> tuple[dict[str, Callable[[], Any]], str
             non_tensor_batch=verl_ntb,
             batch=gdpo_batch,
         ),
-        "copy floor (clone of the token rewards)": lambda: rewards.clone(),
+        FLOOR: lambda: memory_floor(rewards),
         "traffic floor (reward sum, row x mask, fresh output)": lambda: traffic_floor(rewards, mask),
     }
     equal = {"ours core_grpo": "verl grpo_vectorized", "ours corrgrpo (K=3)": "reference CorrGRPO loop (K=3)"}
@@ -330,7 +343,7 @@ def run_trl(ns: Sequence[int], ks: Sequence[int], repeats: int) -> list[Result]:
             }
             if k > 1:
                 calls["ours corrgrpo"] = lambda x=x: group_advantages(x, GROUP, estimator="corrgrpo")
-            calls["copy floor (clone of the rewards)"] = lambda x=x: x.clone()
+            calls[FLOOR] = lambda x=x: memory_floor(x)
             out += _measure(
                 "trl",
                 "groups of 8",
@@ -421,6 +434,7 @@ def _measure(
     outputs = {name: calls[name]() for name in {*equal, *equal.values()} if name in calls}
     for name, t in best.items():
         r = Result(suite, case, n, size, name, t, x_baseline=t / best[base] if base in best else None)
+        r.x_floor = t / best[FLOOR] if FLOOR in best else None
         if DEVICE != "cpu":  # the caching allocator's own statistics, in this process
             peak = _cuda_peak(calls[name])
             r.peak_extra_mb, r.peak_x_input = peak / 2**20, peak / input_bytes
@@ -461,8 +475,11 @@ def _add_memory(rows: list[Result], argv: list[str]) -> None:
 
 
 def markdown(rows: Sequence[Result]) -> str:
-    head = "| suite | case | N | L or K | call | min ms | x baseline | peak extra MB | peak / input | max abs diff |"
-    lines = [head, "|" + "---|" * 10]
+    head = (
+        "| suite | case | N | L or K | call | min ms | x baseline | x floor | peak extra MB | peak / input "
+        "| max abs diff |"
+    )
+    lines = [head, "|" + "---|" * 11]
     for r in rows:
         cells = [
             r.suite,
@@ -472,6 +489,7 @@ def markdown(rows: Sequence[Result]) -> str:
             r.call,
             f"{r.min_s * 1e3:.3f}",
             "-" if r.x_baseline is None else f"{r.x_baseline:.3f}",
+            "-" if r.x_floor is None else f"{r.x_floor:.2f}",
             "-" if r.peak_extra_mb is None else f"{r.peak_extra_mb:.1f}",
             "-" if r.peak_x_input is None else f"{r.peak_x_input:.2f}",
             "-" if r.max_abs_diff is None else f"{r.max_abs_diff:.1e}",
@@ -491,7 +509,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("suite", choices=["verl", "trl"])
-    p.add_argument("--n", type=_count, nargs="+", help="rows (verl: 65536; trl: 4096 65536 1048576)")
+    p.add_argument("--n", type=_count, nargs="+", help="rows (verl: 65536; trl: 64 4096 65536 1048576)")
     p.add_argument("--length", type=int, nargs="+", default=[1, 1024], help="verl: response lengths L")
     p.add_argument(
         "--layout", nargs="+", default=["runs"], choices=["runs", "shuffled"], help="verl: uid order"
@@ -512,7 +530,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.suite == "verl":
         rows = run_verl(args.n or [65_536], args.length, args.layout, args.repeats, args.skip)
     else:
-        rows = run_trl(args.n or [4_096, 65_536, 1_048_576], args.k, args.repeats)
+        rows = run_trl(args.n or [64, 4_096, 65_536, 1_048_576], args.k, args.repeats)
     if MEMORY_ONLY:
         print(json.dumps([asdict(r) for r in rows]))
         return 0

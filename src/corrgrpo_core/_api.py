@@ -1,21 +1,24 @@
 """Public estimators: docstring, validation and dispatch, one route per estimator.
 
-Each function checks its options (:mod:`._validation`) and hands :func:`_run` the estimator's
-pure function in :mod:`._estimators`, the one place its formula is written; :func:`_run` prepares
-the batch (:func:`._batch.prepare`) and evaluates the formula on it, in pieces of whole groups where
-the estimator is group-local. What each estimator *is* (group or batch scope, total or
-per-component numerator, its oracle, ...) is declared once, in the registration on the function
-(see :class:`EstimatorSpec`).
+Each public estimator is registered by :func:`_estimator` with the facts about it (what it *is*:
+group or batch scope, total or per-component numerator, its oracle, ...; see
+:class:`EstimatorSpec`), once, on its function. The function's body checks the estimator's own
+options and returns its pure function in :mod:`._estimators`, the one place its formula is
+written, bound to them; :func:`_run` prepares the batch (:func:`._batch.prepare`) and evaluates
+the formula on it, in pieces of whole groups where the estimator is group-local.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+import functools
+import inspect
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import Any, ParamSpec, cast
 
 from . import _estimators as est
 from . import _oracles, _registry
-from ._batch import Batch, prepare, resolve_rtol
+from ._batch import prepare, resolve_rtol
 from ._diagnostics import AdvantageStats, check_stats_finite, empty_stats, stats_from_parts
 from ._lib._compat import Array, Namespace
 from ._validation import (
@@ -41,34 +44,67 @@ WeightsLike = Array | Sequence[float] | None
 _CENTRED_TOTAL: dict[str, Any] = {"scope": "group", "numerator": "total", "centred": True}
 
 
+# An estimator's pure function in :mod:`._estimators`, bound to its options: ``formula(batch, rtol=...)``.
+Formula = Callable[..., Array]
+P = ParamSpec("P")
+# The options of every estimator that say how to read the batch: :func:`_run` takes them.
+_BATCH_OPTIONS = ("weights", "nan_policy", "singleton", "xp", "zero_variance_rtol")
+
+
+def _estimator(name: str, summary: str, **facts: Any) -> Callable[[Callable[P, Formula]], Callable[P, Array]]:
+    """The public estimator ``name`` made from ``bind`` and registered with its ``facts``
+    (:func:`._registry.registered`).
+
+    ``bind`` has the estimator's signature and docstring; its body checks the estimator's own
+    options and returns its formula bound to them. The options that say how to read the batch
+    (:data:`_BATCH_OPTIONS`, with ``bind``'s defaults) go to :func:`_run`, which evaluates the formula.
+    """
+
+    def wrap(bind: Callable[P, Formula]) -> Callable[P, Array]:
+        signature = inspect.signature(bind)
+        defaults = {o: signature.parameters[o].default for o in _BATCH_OPTIONS}
+
+        @functools.wraps(bind)
+        def estimator(scores: Array, /, group_ids: IdsLike = None, **options: Any) -> Array:
+            formula = bind(scores, group_ids, **options)  # type: ignore[arg-type]
+            return _run(spec, formula, scores, group_ids, {**defaults, **options})
+
+        estimator.__signature__ = signature.replace(return_annotation="Array")  # type: ignore[attr-defined]
+        public = cast("Callable[P, Array]", estimator)
+        _registry.registered(name, summary, **facts)(public)
+        spec = _registry.get_estimator(name)  # (with its facts complete)
+        return public
+
+    return wrap
+
+
 def _run(
-    name: str,
+    spec: _registry.EstimatorSpec,
+    formula: Formula,
     scores: Array,
     group_ids: IdsLike,
-    weights: WeightsLike,
-    nan_policy: str,
-    singleton: str,
-    xp: Namespace | None,
-    zero_variance_rtol: float | None,
-    compute: Callable[[Batch, float], Array],
-    options: Mapping[str, Any] | None = None,
+    options: dict[str, Any],
 ) -> Array:
-    """Prepare the batch and ``compute`` the advantages on it: over a large batch in host memory in
-    cache-sized pieces of whole groups when the registry says that estimator ``name`` (with
-    ``options``) is group-local."""
+    """Prepare the batch and evaluate the estimator's ``formula`` on it: over a large batch in host
+    memory in cache-sized pieces of whole groups where the estimator, with these ``options``, is
+    group-local (``spec``)."""
     batch = prepare(
-        scores, group_ids, weights=weights, nan_policy=nan_policy, singleton=singleton, xp=xp, host=True
+        scores,
+        group_ids,
+        weights=options["weights"],
+        nan_policy=options["nan_policy"],
+        singleton=options["singleton"],
+        xp=options["xp"],
+        host=True,
     )
+    out = batch.output()
     if batch.empty:
-        zeros = batch.xp.zeros((*batch.raw.shape[:-1], 1), dtype=batch.dtype, device=batch.device)
-        return batch.finish([zeros])
-    rtol = resolve_rtol(zero_variance_rtol, batch.xp, batch.dtype)
-    pieces = batch.pieces(group_local=_registry.get_estimator(name).group_local(options))
-    return batch.finish(compute(piece, rtol) for piece in pieces)  # a piece at a time
-
-
-def _rtol_option(zero_variance_rtol: float | None) -> float | None:
-    return None if zero_variance_rtol is None else check_number("zero_variance_rtol", zero_variance_rtol)
+        out.add(batch.xp.zeros((*batch.raw.shape[:-1], 1), dtype=batch.dtype, device=batch.device))
+        return out.result()
+    rtol = resolve_rtol(options["zero_variance_rtol"], batch.xp, batch.dtype)
+    for piece in batch.pieces(group_local=spec.group_local(options)):
+        out.add(formula(piece, rtol=rtol))  # the formula, on the batch whole or a piece of whole groups
+    return out.result()
 
 
 def _eps(eps: float, placement: str, name: str = "eps_placement") -> float:
@@ -76,15 +112,12 @@ def _eps(eps: float, placement: str, name: str = "eps_placement") -> float:
     return check_number("eps", eps)
 
 
-def _z_options(
-    eps: float, eps_placement: str, ddof: int, zero_variance_rtol: float | None
-) -> tuple[float, int, float | None]:
-    """The options of a normalised estimator, checked in one call: eps, ddof and the zero-variance
-    tolerance, as the estimators take them (``prepare`` checks the two policies)."""
-    return _eps(eps, eps_placement), check_int("ddof", ddof), _rtol_option(zero_variance_rtol)
+def _z_options(eps: float, eps_placement: str, ddof: int) -> tuple[float, int]:
+    """eps and ddof of a normalised estimator, checked in one call."""
+    return _eps(eps, eps_placement), check_int("ddof", ddof)
 
 
-@_registry.registered(
+@_estimator(
     "corrgrpo",
     "centred total reward over the correlation norm of the group (CorrGRPO)",
     diagnostic_options=_registry.CORRELATION_DIAGNOSTIC_OPTIONS,
@@ -106,7 +139,7 @@ def corrgrpo_advantage(
     nan_policy: NanPolicy = "raise",
     min_correlation_sum: float = 0.0,
     xp: Namespace | None = None,
-) -> Array:
+) -> Formula:
     r"""CorrGRPO advantages: the centred total reward over the correlation norm of its group.
 
     .. math:: A_i = \frac{\sum_k (x_{ik} - \bar x_k)}{\sqrt{\max(\sum_{l,m} \rho_{lm}, f) + \epsilon}}
@@ -155,21 +188,9 @@ def corrgrpo_advantage(
     >>> np.round(cc.corrgrpo_advantage(s), 4)
     array([-1.8607,  0.9304,  1.8607, -0.9304])
     """
-    eps, ddof, rtol = _z_options(eps, eps_placement, ddof, zero_variance_rtol)
+    eps, ddof = _z_options(eps, eps_placement, ddof)
     floor = check_number("min_correlation_sum", min_correlation_sum)
-    return _run(
-        "corrgrpo",
-        scores,
-        group_ids,
-        weights,
-        nan_policy,
-        singleton,
-        xp,
-        rtol,
-        lambda b, r: est.corrgrpo(
-            b, eps=eps, eps_placement=eps_placement, ddof=ddof, rtol=r, min_correlation_sum=floor
-        ),
-    )
+    return partial(est.corrgrpo, eps=eps, eps_placement=eps_placement, ddof=ddof, min_correlation_sum=floor)
 
 
 corr_normalized_advantage = corrgrpo_advantage
@@ -231,7 +252,7 @@ def advantage_stats(
     )
 
 
-@_registry.registered(
+@_estimator(
     "grpo",
     "group z-score of the weighted total reward (std_scope='batch': one batch std)",
     batch_scope_when={"std_scope": "batch"},
@@ -253,7 +274,7 @@ def grpo_advantage(
     zero_variance_rtol: float | None = None,
     nan_policy: NanPolicy = "raise",
     xp: Namespace | None = None,
-) -> Array:
+) -> Formula:
     r"""GRPO: :math:`A_i = (R_i - \bar R) / (s_R + \epsilon)`, :math:`R_i = \sum_k w_k x_{ik}`.
 
     ``eps=1e-6`` outside the square root matches verl (TRL uses 1e-4, OpenRLHF 1e-9). Groups
@@ -272,24 +293,13 @@ def grpo_advantage(
     array([[-0.6693,  0.3347,  0.6693, -0.3347],
            [-1.3387,  0.6693,  1.3387, -0.6693]])
     """
-    eps, ddof, rtol = _z_options(eps, eps_placement, ddof, zero_variance_rtol)
+    eps, ddof = _z_options(eps, eps_placement, ddof)
     check_choice("std_scope", std_scope, STD_SCOPES)
     pure = est.grpo if std_scope == "group" else est.grpo_batch_std
-    return _run(
-        "grpo",
-        scores,
-        group_ids,
-        weights,
-        nan_policy,
-        singleton,
-        xp,
-        rtol,
-        lambda b, rtol: pure(b, eps=eps, eps_placement=eps_placement, ddof=ddof, rtol=rtol),
-        {"std_scope": std_scope},
-    )
+    return partial(pure, eps=eps, eps_placement=eps_placement, ddof=ddof)
 
 
-@_registry.registered(
+@_estimator(
     "dr_grpo",
     "centred total reward, no std division (Dr.GRPO)",
     unnormalised="dr_grpo",
@@ -306,7 +316,7 @@ def dr_grpo_advantage(
     zero_variance_rtol: float | None = None,
     nan_policy: NanPolicy = "raise",
     xp: Namespace | None = None,
-) -> Array:
+) -> Formula:
     r"""Dr.GRPO: the centred total reward :math:`A_i = R_i - \bar R` (no std division).
 
     Examples
@@ -315,20 +325,10 @@ def dr_grpo_advantage(
     >>> cc.dr_grpo_advantage(np.array([[1.0], [3.0]]))
     array([-1.,  1.])
     """
-    return _run(
-        "dr_grpo",
-        scores,
-        group_ids,
-        weights,
-        nan_policy,
-        singleton,
-        xp,
-        zero_variance_rtol,
-        lambda b, rtol: est.dr_grpo(b, rtol=rtol),
-    )
+    return est.dr_grpo
 
 
-@_registry.registered(
+@_estimator(
     "rloo",
     "leave-one-out baseline (RLOO)",
     unnormalised="rloo",
@@ -345,7 +345,7 @@ def rloo_advantage(
     zero_variance_rtol: float | None = None,
     nan_policy: NanPolicy = "raise",
     xp: Namespace | None = None,
-) -> Array:
+) -> Formula:
     r"""RLOO: :math:`A_i = R_i - \frac{1}{n-1}\sum_{j \ne i} R_j = \frac{n}{n-1}(R_i - \bar R)`.
 
     Groups of one get 0 (verl keeps A = R there).
@@ -356,20 +356,10 @@ def rloo_advantage(
     >>> cc.rloo_advantage(np.array([[1.0], [2.0], [6.0]]))
     array([-3. , -1.5,  4.5])
     """
-    return _run(
-        "rloo",
-        scores,
-        group_ids,
-        weights,
-        nan_policy,
-        singleton,
-        xp,
-        zero_variance_rtol,
-        lambda b, rtol: est.rloo(b, rtol=rtol),
-    )
+    return est.rloo
 
 
-@_registry.registered(
+@_estimator(
     "mo_grpo",
     "sum of per-component group z-scores (MO-GRPO)",
     scope="group",
@@ -389,7 +379,7 @@ def mo_grpo_advantage(
     zero_variance_rtol: float | None = None,
     nan_policy: NanPolicy = "raise",
     xp: Namespace | None = None,
-) -> Array:
+) -> Formula:
     r"""MO-GRPO: the weighted sum of per-component group z-scores, :math:`\sum_k w_k z_{ik}`.
 
     :math:`z_{ik} = (R_{ik} - \bar R_k) / (s_k + \epsilon)`, 0 for a constant component. The
@@ -401,21 +391,11 @@ def mo_grpo_advantage(
     >>> np.round(cc.mo_grpo_advantage(np.array([[0.0, 10.0], [1.0, 30.0]])), 4)
     array([-1.4142,  1.4142])
     """
-    eps, ddof, rtol = _z_options(eps, eps_placement, ddof, zero_variance_rtol)
-    return _run(
-        "mo_grpo",
-        scores,
-        group_ids,
-        weights,
-        nan_policy,
-        singleton,
-        xp,
-        rtol,
-        lambda b, rtol: est.mo_grpo(b, eps=eps, eps_placement=eps_placement, ddof=ddof, rtol=rtol),
-    )
+    eps, ddof = _z_options(eps, eps_placement, ddof)
+    return partial(est.mo_grpo, eps=eps, eps_placement=eps_placement, ddof=ddof)
 
 
-@_registry.registered(
+@_estimator(
     "gdpo",
     "per-component group z-scores summed, then batch z-scored (GDPO)",
     centred=True,  # H sums to 0 over each group, so its batch mean is 0
@@ -434,7 +414,7 @@ def gdpo_advantage(
     zero_variance_rtol: float | None = None,
     nan_policy: NanPolicy = "raise",
     xp: Namespace | None = None,
-) -> Array:
+) -> Formula:
     r"""GDPO: MO-GRPO's :math:`H_i = \sum_k w_k z_{ik}`, then a z-score over the whole batch.
 
     :math:`A_i = (H_i - \bar H_B) / (s_{B}(H) + \epsilon)` over every row passed (per response,
@@ -447,21 +427,11 @@ def gdpo_advantage(
     >>> np.round(cc.gdpo_advantage(s), 4)
     array([-1.1534, -0.4119,  1.1534,  0.4119])
     """
-    eps, ddof, rtol = _z_options(eps, eps_placement, ddof, zero_variance_rtol)
-    return _run(
-        "gdpo",
-        scores,
-        group_ids,
-        weights,
-        nan_policy,
-        singleton,
-        xp,
-        rtol,
-        lambda b, rtol: est.gdpo(b, eps=eps, eps_placement=eps_placement, ddof=ddof, rtol=rtol),
-    )
+    eps, ddof = _z_options(eps, eps_placement, ddof)
+    return partial(est.gdpo, eps=eps, eps_placement=eps_placement, ddof=ddof)
 
 
-@_registry.registered("gdpo_corr", "GDPO with the batch std replaced by a correlation norm", centred=True)
+@_estimator("gdpo_corr", "GDPO with the batch std replaced by a correlation norm", centred=True)
 def gdpo_corr_advantage(
     scores: Array,
     /,
@@ -477,7 +447,7 @@ def gdpo_corr_advantage(
     nan_policy: NanPolicy = "raise",
     min_correlation_sum: float = 0.0,
     xp: Namespace | None = None,
-) -> Array:
+) -> Formula:
     r"""GDPO with the batch std replaced by the correlation norm of :math:`U_k = w_k z_k`.
 
     :math:`A_i = (H_i - \bar H_B) / \sqrt{\sum_{l,m} \rho^B_{lm}(U) + \epsilon}`, the batch
@@ -491,32 +461,20 @@ def gdpo_corr_advantage(
     >>> np.round(cc.gdpo_corr_advantage(s), 3)
     array([-1.153, -0.412,  1.153,  0.412])
     """
-    eps = _eps(eps, eps_placement)
+    eps, ddof = _z_options(eps, eps_placement, ddof)
     check_choice("group_eps_placement", group_eps_placement, EPS_PLACEMENTS)
-    ddof, rtol = check_int("ddof", ddof), _rtol_option(zero_variance_rtol)
     floor = check_number("min_correlation_sum", min_correlation_sum)
-    return _run(
-        "gdpo_corr",
-        scores,
-        group_ids,
-        weights,
-        nan_policy,
-        singleton,
-        xp,
-        rtol,
-        lambda b, rtol: est.gdpo_corr(
-            b,
-            eps=eps,
-            group_eps_placement=group_eps_placement,
-            eps_placement=eps_placement,
-            ddof=ddof,
-            rtol=rtol,
-            min_correlation_sum=floor,
-        ),
+    return partial(
+        est.gdpo_corr,
+        eps=eps,
+        group_eps_placement=group_eps_placement,
+        eps_placement=eps_placement,
+        ddof=ddof,
+        min_correlation_sum=floor,
     )
 
 
-@_registry.registered("dara", "density-aware weights on GDPO or CorrGRPO (DARA)")
+@_estimator("dara", "density-aware weights on GDPO or CorrGRPO (DARA)")
 def dara_advantage(
     scores: Array,
     /,
@@ -534,7 +492,7 @@ def dara_advantage(
     nan_policy: NanPolicy = "raise",
     min_correlation_sum: float = 0.0,
     xp: Namespace | None = None,
-) -> Array:
+) -> Formula:
     r"""DARA: density-aware weights :math:`d_k = \min(w_{max}, \sqrt{\max_j \pi_j / \pi_k})`.
 
     :math:`\pi_k` is the share of groups in which component k varies. ``variant="sym"``
@@ -553,28 +511,16 @@ def dara_advantage(
     check_choice("variant", variant, DARA_VARIANTS)
     check_choice("base", base, DARA_BASES)
     placement = eps_placement or ("outside" if base == "gdpo" else "inside")
-    eps = _eps(eps, placement)
-    ddof, rtol = check_int("ddof", ddof), _rtol_option(zero_variance_rtol)
+    eps, ddof = _z_options(eps, placement, ddof)
     floor = check_number("min_correlation_sum", min_correlation_sum)
     top = check_number("max_weight", max_weight, minimum=1.0)
-    return _run(
-        "dara",
-        scores,
-        group_ids,
-        weights,
-        nan_policy,
-        singleton,
-        xp,
-        rtol,
-        lambda b, rtol: est.dara(
-            b,
-            variant=variant,
-            base=base,
-            max_weight=top,
-            eps=eps,
-            eps_placement=placement,
-            ddof=ddof,
-            rtol=rtol,
-            min_correlation_sum=floor,
-        ),
+    return partial(
+        est.dara,
+        variant=variant,
+        base=base,
+        max_weight=top,
+        eps=eps,
+        eps_placement=placement,
+        ddof=ddof,
+        min_correlation_sum=floor,
     )

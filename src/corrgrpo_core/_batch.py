@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from functools import cache, cached_property
 from typing import Any
@@ -12,12 +12,13 @@ from typing import Any
 import numpy as np
 
 from ._groups import Groups, dense_groups, find_runs, ragged_groups
-from ._kernels import CHUNK_ROWS, Kernel, host_route, kernel_for
+from ._kernels import CHUNK_ROWS, Joined, Kernel, host_route, kernel_for
 from ._lib._compat import (
     Array,
     Namespace,
     array_namespace,
     device,
+    dtype_kind,
     is_array_api_obj,
     is_lazy_array,
     work_dtype,
@@ -27,7 +28,9 @@ from ._validation import NAN_POLICIES, SINGLETON_POLICIES, check_choice, check_n
 _SHOWN = 10  # how many offending rows an error message names
 
 
-@dataclass(frozen=True)
+# Treated as immutable (never assigned after it is made); not ``frozen``: a frozen dataclass's
+# constructor costs several times more, microseconds on every call of a small batch.
+@dataclass(eq=False)
 class Batch:
     """A validated reward batch.
 
@@ -140,30 +143,44 @@ class Batch:
             row_valid=None if self.row_valid is None else self.row_valid[part, ...],
         )
 
-    def finish(self, parts: Iterable[Array]) -> Array:
-        """The (rows..., 1) advantages of the :meth:`pieces`, in order -> one array of the scores'
-        type, leading shape, floating dtype and device.
+    def output(self) -> Output:
+        """An empty :class:`Output` for the advantages of this batch's :meth:`pieces`."""
+        return Output(self, self.groups.kernel.joined(self.raw.shape[0], self.out_dtype))
 
-        An advantage too large for the output dtype is an error, never a silent inf.
-        """
-        xp = self.xp
-        out = self.groups.kernel.join(self._checked(parts), self.raw.shape[0], self.out_dtype)
-        out = xp.reshape(out, self.lead_shape)
-        return out if self.to_caller is None else self.to_caller(out)
 
-    def _checked(self, parts: Iterable[Array]) -> Iterator[Array]:
-        """``parts``, each refused by name if an advantage in it is beyond the output dtype's range."""
-        xp = self.xp
-        largest = limits(xp, self.out_dtype).max
-        for adv in parts:
-            if not is_lazy_array(adv) and math.prod(adv.shape):
-                top = self.groups.kernel.max_abs(adv)
-                if not top <= largest:  # NaN included
-                    raise ValueError(
-                        f"the advantages overflow {self.out_dtype}: the largest is {top:.4g}, beyond its "
-                        f"largest finite value {largest:.4g}; pass the scores in a wider dtype or rescale them"
-                    )
-            yield adv
+class Output:
+    """The advantages of a batch's pieces, added in order as they are computed, and handed back
+    (:meth:`result`) as one array of the scores' type, leading shape, floating dtype and device.
+
+    An advantage too large for the output dtype is an error, never a silent inf.
+    """
+
+    def __init__(self, batch: Batch, joined: Joined) -> None:
+        self.batch, self.joined = batch, joined
+        self.largest = limits(batch.xp, batch.out_dtype).max
+
+    def add(self, adv: Array) -> None:
+        """The (rows..., 1) advantages of the next piece, refused by name if beyond the output dtype."""
+        kernel = self.batch.groups.kernel
+        if not is_lazy_array(adv) and math.prod(adv.shape):
+            # one pass decides the common case: the root of a finite sum of squares bounds every entry
+            ss = kernel.sum_of_squares(adv)
+            if ss is not None and math.isfinite(ss) and math.sqrt(ss) <= self.largest:
+                self.joined.add(adv)
+                return
+            top = kernel.max_abs(adv)
+            if not top <= self.largest:  # NaN included
+                raise ValueError(
+                    f"the advantages overflow {self.batch.out_dtype}: the largest is {top:.4g}, beyond "
+                    f"its largest finite value {self.largest:.4g}; pass the scores in a wider dtype or "
+                    "rescale them"
+                )
+        self.joined.add(adv)
+
+    def result(self) -> Array:
+        b = self.batch
+        out = b.xp.reshape(self.joined.result(), b.lead_shape)
+        return out if b.to_caller is None else b.to_caller(out)
 
 
 @dataclass(frozen=True)
@@ -230,19 +247,12 @@ def prepare(
         xp = array_namespace(scores)
     dev = device(scores)
     lazy = is_lazy_array(scores)
-    floating = xp.isdtype(scores.dtype, "real floating")
-    if not (floating or xp.isdtype(scores.dtype, "integral")):
+    kind = dtype_kind(xp, scores.dtype)
+    floating = kind == "real floating"
+    if not kind:
         raise TypeError(f"scores must have a real numeric dtype, got {scores.dtype}")
-    if group_ids is None and scores.ndim not in (2, 3):
-        raise ValueError(
-            f"scores must be (n, K) for one group or (B, n, K) for B groups, got shape {tuple(scores.shape)}"
-            " (pass group_ids for a ragged (N, K) batch)"
-        )
-    if group_ids is not None and scores.ndim != 2:
-        raise ValueError(f"with group_ids, scores must be (N, K), got shape {tuple(scores.shape)}")
+    _check_shape(scores, ragged=group_ids is not None)
     k = scores.shape[-1]
-    if k == 0:
-        raise ValueError("scores has no reward component (K = 0)")
     if floating:
         out_dtype = scores.dtype
     else:
@@ -272,11 +282,8 @@ def prepare(
     scale = weight_scale = 1.0
     if not in_range:
         scale = power_of_two_scale(max_abs(x, xp), lo, hi, lim.normal_exponent)
-        if scale != 1.0:
-            x, owned = (
-                xp.astype(x, dtype, copy=False) * scale,
-                True,
-            )  # exact: a power of two (see power_of_two_scale)
+        if scale != 1.0:  # exact: a power of two (see power_of_two_scale)
+            x, owned = xp.astype(x, dtype, copy=False) * scale, True
     if w is not None and not lazy and not is_lazy_array(w):
         weight_scale = power_of_two_scale(max_abs(w, xp), lo, hi, lim.normal_exponent)
         if weight_scale != 1.0:
@@ -285,17 +292,7 @@ def prepare(
     if group_ids is None:
         groups = dense_groups(xp, tuple(x.shape), dtype, dev)
     else:
-        ids = _group_ids(group_ids, scores.shape[0], xp, dev)
-        runs = find_runs(xp, ids)
-        n = 0 if runs is None else runs.equal_size()
-        if n:  # ids in runs of one size (verl's layout): the dense path, no index at all
-            x = xp.reshape(x, (x.shape[0] // n, n, k))
-            if valid is not None:
-                valid = xp.reshape(valid, x.shape)
-                row_valid = xp.reshape(row_valid, (*x.shape[:-1], 1))
-            groups = dense_groups(xp, tuple(x.shape), dtype, dev)
-        else:
-            groups = ragged_groups(xp, ids, dtype, dev, lazy=lazy, runs=runs)
+        x, valid, row_valid, groups = _ragged_layout(x, valid, row_valid, group_ids, xp, dtype, lazy=lazy)
     if singleton == "raise" and not lazy:
         _check_no_singletons(groups, x, group_ids is None, xp)
     if math.prod(x.shape[:-1]) <= CHUNK_ROWS or not groups.kernel.in_host_memory(x):  # never cut: convert now
@@ -317,6 +314,43 @@ def prepare(
         weight_scale=weight_scale,
         to_caller=to_caller,
     )
+
+
+def _check_shape(scores: Array, *, ragged: bool) -> None:
+    if not ragged and scores.ndim not in (2, 3):
+        raise ValueError(
+            f"scores must be (n, K) for one group or (B, n, K) for B groups, got shape {tuple(scores.shape)}"
+            " (pass group_ids for a ragged (N, K) batch)"
+        )
+    if ragged and scores.ndim != 2:
+        raise ValueError(f"with group_ids, scores must be (N, K), got shape {tuple(scores.shape)}")
+    if scores.shape[-1] == 0:
+        raise ValueError("scores has no reward component (K = 0)")
+
+
+def _ragged_layout(
+    x: Array,
+    valid: Array | None,
+    row_valid: Array | None,
+    group_ids: Array | Sequence[int],
+    xp: Namespace,
+    dtype: Any,
+    *,
+    lazy: bool,
+) -> tuple[Array, Array | None, Array | None, Groups]:
+    """(x, valid, row_valid, groups) of an ``(N, K)`` batch with ``group_ids``: ids in runs of one
+    size (verl's layout) make it a dense ``(N / n, n, K)`` batch, with no index at all."""
+    dev = device(x)
+    ids = _group_ids(group_ids, x.shape[0], xp, dev)
+    runs = find_runs(xp, ids)
+    n = 0 if runs is None else runs.equal_size()
+    if not n:
+        return x, valid, row_valid, ragged_groups(xp, ids, dtype, dev, lazy=lazy, runs=runs)
+    x = xp.reshape(x, (x.shape[0] // n, n, x.shape[-1]))
+    if valid is not None and row_valid is not None:
+        valid = xp.reshape(valid, x.shape)
+        row_valid = xp.reshape(row_valid, (*x.shape[:-1], 1))
+    return x, valid, row_valid, dense_groups(xp, tuple(x.shape), dtype, dev)
 
 
 def power_of_two_scale(top: float, lo: float, hi: float, normal_exponent: int = -1022) -> float:

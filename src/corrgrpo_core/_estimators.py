@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from functools import cached_property
 from typing import Any
 
 from ._batch import Batch, max_abs
@@ -131,7 +130,9 @@ def rloo(batch: Batch, *, rtol: float) -> Array:
 # --- CorrGRPO -------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+# Treated as immutable (never assigned after it is made); not ``frozen``: a frozen dataclass's
+# constructor costs several times more, microseconds on every call of a small batch.
+@dataclass(eq=False)
 class CorrParts:
     """Pieces of the CorrGRPO advantage, shared with the diagnostics."""
 
@@ -139,15 +140,47 @@ class CorrParts:
     correlation_sum_g: Array  # sum_{l,m} rho_lm of each group, group level (before the floor)
     spread_g: Array  # group level: the group has degrees of freedom left (rows > ddof)
 
-    @cached_property
-    def numerator(self) -> Array:
-        """The centred total, sum_k c_ik (row level; computed on first use)."""
-        return self.components.row_sum()
-
     @property
     def correlation_sum(self) -> Array:
         """Per row: the correlation sum of the row's group."""
         return self.components.scope.expand(self.correlation_sum_g)
+
+
+def correlation_sum(m: Moments, rows_g: Array, ddof: int) -> tuple[Array, Array]:
+    r"""Scope level (group or batch): :math:`\sum_{l,m} \rho_{lm} = \mathrm{Var}(\sum_k z_{ik})` over the
+    scope of ``m``, whose rows are ``rows_g``; and whether the scope has degrees of freedom left
+    (rows > ddof; the sum is 0 where not). The row sums of the z-scores are freed here."""
+    dof = rows_g - ddof
+    spread = dof > 0
+    return m.scope.reduce_sq(m.z_row_sum()) / divisor(dof, spread, m.scope.xp), spread
+
+
+def corr_denominator_g(
+    correlation_sum_g: Array, *, eps: float, eps_placement: str, min_correlation_sum: float, xp: Namespace
+) -> Array:
+    """Scope level: the correlation norm, :func:`denominator` of the floored correlation sum."""
+    return denominator(xp.maximum(correlation_sum_g, min_correlation_sum), eps, eps_placement, xp)
+
+
+def corr_divisor(
+    correlation_sum_g: Array,
+    spread_g: Array,
+    *,
+    eps: float,
+    eps_placement: str,
+    min_correlation_sum: float,
+    xp: Namespace,
+) -> Array:
+    """Scope level: the correlation norm as a :func:`divisor`, inf where the advantage is 0: no spread
+    (rows <= ddof: 0, as GRPO gives, not the numerator over sqrt(eps)), or a zero norm (eps = 0)."""
+    den = corr_denominator_g(
+        correlation_sum_g,
+        eps=eps,
+        eps_placement=eps_placement,
+        min_correlation_sum=min_correlation_sum,
+        xp=xp,
+    )
+    return divisor(den, (den > 0) & spread_g, xp)
 
 
 def corr_parts(batch: Batch, *, ddof: int, rtol: float, last: bool = False) -> CorrParts:
@@ -163,15 +196,13 @@ def corr_parts(batch: Batch, *, ddof: int, rtol: float, last: bool = False) -> C
     x = batch.weighted
     m = group_moments(x, batch.valid, g, ddof=ddof, rtol=rtol, own=last and batch.consumable(x))
     rows = g.count_g if batch.row_valid is None else g.reduce(xp.astype(batch.row_valid, m.var_g.dtype))
-    dof = rows - ddof
-    spread = dof > 0
-    corr = g.reduce_sq(m.z_row_sum()) / divisor(dof, spread, xp)  # the row sums are freed here
+    corr, spread = correlation_sum(m, rows, ddof)
     if batch.valid is not None:
         # The identity holds in a group where every row is whole or wholly missing (the pairwise-complete
         # rows are then its present rows); it keeps S's error relative, where the pairwise sum's is
         # absolute (K^2 u), which matters at S = 0 (duplicated and negated rewards).
-        whole = xp.astype(xp.all(batch.valid, axis=-1, keepdims=True), dof.dtype)
-        partly = g.reduce(xp.astype(batch.row_valid, dof.dtype) - whole) > 0
+        whole = xp.astype(xp.all(batch.valid, axis=-1, keepdims=True), corr.dtype)
+        partly = g.reduce(xp.astype(batch.row_valid, corr.dtype) - whole) > 0
         pairwise = pairwise_correlation_sum(m, batch.valid, g, rtol=rtol)
         corr = xp.where(spread, xp.where(partly, pairwise, corr), 0.0)
     return CorrParts(components=m, correlation_sum_g=corr, spread_g=spread)
@@ -213,19 +244,16 @@ def pairwise_correlation_sum(m: Moments, valid: Array, scope: Any, *, rtol: floa
     return total
 
 
-def _corr_denominator_g(
-    parts: CorrParts, *, eps: float, eps_placement: str, min_correlation_sum: float, xp: Namespace
-) -> Array:
-    corr = parts.correlation_sum_g
-    return denominator(xp.maximum(corr, min_correlation_sum), eps, eps_placement, xp)
-
-
 def corr_denominator(
     parts: CorrParts, *, eps: float, eps_placement: str, min_correlation_sum: float, xp: Namespace
 ) -> Array:
-    """Per row: the CorrGRPO denominator of the row's group."""
-    den = _corr_denominator_g(
-        parts, eps=eps, eps_placement=eps_placement, min_correlation_sum=min_correlation_sum, xp=xp
+    """Per row: the CorrGRPO denominator of the row's group (for the diagnostics)."""
+    den = corr_denominator_g(
+        parts.correlation_sum_g,
+        eps=eps,
+        eps_placement=eps_placement,
+        min_correlation_sum=min_correlation_sum,
+        xp=xp,
     )
     return parts.components.scope.expand(den)
 
@@ -239,14 +267,16 @@ def corr_advantage(
     min_correlation_sum: float,
     xp: Namespace,
 ) -> Array:
-    """numerator / denominator per row (a new array), 0 where the denominator is 0 (only possible
-    with eps = 0). ``numerator`` None: the centred total, divided as it is summed (no row-level
-    numerator beside the advantages)."""
-    den = _corr_denominator_g(
-        parts, eps=eps, eps_placement=eps_placement, min_correlation_sum=min_correlation_sum, xp=xp
+    """numerator / correlation norm per row (a new array; see :func:`corr_divisor`). ``numerator``
+    None: the centred total, divided as it is summed (no row-level numerator beside the advantages)."""
+    div = corr_divisor(
+        parts.correlation_sum_g,
+        parts.spread_g,
+        eps=eps,
+        eps_placement=eps_placement,
+        min_correlation_sum=min_correlation_sum,
+        xp=xp,
     )
-    # no spread (rows <= ddof): 0, as GRPO gives, not the numerator over sqrt(eps)
-    div = divisor(den, (den > 0) & parts.spread_g, xp)
     if numerator is None:  # (the caller's parts are used no further)
         return parts.components.row_sum(div=div, consume=True)
     return parts.components.scope.shift_divide(numerator, None, div)
@@ -324,16 +354,12 @@ def gdpo_corr(
     u = _weighted_zscores(batch, eps=eps, eps_placement=group_eps_placement, ddof=ddof, rtol=rtol).z
     valid = None if batch.row_valid is None else xp.broadcast_to(batch.row_valid, u.shape)
     m = batch_moments(u, valid, batch.groups, ddof=ddof, rtol=rtol)
-    rows = m.count[..., :1]
-    dof = rows - ddof
     # U is complete (a missing reward has z = 0, its group mean), so the z-score identity holds.
-    zsum = m.z_row_sum()
-    corr = batch.groups.batch_sum(zsum * zsum) / divisor(dof, dof > 0, xp)
-    corr = xp.maximum(corr, min_correlation_sum)
-    den = denominator(corr, eps, eps_placement, xp)
-    # no spread left (rows <= ddof), or a zero denominator (eps = 0): advantage 0
-    adv = m.row_sum() / divisor(den, (dof > 0) & (den > 0), xp)
-    return _rows_only(batch, unscaled(adv, batch.weight_scale))
+    corr, spread = correlation_sum(m, m.count_g[..., :1], ddof)
+    div = corr_divisor(
+        corr, spread, eps=eps, eps_placement=eps_placement, min_correlation_sum=min_correlation_sum, xp=xp
+    )
+    return _rows_only(batch, unscaled(m.row_sum(div=div, consume=True), batch.weight_scale))
 
 
 def dara_weights(batch: Batch, varies: Array, *, max_weight: float) -> Array:

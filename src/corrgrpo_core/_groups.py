@@ -18,7 +18,16 @@ from typing import Any
 
 import numpy as np
 
-from ._kernels import SMALL_GROUP, Kernel, RaggedIndex, Runs, _host, kernel_for, shift_divide
+from ._kernels import (
+    SMALL_GROUP,
+    Kernel,
+    RaggedIndex,
+    Runs,
+    factorize,
+    host_dense_group_size,
+    kernel_for,
+    shift_divide,
+)
 from ._lib._compat import Array, Namespace
 
 __all__ = [
@@ -35,7 +44,9 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
+# Treated as immutable (never assigned after it is made); not ``frozen``: a frozen dataclass's
+# constructor costs several times more, microseconds on every call of a small batch.
+@dataclass(eq=False)
 class Groups:
     """How the rows of a batch form groups, and the backend kernel that sums over them.
 
@@ -81,13 +92,10 @@ class Groups:
     @property
     def lazy_shift(self) -> bool:
         """Whether the ``ref`` of the methods below is taken a piece of rows at a time, with no
-        shifted copy of the batch (scattered ragged groups on the host); elsewhere x - ref is made
-        first (ids in runs: contiguous segment sums of the shifted copy are faster)."""
+        shifted copy of the batch (the kernel says for which ragged groups); elsewhere x - ref is
+        made first."""
         r = self.ragged
-        return r is not None and r.starts is None and isinstance(self.kernel, _host.NumpyKernel)
-
-    def _shifted(self, x: Array, ref: Array | None) -> Array:
-        return x if ref is None else self.shift(x, ref)
+        return r is not None and self.kernel.lazy_shift(r)
 
     def shift_divide(
         self,
@@ -102,59 +110,44 @@ class Groups:
         ``in_place`` written into ``x`` (an array of the caller's own) where the backend can.
         Ragged groups gather the group values a piece of rows at a time where the backend can.
         ``ref`` (here and below): x - ref in place of x (``in_place`` then writes a new array)."""
-        if ref is not None and self.lazy_shift:
-            assert self.ragged is not None
-            return _host.shift_divide_rows(x, sub, div, self.ragged, in_place=False, ref=ref)
-        if ref is not None:
-            x, in_place = self.shift(x, ref), True
         if self.ragged is not None:
-            return self.kernel.shift_divide_gathered(x, sub, div, self.ragged, in_place=in_place)
+            return self.kernel.shift_divide_gathered(x, sub, div, self.ragged, in_place=in_place, ref=ref)
+        if ref is not None:
+            x, in_place = x - ref, True
         return shift_divide(x, sub, div, self.expand, in_place=in_place)
 
     def reduce(self, x: Array, *, ref: Array | None = None) -> Array:
         """Group-level sums of the row-level ``x``."""
-        if ref is not None and self.lazy_shift:
-            assert self.ragged is not None
-            return _host.segment_sums(x, self.ragged, square=False, ref=ref)
-        x = self._shifted(x, ref)
-        return self.kernel.dense_sum(x) if self.ragged is None else self.kernel.segment_sum(x, self.ragged)
+        if self.ragged is not None:
+            return self.kernel.segment_sum(x, self.ragged, ref=ref)
+        return self.kernel.dense_sum(x if ref is None else x - ref)
 
     def reduce_sq(self, x: Array, *, ref: Array | None = None) -> Array:
         """Group-level sums of ``x * x``."""
-        if ref is not None and self.lazy_shift:
-            assert self.ragged is not None
-            return _host.segment_sums(x, self.ragged, square=True, ref=ref)
-        x = self._shifted(x, ref)
-        if self.ragged is None:
-            return self.kernel.dense_sum_sq(x)
-        return self.kernel.segment_sum_sq(x, self.ragged)
+        if self.ragged is not None:
+            return self.kernel.segment_sum_sq(x, self.ragged, ref=ref)
+        return self.kernel.dense_sum_sq(x if ref is None else x - ref)
 
     def reduce_both(self, x: Array, *, ref: Array | None = None) -> tuple[Array, Array]:
         """:meth:`reduce` and :meth:`reduce_sq` of ``x``, in one pass where the backend can."""
-        if ref is not None and self.lazy_shift:
-            assert self.ragged is not None
-            return _host.segment_sums_both(x, self.ragged, ref)
-        x = self._shifted(x, ref)
-        if self.ragged is None:
-            return self.kernel.dense_sum(x), self.kernel.dense_sum_sq(x)
-        return self.kernel.segment_sum(x, self.ragged), self.kernel.segment_sum_sq(x, self.ragged)
+        if self.ragged is not None:
+            return self.kernel.segment_sum_both(x, self.ragged, ref=ref)
+        x = x if ref is None else x - ref
+        return self.kernel.dense_sum(x), self.kernel.dense_sum_sq(x)
 
     def row_dot(self, x: Array, g: Array, *, ref: Array | None = None) -> Array:
         """sum_k x_ik g_k over the components, with ``g`` the group-level value of the row's group."""
-        if ref is not None and self.lazy_shift:
-            assert self.ragged is not None
-            return _host.row_dot_rows(x, g, self.ragged, ref)
-        x = self._shifted(x, ref)
-        if self.ragged is None:
-            return self.kernel.dense_row_dot(x, g)
-        return self.kernel.row_dot_gathered(x, g, self.ragged)
+        if self.ragged is not None:
+            return self.kernel.row_dot_gathered(x, g, self.ragged, ref=ref)
+        return self.kernel.dense_row_dot(x if ref is None else x - ref, g)
 
     def sum_k(self, x: Array, *, ref: Array | None = None) -> Array:
         """Sum over the trailing component axis, kept (with ``ref``: a new array)."""
-        if ref is not None and self.lazy_shift:
-            assert self.ragged is not None
-            return _host.sum_k_rows(x, ref, self.ragged)
-        return self.kernel.sum_k(self._shifted(x, ref))
+        if ref is None:
+            return self.kernel.sum_k(x)
+        if self.ragged is not None:
+            return self.kernel.sum_k_gathered(x, self.ragged, ref)
+        return self.kernel.sum_k(x - ref)
 
     def reference(self, x: Array) -> Array:
         """Group level: the value of one row of each group."""
@@ -171,8 +164,9 @@ class Groups:
 
 def dense_groups(xp: Namespace, shape: tuple[int, ...], dtype: Any, dev: Any) -> Groups:
     """Groups for an internal ``(B, n, K)`` array."""
-    count = xp.full((1, 1, 1), float(shape[1]), dtype=dtype, device=dev)
-    return Groups(kernel=kernel_for(xp), count_g=count, size=shape[1], small=shape[1] <= SMALL_GROUP)
+    kernel = kernel_for(xp)
+    count = kernel.constant(float(shape[1]), 3, dtype, dev)
+    return Groups(kernel=kernel, count_g=count, size=shape[1], small=shape[1] <= SMALL_GROUP)
 
 
 def find_runs(xp: Namespace, group_ids: Array) -> Runs | None:
@@ -219,7 +213,7 @@ def group_labels(ids: Any, /) -> Array:
         return ids
     if ids.shape[0] == 0:
         return np.zeros(0, dtype=np.int32)
-    return _host.factorize(ids)
+    return factorize(ids)
 
 
 def _object_array(values: Any) -> Array:
@@ -245,7 +239,7 @@ def dense_group_size(ids: Array) -> int:
     >>> cc.dense_group_size(np.array([0, 1, 0, 1]))  # scattered: not dense
     0
     """
-    return _host.dense_group_size(np.asarray(ids))
+    return host_dense_group_size(np.asarray(ids))
 
 
 def run_length(ids: Array) -> int:

@@ -45,7 +45,9 @@ class Scope(Protocol):
     def reference(self, x: Array) -> Array: ...
 
 
-@dataclass(frozen=True)
+# Treated as immutable (never assigned after it is made); not ``frozen``: a frozen dataclass's
+# constructor costs several times more, microseconds on every call of a small batch.
+@dataclass(eq=False)
 class BatchScope:
     """The whole batch as one scope (every row counts once)."""
 
@@ -102,7 +104,9 @@ class BatchScope:
         return x[first]
 
 
-@dataclass(frozen=True)
+# Treated as immutable (never assigned after it is made); not ``frozen``: a frozen dataclass's
+# constructor costs several times more, microseconds on every call of a small batch.
+@dataclass(eq=False)
 class Moments:
     """Spread of each component within its scope (group or batch), and the values it came from.
 
@@ -309,20 +313,10 @@ def moments(
         var = sum_sq / dof if positive else xp.zeros_like(sum_sq)
     else:
         var = xp.where(positive, sum_sq / xp.where(positive, dof, 1.0), 0.0)
-    # Scale-relative zero-variance test: population variance against the mean square of the
-    # (unshifted) values, S > rtol^2 (rows mean^2 + S); rtol = 0 is the reference code's exact ``var > 0``.
-    threshold = reference + shifted_mean  # the mean
-    threshold *= threshold
-    threshold *= safe_count
-    threshold += sum_sq
-    threshold *= rtol * rtol
-    # var > 0: a subnormal sum of squares over dof can round to 0
-    varies = (sum_sq > threshold) & (var > 0)
-    if positive is not True:  # (a Python True where every scope has more rows than ddof)
-        varies &= positive
-    # Dead from here: their memory serves the temporaries below (with groups of n rows, a
+    varies = _varies(reference + shifted_mean, sum_sq, var, safe_count, positive, rtol)
+    # Dead from here: its memory serves the temporaries below (with groups of n rows, a
     # group-level array is 1/n of the rows, and a call's peak is reached in this function).
-    del sum_sq, threshold
+    del sum_sq
     m = Moments(
         scope=scope,
         # Centred already: keep only those (shifted by their mean, 0), not the shifted values too.
@@ -337,6 +331,22 @@ def moments(
     if centred is not None:
         m.__dict__["centred"] = centred  # the cached_property's slot: computed already
     return m
+
+
+def _varies(mean: Array, sum_sq: Array, var: Array, rows: Any, positive: Any, rtol: float) -> Array:
+    """Scale-relative zero-variance test: the population variance against the mean square of the
+    (unshifted) values, S > rtol^2 (rows mean^2 + S); rtol = 0 is the reference code's exact
+    ``var > 0``. ``mean`` is written over (a new array of the caller's)."""
+    threshold = mean
+    threshold *= threshold
+    threshold *= rows
+    threshold += sum_sq
+    threshold *= rtol * rtol
+    # var > 0: a subnormal sum of squares over dof can round to 0
+    varies = (sum_sq > threshold) & (var > 0)
+    if positive is not True:  # (a Python True where every scope has more rows than ddof)
+        varies &= positive
+    return varies
 
 
 def group_moments(
@@ -367,5 +377,5 @@ def batch_moments(x: Array, valid: Array | None, groups: Groups, *, ddof: int, r
     n = 1
     for size in x.shape[:-1]:
         n *= size
-    count = xp.full((1,) * x.ndim, float(n), dtype=x.dtype, device=device(x))
+    count = groups.kernel.constant(float(n), x.ndim, x.dtype, device(x))
     return moments(x, valid, batch_scope(groups), count, ddof=ddof, rtol=rtol, xp=xp, size=n)

@@ -58,3 +58,21 @@ def test_traffic_floor_is_the_sequence_reward_times_the_mask():
     want = batch["rewards"].sum(-1, keepdim=True) * batch["mask"]
     assert got.dtype == torch.float32
     assert torch.equal(got, want)
+
+
+def test_memory_floor_is_a_fresh_copy_of_the_input():
+    torch = pytest.importorskip("torch")
+    x = torch.arange(12, dtype=torch.float32).reshape(3, 4)
+    out = fw.memory_floor(x)
+    assert torch.equal(out, x)
+    assert out.data_ptr() != x.data_ptr()
+
+
+def test_fixed_cost_profile_reports_shares_of_the_call():
+    from benchmarks import fixed_cost
+
+    lines = fixed_cost.profile("grpo", 1, calls=20)
+    shares = [int(line.rsplit("|", 2)[1].strip().rstrip("%")) for line in lines if line.endswith("% |")]
+    assert shares
+    assert 90 <= sum(shares) <= 101  # the twelve largest of a total of 100%
+    assert any("corrgrpo_core/" in line for line in lines)

@@ -14,5 +14,9 @@ def test_trl_suite_runs_and_our_grpo_equals_trls_lines():
     assert len(ours) == 2
     assert all(r.max_abs_diff is not None for r in ours)
     assert all(r.max_abs_diff <= 1e-5 for r in ours)
+    floors = [r for r in rows if r.call == fw.FLOOR]
+    assert len(floors) == 2
+    assert all(r.x_floor == 1.0 for r in floors)
+    assert all(r.x_floor is not None and r.x_floor > 0 for r in rows)
     table = fw.markdown(rows)
     assert table.startswith("| suite | case |")

@@ -25,10 +25,11 @@ def test_objective_names_and_specs() -> None:
         assert spec.name == name
         assert spec.default_estimator in cc.estimator_names()
         params = inspect.signature(spec.fn).parameters
-        # inputs positional-only, options keyword-only
+        # inputs positional-only, options keyword-only, then the shared options (LossTail)
         kinds = [p.kind for p in params.values()]
         assert kinds[:4] == [inspect.Parameter.POSITIONAL_ONLY] * 4
-        assert set(kinds[4:]) == {inspect.Parameter.KEYWORD_ONLY}
+        assert set(kinds[4:-1]) == {inspect.Parameter.KEYWORD_ONLY}
+        assert kinds[-1] == inspect.Parameter.VAR_KEYWORD
     assert obj.get_objective("dapo").dynamic_sampling
     assert obj.get_objective("dapo").overlong_shaping
     assert not obj.get_objective("cispo").dynamic_sampling
@@ -89,3 +90,18 @@ def test_docstring_examples_run(module: str) -> None:
     result = doctest.testmod(mod, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 0
     assert result.failed == 0
+
+
+def test_shared_options_are_checked_by_name() -> None:
+    """The options every objective shares (LossTail) are declared once; a misspelt one is still a
+    TypeError, and GSPO keeps its own default aggregation."""
+    import numpy as np
+
+    lp = np.log(np.asarray([[0.5, 0.25]]))
+    adv, mask = np.asarray([1.0]), np.asarray([[1, 1]])
+    for name in obj.objective_names():
+        with pytest.raises(TypeError, match="kl_coeff"):
+            obj.get_objective(name).fn(lp, lp, adv, mask, kl_coeff=0.1)
+    seq = obj.gspo_loss(lp, lp, adv, np.asarray([[1, 0]]))
+    tok = obj.gspo_loss(lp, lp, adv, np.asarray([[1, 0]]), aggregation="token-sum")
+    assert float(seq.loss) == float(tok.loss) == -1.0

@@ -10,7 +10,8 @@ namespace. What depends on how a backend stores and indexes arrays lives here:
 - ``_jax``: labels and segment sums that ``jax.jit`` can trace.
 
 :func:`kernel_for` gives the group kernel that :class:`corrgrpo_core._groups.Groups` holds;
-:func:`host_route` says when an array is better worked on through numpy (torch CPU tensors).
+:func:`host_route` says when an array is better worked on through numpy (torch CPU tensors);
+:func:`factorize` and :func:`host_dense_group_size` label host ids of any hashable type.
 No kernel knows an estimator. Backend modules are imported only when their namespace is first seen.
 """
 
@@ -21,15 +22,19 @@ from functools import cache
 from typing import Any
 
 from .._lib._compat import Namespace, is_jax_namespace, is_numpy_namespace, is_torch_namespace
-from ._generic import CHUNK_ROWS, SMALL_GROUP, Kernel, RaggedIndex, Runs, shift_divide
-from ._host import NumpyKernel
+from ._generic import CHUNK_ROWS, SMALL_GROUP, Joined, Kernel, RaggedIndex, Runs, shift_divide
+from ._host import NumpyKernel, factorize
+from ._host import dense_group_size as host_dense_group_size
 
 __all__ = [
     "CHUNK_ROWS",
     "SMALL_GROUP",
+    "Joined",
     "Kernel",
     "RaggedIndex",
     "Runs",
+    "factorize",
+    "host_dense_group_size",
     "host_route",
     "kernel_for",
     "shift_divide",

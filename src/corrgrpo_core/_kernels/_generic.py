@@ -11,13 +11,13 @@ in ``[0, N)``, so no shape depends on the values), and summed by a segmented dou
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from .._lib._compat import Array, Namespace, device
 
-__all__ = ["CHUNK_ROWS", "SMALL_GROUP", "Kernel", "RaggedIndex", "Runs", "shift_divide"]
+__all__ = ["CHUNK_ROWS", "SMALL_GROUP", "Joined", "Kernel", "RaggedIndex", "Runs", "shift_divide"]
 
 # Groups up to this size take the one-pass sum of squares (relative error about size * eps).
 SMALL_GROUP = 1024
@@ -87,10 +87,13 @@ class Kernel:
         """Advantages ``x`` in the caller's ``dtype`` (no copy where they are in it)."""
         return self.xp.astype(x, dtype, copy=False)
 
-    def join(self, parts: Iterable[Array], rows: int, dtype: Any) -> Array:
-        """The arrays ``parts`` (``rows`` along axis 0 in all) joined along axis 0, in ``dtype``."""
-        whole = list(parts)
-        return self.output(whole[0] if len(whole) == 1 else self.xp.concat(whole, axis=0), dtype)
+    def joined(self, rows: int, dtype: Any) -> Joined:
+        """An empty :class:`Joined`: arrays of ``rows`` along axis 0 in all, joined in ``dtype``."""
+        return Joined(self, rows, dtype)
+
+    def constant(self, value: float, ndim: int, dtype: Any, dev: Any) -> Array:
+        """A ``(1,) * ndim`` array of ``value`` (a group size, a row count), never written."""
+        return self.xp.full((1,) * ndim, value, dtype=dtype, device=dev)
 
     def in_host_memory(self, x: Array) -> bool:
         """Whether ``x`` lies in host memory a pass can stream through a piece at a time
@@ -168,8 +171,17 @@ class Kernel:
         )
         return index, xp.reshape(xp.astype(size, dtype), (n, 1)), False
 
-    def segment_sum(self, x: Array, r: RaggedIndex) -> Array:
-        """(num, ...) sums of the rows of ``x`` with each label.
+    def lazy_shift(self, r: RaggedIndex) -> bool:
+        """Whether the ragged methods below take their ``ref`` a piece of rows at a time, with no
+        shifted copy of the batch. ``ref`` (group level, here and below): x - ref[labels] in place
+        of x; where this is False, that difference is made first (a new array)."""
+        return False
+
+    def _minus_ref(self, x: Array, r: RaggedIndex, ref: Array | None) -> Array:
+        return x if ref is None else self.subtract_gathered(x, ref, r)
+
+    def group_sum(self, x: Array, r: RaggedIndex) -> Array:
+        """(num, ...) sums of the rows of ``x`` with each label: the primitive the ragged sums use.
 
         A segmented inclusive scan by doubling: exact within a segment (no prefix-sum
         cancellation across groups), log2(largest group) passes. Labels are sorted positions of
@@ -192,9 +204,19 @@ class Kernel:
             shift *= 2
         return xp.take(scan, r.seg_end - 1, axis=0)
 
-    def segment_sum_sq(self, x: Array, r: RaggedIndex) -> Array:
+    def segment_sum(self, x: Array, r: RaggedIndex, *, ref: Array | None = None) -> Array:
+        """(num, ...) sums of the rows of ``x`` with each label."""
+        return self.group_sum(self._minus_ref(x, r, ref), r)
+
+    def segment_sum_sq(self, x: Array, r: RaggedIndex, *, ref: Array | None = None) -> Array:
         """(num, ...) sums of ``x * x`` of the rows with each label."""
-        return self.segment_sum(x * x, r)
+        x = self._minus_ref(x, r, ref)
+        return self.group_sum(x * x, r)
+
+    def segment_sum_both(self, x: Array, r: RaggedIndex, *, ref: Array | None = None) -> tuple[Array, Array]:
+        """:meth:`segment_sum` and :meth:`segment_sum_sq` of ``x``, in one pass where the backend can."""
+        x = self._minus_ref(x, r, ref)
+        return self.group_sum(x, r), self.group_sum(x * x, r)
 
     def gather(self, g: Array, r: RaggedIndex) -> Array:
         """Each row's group value: a new ``(N, ...)`` array."""
@@ -210,15 +232,29 @@ class Kernel:
         return x
 
     def shift_divide_gathered(
-        self, x: Array, sub: Array | None, div: Array | None, r: RaggedIndex, *, in_place: bool
+        self,
+        x: Array,
+        sub: Array | None,
+        div: Array | None,
+        r: RaggedIndex,
+        *,
+        in_place: bool,
+        ref: Array | None = None,
     ) -> Array:
         """``(x - sub[labels]) / div[labels]`` (a None term left out): a new array, or with
-        ``in_place`` written into ``x`` (an array of the caller's own) where the backend can."""
+        ``in_place`` written into ``x`` (an array of the caller's own) where the backend can
+        (with ``ref``: into the new x - ref)."""
+        if ref is not None:
+            x, in_place = self._minus_ref(x, r, ref), True
         return shift_divide(x, sub, div, lambda g: self.gather(g, r), in_place=in_place)
 
-    def row_dot_gathered(self, x: Array, g: Array, r: RaggedIndex) -> Array:
+    def row_dot_gathered(self, x: Array, g: Array, r: RaggedIndex, *, ref: Array | None = None) -> Array:
         """(N, 1): sum_k x_ik g_(label i) k."""
-        return self.xp.sum(x * self.gather(g, r), axis=-1, keepdims=True)
+        return self.xp.sum(self._minus_ref(x, r, ref) * self.gather(g, r), axis=-1, keepdims=True)
+
+    def sum_k_gathered(self, x: Array, r: RaggedIndex, ref: Array) -> Array:
+        """(N, 1): sum_k (x - ref[labels])_ik, a new array."""
+        return self.sum_k(self._minus_ref(x, r, ref))
 
     # --- tokens ---------------------------------------------------------------------------
 
@@ -228,6 +264,21 @@ class Kernel:
         mask = response_mask if response_mask.dtype == xp.bool else response_mask != 0
         values = xp.broadcast_to(advantages[..., None], tuple(response_mask.shape))
         return xp.where(mask, values, 0.0)
+
+
+class Joined:
+    """Arrays added in order (``rows`` along axis 0 in all), joined along axis 0 in ``dtype``."""
+
+    def __init__(self, kernel: Kernel, rows: int, dtype: Any) -> None:
+        self.kernel, self.rows, self.dtype = kernel, rows, dtype
+        self.parts: list[Array] = []
+
+    def add(self, part: Array) -> None:
+        self.parts.append(part)
+
+    def result(self) -> Array:
+        parts, kernel = self.parts, self.kernel
+        return kernel.output(parts[0] if len(parts) == 1 else kernel.xp.concat(parts, axis=0), self.dtype)
 
 
 def shift_divide(

@@ -17,14 +17,15 @@ arrays of ours.
 from __future__ import annotations
 
 import collections
+import functools
 import itertools
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
 from .._lib._compat import Array, Namespace
-from ._generic import SMALL_GROUP, Kernel, RaggedIndex, Runs
+from ._generic import SMALL_GROUP, Joined, Kernel, RaggedIndex, Runs
 
 # Ids in a range this many times the row count are labelled by direct addressing (no sort).
 _DIRECT_SPAN = 4
@@ -54,10 +55,13 @@ class NumpyKernel(Kernel):
     def in_host_memory(self, x: Array) -> bool:
         return True
 
+    def constant(self, value: float, ndim: int, dtype: Any, dev: Any) -> Array:
+        return _constant(value, ndim, np.dtype(dtype))
+
     def sum_of_squares(self, x: Array) -> float | None:
         if x.dtype not in (np.float32, np.float64):
             return None
-        flat = x.reshape(-1)
+        flat = x.ravel(order="K")  # a view of any contiguous block, whatever its axis order
         return float(np.vdot(flat, flat))  # one BLAS pass
 
     def max_abs(self, x: Array) -> float:
@@ -67,19 +71,8 @@ class NumpyKernel(Kernel):
         # (the caller has checked that the values fit ``dtype``: no overflow here)
         return np.asarray(x, dtype=dtype, order="C")  # row-major, as the caller's scores
 
-    def join(self, parts: Iterable[Array], rows: int, dtype: Any) -> Array:
-        """Each part written into one output as it comes (a piece's result is freed before the
-        next piece is computed)."""
-        it = iter(parts)
-        first = next(it)
-        if first.shape[0] == rows:
-            return self.output(first, dtype)
-        out = np.empty((rows, *first.shape[1:]), dtype=dtype)
-        a = 0
-        for part in itertools.chain((first,), it):  # (checked by the caller to fit ``dtype``)
-            out[a : a + part.shape[0]] = part
-            a += part.shape[0]
-        return out
+    def joined(self, rows: int, dtype: Any) -> Joined:
+        return _HostJoined(self, rows, dtype)
 
     def sum_k(self, x: Array) -> Array:
         if x.shape[-1] == 1:  # the sum of one component is the component: no copy (never written)
@@ -113,11 +106,29 @@ class NumpyKernel(Kernel):
         assert index.size is not None
         return index, index.size[:, None].astype(dtype), small(index.size)
 
-    def segment_sum(self, x: Array, r: RaggedIndex) -> Array:
+    def lazy_shift(self, r: RaggedIndex) -> bool:
+        # scattered groups: a piece of rows at a time (ids in runs: contiguous segment sums of the
+        # shifted copy are faster)
+        return r.starts is None
+
+    def _eager(self, x: Array, r: RaggedIndex, ref: Array | None) -> tuple[Array, Array | None]:
+        """(x, ref) as the row functions below take them: with runs, x - ref made first."""
+        return (x, ref) if ref is None or r.starts is None else (self._minus_ref(x, r, ref), None)
+
+    def group_sum(self, x: Array, r: RaggedIndex) -> Array:
         return segment_sums(x, r, square=False)
 
-    def segment_sum_sq(self, x: Array, r: RaggedIndex) -> Array:
-        return segment_sums(x, r, square=True)
+    def segment_sum(self, x: Array, r: RaggedIndex, *, ref: Array | None = None) -> Array:
+        x, ref = self._eager(x, r, ref)
+        return segment_sums(x, r, square=False, ref=ref)
+
+    def segment_sum_sq(self, x: Array, r: RaggedIndex, *, ref: Array | None = None) -> Array:
+        x, ref = self._eager(x, r, ref)
+        return segment_sums(x, r, square=True, ref=ref)
+
+    def segment_sum_both(self, x: Array, r: RaggedIndex, *, ref: Array | None = None) -> tuple[Array, Array]:
+        x, ref = self._eager(x, r, ref)
+        return segment_sums_both(x, r, ref)
 
     def gather(self, g: Array, r: RaggedIndex) -> Array:
         if g.ndim == 2 and g.shape[1] > 1:
@@ -130,18 +141,65 @@ class NumpyKernel(Kernel):
         return _take_rows(g, r.labels, np.empty((r.labels.shape[0], *g.shape[1:]), dtype=g.dtype))
 
     def subtract_gathered(self, x: Array, g: Array, r: RaggedIndex) -> Array:
-        return self.shift_divide_gathered(x, g, None, r, in_place=False)
+        return shift_divide_rows(x, g, None, r, in_place=False)
 
     def divide_gathered(self, x: Array, g: Array, r: RaggedIndex) -> Array:
-        return self.shift_divide_gathered(x, None, g, r, in_place=True)
+        return shift_divide_rows(x, None, g, r, in_place=True)
 
     def shift_divide_gathered(
-        self, x: Array, sub: Array | None, div: Array | None, r: RaggedIndex, *, in_place: bool
+        self,
+        x: Array,
+        sub: Array | None,
+        div: Array | None,
+        r: RaggedIndex,
+        *,
+        in_place: bool,
+        ref: Array | None = None,
     ) -> Array:
-        return shift_divide_rows(x, sub, div, r, in_place=in_place)
+        x, lazy = self._eager(x, r, ref)
+        if lazy is None and ref is not None:  # x - ref is ours
+            in_place = True
+        return shift_divide_rows(x, sub, div, r, in_place=in_place and lazy is None, ref=lazy)
 
-    def row_dot_gathered(self, x: Array, g: Array, r: RaggedIndex) -> Array:
-        return row_dot_rows(x, g, r)
+    def row_dot_gathered(self, x: Array, g: Array, r: RaggedIndex, *, ref: Array | None = None) -> Array:
+        x, ref = self._eager(x, r, ref)
+        return row_dot_rows(x, g, r, ref)
+
+    def sum_k_gathered(self, x: Array, r: RaggedIndex, ref: Array) -> Array:
+        if r.starts is not None:
+            return self.sum_k(self._minus_ref(x, r, ref))
+        return sum_k_rows(x, ref, r)
+
+
+@functools.lru_cache(maxsize=256)
+def _constant(value: float, ndim: int, dtype: Any) -> Array:
+    """One read-only array per value, shape and dtype: made once (a small call would spend more on
+    ``np.full`` than on a statistic)."""
+    out = np.full((1,) * ndim, value, dtype=dtype)
+    out.setflags(write=False)
+    return out
+
+
+class _HostJoined(Joined):
+    """Each part written into one output as it comes (a piece's result is freed before the next
+    piece is computed); a part that is the whole result is converted at the end."""
+
+    def __init__(self, kernel: Kernel, rows: int, dtype: Any) -> None:
+        super().__init__(kernel, rows, dtype)
+        self.out: Array | None = None
+        self.at = 0
+
+    def add(self, part: Array) -> None:
+        if self.out is None:
+            if part.shape[0] == self.rows:
+                self.parts.append(part)
+                return
+            self.out = np.empty((self.rows, *part.shape[1:]), dtype=self.dtype)
+        self.out[self.at : self.at + part.shape[0]] = part  # (checked by the caller to fit ``dtype``)
+        self.at += part.shape[0]
+
+    def result(self) -> Array:
+        return super().result() if self.out is None else self.out
 
 
 # Ragged groups on the host, a piece of rows at a time: group values are gathered a piece at a

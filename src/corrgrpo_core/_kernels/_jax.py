@@ -34,7 +34,7 @@ class JaxKernel(Kernel):
         start = jax.lax.cummax(xp.where(first, position, 0), axis=0)
         labels = xp.zeros_like(start).at[order].set(start)
         index = RaggedIndex(labels=labels, num=n, member=order, size=None)
-        return index, self.segment_sum(xp.ones((n, 1), dtype=dtype, device=dev), index), False
+        return index, self.group_sum(xp.ones((n, 1), dtype=dtype, device=dev), index), False
 
-    def segment_sum(self, x: Array, r: RaggedIndex) -> Array:
+    def group_sum(self, x: Array, r: RaggedIndex) -> Array:
         return jax.ops.segment_sum(x, r.labels, num_segments=r.num)

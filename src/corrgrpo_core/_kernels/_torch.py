@@ -123,9 +123,9 @@ class TorchKernel(Kernel):
             return index, count, _host.small(found.size)
         index = _first_row_labels(ids)
         ones = torch.ones((ids.shape[0], 1), dtype=dtype, device=ids.device)
-        return index, self.segment_sum(ones, index), False
+        return index, self.group_sum(ones, index), False
 
-    def segment_sum(self, x: Array, r: RaggedIndex) -> Array:
+    def group_sum(self, x: Array, r: RaggedIndex) -> Array:
         return torch.zeros((r.num, *x.shape[1:]), dtype=x.dtype, device=x.device).index_add_(0, r.labels, x)
 
     def subtract_gathered(self, x: Array, g: Array, r: RaggedIndex) -> Array:
@@ -134,8 +134,9 @@ class TorchKernel(Kernel):
     def divide_gathered(self, x: Array, g: Array, r: RaggedIndex) -> Array:
         return x.div_(self.gather(g, r))
 
-    def row_dot_gathered(self, x: Array, g: Array, r: RaggedIndex) -> Array:
-        return self.gather(g, r).mul_(x).sum(dim=-1, keepdim=True)  # multiply into the gathered copy
+    def row_dot_gathered(self, x: Array, g: Array, r: RaggedIndex, *, ref: Array | None = None) -> Array:
+        # multiply into the gathered copy
+        return self.gather(g, r).mul_(self._minus_ref(x, r, ref)).sum(dim=-1, keepdim=True)
 
     def broadcast_to_tokens(self, advantages: Array, response_mask: Array) -> Array:
         return broadcast_to_tokens(advantages, response_mask)

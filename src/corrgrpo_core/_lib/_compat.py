@@ -7,6 +7,7 @@ module of :mod:`corrgrpo_core._kernels`.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, TypeAlias
 
 import numpy as np
@@ -33,6 +34,7 @@ __all__ = [
     "Namespace",
     "array_namespace",
     "device",
+    "dtype_kind",
     "is_array_api_obj",
     "is_jax_namespace",
     "is_lazy_array",
@@ -94,6 +96,16 @@ def stop_gradient(x: Array, xp: Namespace) -> Array:
 
         return jax.lax.stop_gradient(x)
     return x
+
+
+@functools.cache
+def dtype_kind(xp: Namespace, dtype: Any) -> str:
+    """``"real floating"``, ``"integral"`` or ``""`` (neither) for ``dtype`` of ``xp``, asked of
+    ``xp.isdtype`` once per namespace and dtype (a call costs microseconds; this, a dict lookup)."""
+    for kind in ("real floating", "integral"):
+        if xp.isdtype(dtype, kind):
+            return kind
+    return ""
 
 
 def work_dtype(xp: Namespace, dev: Any) -> Any:

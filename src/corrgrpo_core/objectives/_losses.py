@@ -8,12 +8,15 @@ All losses are to be minimised (they are the negated objectives).
 from __future__ import annotations
 
 from types import ModuleType
-from typing import Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypedDict
 
 from .._lib._compat import Array, namespace, stop_gradient
 from .._lib._helpers import as_float_mask, float_dtype, masked_max, masked_mean, masked_min
 from .._validation import check_choice, check_number, check_optional_number, choices
 from ._aggregate import AggregationMode, _aggregate
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = [
     "KLKind",
@@ -145,8 +148,11 @@ def kl_penalty(
     return kl
 
 
-class _Tail(NamedTuple):
-    """The options every objective shares: aggregation and the KL term."""
+class LossTail(TypedDict, total=False):
+    """The keyword options every objective shares, declared once: the aggregation (see
+    :func:`aggregate_loss`: ``aggregation``, ``num_tokens``, ``num_sequences``,
+    ``loss_scale_factor``) and the KL term (``ref_log_prob``, ``kl_coef``, ``kl_kind``,
+    ``kl_importance_weighted``); documented in :func:`ppo_clip_loss`, defaults in :class:`_Tail`."""
 
     aggregation: AggregationMode
     num_tokens: float | Array | None
@@ -156,6 +162,28 @@ class _Tail(NamedTuple):
     kl_coef: float
     kl_kind: KLKind
     kl_importance_weighted: bool
+
+
+class _Tail(NamedTuple):
+    """The options every objective shares (:class:`LossTail`), with their defaults."""
+
+    aggregation: AggregationMode = "token-mean"
+    num_tokens: float | Array | None = None
+    num_sequences: float | Array | None = None
+    loss_scale_factor: float | None = None
+    ref_log_prob: Array | None = None
+    kl_coef: float = 0.0
+    kl_kind: KLKind = "k3"
+    kl_importance_weighted: bool = False
+
+
+def _tail(options: LossTail, **defaults: Any) -> _Tail:
+    """The shared options of one call, over the objective's own ``defaults`` and :class:`_Tail`'s;
+    a name that is not one of them is a TypeError, as for any unknown keyword."""
+    unknown = set(options).difference(_Tail._fields)
+    if unknown:
+        raise TypeError(f"unexpected keyword argument(s): {', '.join(sorted(unknown))}")
+    return _Tail(**{**defaults, **options})
 
 
 def _finish(
@@ -234,15 +262,8 @@ def ppo_clip_loss(
     eps_low: float = 0.2,
     eps_high: float | None = None,
     dual_clip: float | None = None,
-    aggregation: AggregationMode = "token-mean",
-    num_tokens: float | Array | None = None,
-    num_sequences: float | Array | None = None,
-    loss_scale_factor: float | None = None,
     log_ratio_limit: float | None = 20.0,
-    ref_log_prob: Array | None = None,
-    kl_coef: float = 0.0,
-    kl_kind: KLKind = "k3",
-    kl_importance_weighted: bool = False,
+    **tail: Unpack[LossTail],
 ) -> PolicyLoss:
     r"""PPO / GRPO clipped surrogate loss.
 
@@ -303,19 +324,9 @@ def ppo_clip_loss(
     >>> float(out.loss), float(out.metrics["clip_fraction"])
     (-1.1, 0.5)
     """
-    tail = _Tail(
-        aggregation,
-        num_tokens,
-        num_sequences,
-        loss_scale_factor,
-        ref_log_prob,
-        kl_coef,
-        kl_kind,
-        kl_importance_weighted,
-    )
     high = eps_low if eps_high is None else eps_high
     return _ppo_clip(
-        log_prob, old_log_prob, advantages, mask, eps_low, high, dual_clip, log_ratio_limit, tail
+        log_prob, old_log_prob, advantages, mask, eps_low, high, dual_clip, log_ratio_limit, _tail(tail)
     )
 
 
@@ -348,15 +359,8 @@ def dapo_loss(
     eps_low: float = 0.2,
     eps_high: float = 0.28,
     dual_clip: float | None = None,
-    aggregation: AggregationMode = "token-mean",
-    num_tokens: float | Array | None = None,
-    num_sequences: float | Array | None = None,
-    loss_scale_factor: float | None = None,
     log_ratio_limit: float | None = 20.0,
-    ref_log_prob: Array | None = None,
-    kl_coef: float = 0.0,
-    kl_kind: KLKind = "k3",
-    kl_importance_weighted: bool = False,
+    **tail: Unpack[LossTail],
 ) -> PolicyLoss:
     r"""DAPO's loss: the clipped surrogate with Clip-Higher and token-level averaging.
 
@@ -375,18 +379,8 @@ def dapo_loss(
     >>> float(dapo_loss(lp, old, np.asarray([1.0]), np.asarray([[1]])).loss)
     -1.28
     """
-    tail = _Tail(
-        aggregation,
-        num_tokens,
-        num_sequences,
-        loss_scale_factor,
-        ref_log_prob,
-        kl_coef,
-        kl_kind,
-        kl_importance_weighted,
-    )
     return _ppo_clip(
-        log_prob, old_log_prob, advantages, mask, eps_low, eps_high, dual_clip, log_ratio_limit, tail
+        log_prob, old_log_prob, advantages, mask, eps_low, eps_high, dual_clip, log_ratio_limit, _tail(tail)
     )
 
 
@@ -403,15 +397,8 @@ def cispo_loss(
     bound: CispoBound = "relative",
     eps_low: float | None = None,
     eps_high: float | None = None,
-    aggregation: AggregationMode = "token-mean",
-    num_tokens: float | Array | None = None,
-    num_sequences: float | Array | None = None,
-    loss_scale_factor: float | None = None,
     log_ratio_limit: float | None = 20.0,
-    ref_log_prob: Array | None = None,
-    kl_coef: float = 0.0,
-    kl_kind: KLKind = "k3",
-    kl_importance_weighted: bool = False,
+    **tail: Unpack[LossTail],
 ) -> PolicyLoss:
     r"""CISPO loss: REINFORCE weighted by a clipped, stop-gradient importance ratio.
 
@@ -469,17 +456,7 @@ def cispo_loss(
         "clip_fraction_low": _fraction(low, m, xp),
         "clip_fraction_high": _fraction(high_hit, m, xp),
     }
-    tail = _Tail(
-        aggregation,
-        num_tokens,
-        num_sequences,
-        loss_scale_factor,
-        ref_log_prob,
-        kl_coef,
-        kl_kind,
-        kl_importance_weighted,
-    )
-    return _finish(inp, token, raw_ratio, metrics, tail)
+    return _finish(inp, token, raw_ratio, metrics, _tail(tail))
 
 
 def gspo_loss(
@@ -491,15 +468,8 @@ def gspo_loss(
     *,
     eps_low: float = 3e-4,
     eps_high: float = 4e-4,
-    aggregation: AggregationMode = "seq-mean-token-mean",
-    num_tokens: float | Array | None = None,
-    num_sequences: float | Array | None = None,
-    loss_scale_factor: float | None = None,
     log_ratio_limit: float | None = 10.0,
-    ref_log_prob: Array | None = None,
-    kl_coef: float = 0.0,
-    kl_kind: KLKind = "k3",
-    kl_importance_weighted: bool = False,
+    **tail: Unpack[LossTail],
 ) -> PolicyLoss:
     r"""GSPO loss (GSPO-token form): the clipped surrogate on a sequence-level ratio.
 
@@ -536,14 +506,4 @@ def gspo_loss(
         log_s = xp.clip(log_s, None, limit)
     ratio = xp.exp(log_s)
     token, metrics = _clipped_surrogate(inp, ratio, eps_low=eps_low, eps_high=eps_high, dual_clip=None)
-    tail = _Tail(
-        aggregation,
-        num_tokens,
-        num_sequences,
-        loss_scale_factor,
-        ref_log_prob,
-        kl_coef,
-        kl_kind,
-        kl_importance_weighted,
-    )
-    return _finish(inp, token, ratio, metrics, tail)
+    return _finish(inp, token, ratio, metrics, _tail(tail, aggregation="seq-mean-token-mean"))
