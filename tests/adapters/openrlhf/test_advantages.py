@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import corrgrpo_core as cc
+from corrgrpo_adapters._versions import RANGES
 from corrgrpo_adapters.openrlhf import hook
 from corrgrpo_adapters.openrlhf.config import AdapterConfig
 
@@ -245,7 +246,7 @@ def test_a_changed_openrlhf_layout_is_a_clear_error(orl, monkeypatch, target, na
         monkeypatch.setattr(maker_module, name, lambda r, kl: r)
     with pytest.raises(hook.OpenRLHFLayoutError, match=message) as info:
         hook.patch_openrlhf(AdapterConfig("corrgrpo", ("acc",)))
-    assert "openrlhf==0.11.2" in str(info.value)
+    assert RANGES["openrlhf"].describe() in str(info.value)
 
 
 def test_a_registered_estimator_logs_with_its_declared_diagnostic_options():
@@ -266,3 +267,14 @@ def test_a_registered_estimator_logs_with_its_declared_diagnostic_options():
             AdapterConfig("half_corrgrpo", ("a", "b"), options={"ddof": 0})
     finally:
         del _registry._REGISTRY["half_corrgrpo"]
+
+
+def test_the_installed_openrlhf_is_in_range_and_one_outside_warns_naming_it(orl, monkeypatch):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        hook.check_openrlhf()  # the installed release: inside the range, silent
+    monkeypatch.setattr("corrgrpo_adapters._versions.installed_version", lambda _: "0.12.0")
+    with pytest.warns(UserWarning, match=r"supports openrlhf>=.*openrlhf 0\.12\.0 is outside"):
+        hook.check_openrlhf()
