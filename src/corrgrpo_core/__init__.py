@@ -20,6 +20,7 @@ from ._api import (
     rloo_advantage,
 )
 from ._diagnostics import AdvantageStats
+from ._group_stats import GroupStats, group_stats
 from ._groups import dense_group_size, group_labels, run_length
 from ._registry import (
     EstimatorSpec,
@@ -40,6 +41,7 @@ __all__ = [
     "DaraVariant",
     "EpsPlacement",
     "EstimatorSpec",
+    "GroupStats",
     "NanPolicy",
     "SingletonPolicy",
     "StdScope",
@@ -57,6 +59,7 @@ __all__ = [
     "gdpo_corr_advantage",
     "get_estimator",
     "group_labels",
+    "group_stats",
     "grpo_advantage",
     "mo_grpo_advantage",
     "objectives",

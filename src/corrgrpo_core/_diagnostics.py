@@ -13,6 +13,12 @@ if TYPE_CHECKING:
     from ._estimators import CorrParts
 
 
+DEGENERATE_THRESHOLD = 0.01
+"""A group is degenerate when its correlation sum is below this while its total varies: the paper's
+CorrGRPO advantage is then over 1/sqrt(0.01) = 10 times the centred total (Dr.GRPO's advantage),
+which is what it equals with one varying component (correlation sum 1)."""
+
+
 @dataclass(frozen=True)
 class AdvantageStats:
     """Per-row diagnostics (each row carries its group's values).
@@ -37,7 +43,10 @@ class AdvantageStats:
     zero_variance_count
         Components that do not vary in the group.
     degenerate
-        Some component varies but the correlation sum is below the threshold.
+        The group's correlation sum (before any floor) is below ``degenerate_threshold``
+        (default :data:`DEGENERATE_THRESHOLD`) while its weighted total varies: the paper's
+        CorrGRPO advantage is then more than 1/sqrt(threshold) = 10 times the centred total,
+        up to 1/sqrt(eps) (see docs/method.md, "Degenerate groups").
     total_std
         Group standard deviation of the weighted total (DAPO's dynamic-sampling criterion).
     total_varies
@@ -56,13 +65,29 @@ class AdvantageStats:
     total_varies: Array
     xp: Namespace = field(repr=False)  # the fields' array namespace (a module: not shown)
 
+    @property
+    def advantage(self) -> Array:
+        """Per row: the CorrGRPO advantage these diagnostics describe (any floor applied), the sum
+        of :attr:`advantage_contribution` over the components."""
+        return self.xp.sum(self.advantage_contribution, axis=-1)
+
+    @property
+    def zero_signal(self) -> Array:
+        """Per row: no reward component varies in the group (a singleton included), so every
+        estimator gives the group's rows advantage 0."""
+        return self.zero_variance_count >= self.variance_share.shape[-1]
+
     def summary(self, component_names: Sequence[str] | None = None) -> dict[str, float]:
         """Flat metrics for a logger, each group counted once.
 
-        Keys: ``groups``, ``singleton_groups``, ``degenerate_groups``, ``c_q/mean|min|max``,
-        ``correlation_sum/mean``, ``covariance_sum/mean``, ``zero_variance_components/mean``, and
-        per component ``denominator_share/<name>`` (mean variance share) and
-        ``advantage_contribution/<name>`` (mean absolute contribution).
+        Keys: ``groups``, ``singleton_groups``, ``zero_signal_groups`` (share of groups in which
+        no component varies: every estimator's advantages are 0 there), ``degenerate_groups``
+        (share of groups that are :attr:`degenerate`), ``degenerate/max_abs_advantage`` and
+        ``degenerate/c_q_max`` (largest |A| and c_q over the degenerate groups, 0 when there are
+        none), ``max_abs_advantage`` (largest |CorrGRPO advantage| in the batch),
+        ``c_q/mean|min|max``, ``correlation_sum/mean``, ``covariance_sum/mean``,
+        ``zero_variance_components/mean``, and per component ``denominator_share/<name>`` (mean
+        variance share) and ``advantage_contribution/<name>`` (mean absolute contribution).
         """
         xp = self.xp
         size = xp.reshape(self.group_size, (-1,))
@@ -81,11 +106,20 @@ class AdvantageStats:
         def count(v: Array) -> float:
             return float(xp.sum(xp.astype(xp.reshape(v, (-1,)), per_group.dtype) * per_group))
 
+        def largest(v: Array, where: Array) -> float:  # 0 when nothing is selected
+            v = xp.reshape(v, (-1,))
+            return float(xp.max(xp.where(xp.reshape(where, (-1,)), v, xp.zeros_like(v))))
+
         c_q = xp.reshape(self.c_q, (-1,))
+        abs_advantage = xp.abs(xp.reshape(self.advantage, (-1,)))
         out = {
             "groups": groups,
             "singleton_groups": count(size < 2),
-            "degenerate_groups": count(self.degenerate),
+            "zero_signal_groups": count(self.zero_signal) / groups,
+            "degenerate_groups": count(self.degenerate) / groups,
+            "degenerate/max_abs_advantage": largest(abs_advantage, self.degenerate),
+            "degenerate/c_q_max": largest(c_q, self.degenerate),
+            "max_abs_advantage": float(xp.max(abs_advantage)),
             "c_q/mean": mean(c_q),
             "c_q/min": float(xp.min(c_q)),
             "c_q/max": float(xp.max(c_q)),
@@ -110,7 +144,7 @@ def stats_from_parts(
     eps_placement: str,
     ddof: int,
     rtol: float,
-    degenerate_threshold: float = 0.01,
+    degenerate_threshold: float = 0.01,  # = DEGENERATE_THRESHOLD (a literal: the signature is shared)
 ) -> AdvantageStats:
     """Assemble :class:`AdvantageStats` from the pieces CorrGRPO computed anyway."""
     from ._estimators import denominator, divisor, total_moments, unscaled
@@ -126,7 +160,6 @@ def stats_from_parts(
     rows = (*batch.raw.shape[:-1], 1)
     int_dtype = xp.__array_namespace_info__().default_dtypes(device=batch.device)["integral"]
     zero = xp.sum(xp.astype(~comps.varies, int_dtype), axis=-1, keepdims=True)
-    varying = xp.any(comps.varies, axis=-1, keepdims=True)
     corr = parts.correlation_sum
     corr_nonzero = divisor(corr_den, corr_den > 0, xp)  # 0 where the denominator is 0 (eps = 0)
 
@@ -149,7 +182,7 @@ def stats_from_parts(
             * xp.astype(parts.components.scope.expand(parts.spread_g), corr.dtype)
         ),
         zero_variance_count=per_row(zero),
-        degenerate=per_row(varying & (corr < degenerate_threshold)),
+        degenerate=per_row(total.varies & (corr < degenerate_threshold)),
         total_std=per_row(unscaled(total.std, unit, "total_std")),
         total_varies=per_row(total.varies),
         xp=xp,

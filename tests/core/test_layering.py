@@ -30,6 +30,7 @@ CORE_LAYERS: list[set[str]] = [
     {"_estimators"},  # the advantage formulas
     {"_diagnostics", "_tokens"},  # advantage_stats; token broadcast
     {"_api"},  # the public functions: validation, dispatch, registration of the built-ins
+    {"_group_stats"},  # advantage_stats per group over slices of a host batch of any size
 ]
 # What the public sub-packages may take from the private core besides its public API.
 SHARED = {"_lib", "_validation", "_registry", "_oracles"}

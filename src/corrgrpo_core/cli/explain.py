@@ -9,8 +9,7 @@ their sums equal the core's covariance and correlation sums.
 
 from __future__ import annotations
 
-import dataclasses
-import itertools
+import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -27,18 +26,15 @@ from .io import CliError, RewardBatch, markdown_table, read_rewards
 __all__ = [
     "EXAMPLE",
     "Explanation",
-    "GroupTable",
     "GroupView",
     "example_batch",
     "explain",
     "explain_file",
     "explain_shown",
-    "group_matrices",
     "group_table",
     "is_group_local",
     "overflow_check",
     "render_explanation",
-    "whole_group_ranges",
 ]
 
 Array = npt.NDArray[np.float64]
@@ -46,8 +42,6 @@ Array = npt.NDArray[np.float64]
 #: The paper's Figure 2: one group of four rollouts, three reward components on very different scales.
 EXAMPLE = np.array([[0.10, 0.18, 0.80], [0.18, 0.10, 7.28], [0.82, 0.90, 8.00], [0.90, 0.82, 1.52]])
 DEFAULT_ESTIMATORS = ("grpo", "corrgrpo", "gdpo")
-# Same scale-relative test the core uses for "does not vary" (64 float64 epsilons).
-_ZERO_VAR_RTOL = 64.0 * float(np.finfo(np.float64).eps)
 
 
 def example_batch() -> RewardBatch:
@@ -77,6 +71,7 @@ class GroupView:
     variance_share: Array
     zero_variance: int
     degenerate: bool
+    max_abs_advantage: float
 
 
 @dataclass(frozen=True)
@@ -95,121 +90,11 @@ class Explanation:
     mean_correlation: Array
     magnitude: dict[str, tuple[float, float]]
     advantages: dict[str, Array]
+    max_group_size: int = 0
 
 
-def group_matrices(x: Array, sizes: npt.NDArray[np.int64]) -> tuple[Array, Array]:
-    """``(G, K, K)`` sample covariance and Pearson matrices of groups of consecutive rows
-    (``sizes[g]`` rows in group g), vectorised over groups.
-
-    Missing (NaN) entries are left out: means over each component's present values, products
-    over the rows where both are present. Components that do not vary in a group (the core's
-    scale-relative test) get zero rows and columns in its correlation matrix, as in CorrGRPO.
-    """
-    k, present = x.shape[1], sizes > 0
-    starts = (np.cumsum(sizes) - sizes)[present]
-
-    def sums(v: npt.NDArray[Any]) -> Array:  # per group, over its rows (reduceat: rows are sorted)
-        out = np.zeros(sizes.size)
-        out[present] = np.add.reduceat(v, starts) if starts.size else 0.0
-        return out
-
-    xt = np.ascontiguousarray(x.T)  # one contiguous row per component
-    valid = ~np.isnan(xt)
-    has_nan = not bool(valid.all())
-    clean = np.where(valid, xt, 0.0) if has_nan else xt
-    count = np.stack([sums(v) for v in valid]) if has_nan else np.tile(sizes.astype(np.float64), (k, 1))
-    centred = clean - np.repeat(np.stack([sums(c) for c in clean]) / np.maximum(count, 1), sizes, axis=1)
-    if has_nan:
-        centred[~valid] = 0.0
-    cov = np.zeros((sizes.size, k, k))
-    sum_sq = np.zeros((k, sizes.size))
-    for a in range(k):
-        for b in range(a, k):
-            pairs = sums(valid[a] & valid[b]) if has_nan else count[a]
-            total = sums(centred[a] * centred[b])
-            cov[:, a, b] = cov[:, b, a] = np.where(pairs > 1, total / np.maximum(pairs - 1, 1), 0.0)
-            if a == b:
-                sum_sq[a] = total
-    varies = (count > 1) & (sum_sq > _ZERO_VAR_RTOL**2 * np.stack([sums(c * c) for c in clean]))
-    diag = np.diagonal(cov, axis1=1, axis2=2)
-    inv = np.where(varies.T, 1.0 / np.sqrt(np.where(varies.T, diag, 1.0)), 0.0)
-    return cov, cov * inv[:, :, None] * inv[:, None, :]
-
-
-@dataclass(frozen=True)
-class _GroupStats:
-    """Per-group diagnostics from :func:`corrgrpo_core.advantage_stats` (index = group)."""
-
-    covariance_sum: Array
-    correlation_sum: Array
-    c_q: Array
-    variance_share: Array
-    zero_variance: npt.NDArray[np.int64]
-    degenerate: npt.NDArray[np.bool_]
-    total_varies: npt.NDArray[np.bool_]
-
-    @staticmethod
-    def zeros(n_groups: int, k: int) -> _GroupStats:
-        n, z = n_groups, np.zeros
-        return _GroupStats(z(n), z(n), z(n), z((n, k)), z(n, np.int64), z(n, np.bool_), z(n, np.bool_))
-
-    def part(self, lo: int, hi: int) -> _GroupStats:
-        """Groups [lo, hi): views, written through."""
-        return _GroupStats(*(getattr(self, f.name)[lo:hi] for f in dataclasses.fields(_GroupStats)))
-
-
-@dataclass(frozen=True)
-class GroupTable(_GroupStats):
-    """Per-group diagnostics of a batch (index g = group g), from :func:`corrgrpo_core.advantage_stats`
-    run over slices of whole groups, so the core's temporaries are bounded by a slice, not by the
-    batch; ``advantages[e]`` holds every row's advantage under estimator e (file order).
-
-    ``order``/``starts``/``sizes`` give each group's rows (``order[starts[g]:starts[g] + sizes[g]]``).
-    """
-
-    sizes: npt.NDArray[np.int64]
-    starts: npt.NDArray[np.int64]
-    order: npt.NDArray[np.int64]
-    mean_correlation: Array
-    matrices: dict[int, tuple[Array, Array]]
-    advantages: dict[str, Array]
-
-    def rows(self, g: int) -> npt.NDArray[np.int64]:
-        return self.order[self.starts[g] : self.starts[g] + self.sizes[g]]
-
-    def summary(self, names: Sequence[str]) -> dict[str, float]:
-        """The batch numbers, each group counted once (the keys of ``AdvantageStats.summary``)."""
-        out = {
-            "groups": float(self.sizes.size),
-            "singleton_groups": float(np.sum(self.sizes < 2)),
-            "degenerate_groups": float(np.sum(self.degenerate)),
-            "c_q/mean": float(np.mean(self.c_q)),
-            "c_q/min": float(np.min(self.c_q)),
-            "c_q/max": float(np.max(self.c_q)),
-            "correlation_sum/mean": float(np.mean(self.correlation_sum)),
-            "covariance_sum/mean": float(np.mean(self.covariance_sum)),
-            "zero_variance_components/mean": float(np.mean(self.zero_variance)),
-        }
-        for i, name in enumerate(names):
-            out[f"denominator_share/{name}"] = float(np.mean(self.variance_share[:, i]))
-        return out
-
-
-#: Rows per slice handed to the core at once (its temporaries are a few times a slice).
-SLICE_ROWS = 1 << 16
-#: Bits of magnitude that one call to the core may span: it scales a batch by one power of two, so
-#: a group 2**-256 below the batch's largest value still has normal squares.
-SCALE_BITS = 256
-
-
-def whole_group_ranges(sizes: npt.NDArray[np.int64], rows: int) -> list[tuple[int, int]]:
-    """Ranges [lo, hi) of consecutive groups (sizes given) of about ``rows`` rows each."""
-    n_groups = sizes.size
-    ends = np.cumsum(sizes)
-    total = int(ends[-1]) if n_groups else 0
-    cuts = np.unique(np.searchsorted(ends, np.arange(rows, total, rows)))
-    bounds = [0, *[int(c) + 1 for c in cuts if c + 1 < n_groups], n_groups]
-    return [(lo, hi) for lo, hi in itertools.pairwise(bounds) if hi > lo]
+#: Rows per slice that :func:`corrgrpo_core.group_stats` hands the core at once (None: its default).
+SLICE_ROWS: int | None = None
 
 
 def is_group_local(name: str, options: Mapping[str, Any] | None = None) -> bool:
@@ -217,107 +102,6 @@ def is_group_local(name: str, options: Mapping[str, Any] | None = None) -> bool:
     statistic such as GDPO's batch z-score), as its registry entry declares (``scope`` and
     ``batch_scope_when``; see :meth:`corrgrpo_core.EstimatorSpec.group_local`)."""
     return cc.get_estimator(name).group_local(options)
-
-
-# --------------------------------------------------------------------------------------------------
-# Pieces of whole groups on one scale.
-
-
-@dataclass(frozen=True)
-class _Piece:
-    """Some groups of a slice (``groups``: slice-local indices, ``None`` = all) and their rows."""
-
-    groups: npt.NDArray[np.int64] | None
-    rows: npt.NDArray[np.bool_] | None
-    ids: npt.NDArray[np.int64]
-    unit: float  # a power of two near the piece's largest weighted magnitude
-
-
-def _scale_pieces(x: Array, sizes: npt.NDArray[np.int64], weights: Array) -> list[_Piece]:
-    """The groups of a slice (rows sorted by group, ``sizes`` rows each) split by magnitude so that
-    no call spans more than :data:`SCALE_BITS` bits: the core scales each call by one power of two,
-    and a group of 1e-162 next to one of 1e34 would otherwise lose its squares below float64's
-    range. Usually one piece (no copy)."""
-    ids = np.repeat(np.arange(sizes.size), sizes)
-    row_top = np.zeros(x.shape[0])  # column by column: a reduction along rows of K is slow
-    for j in range(x.shape[1]):
-        row_top = np.fmax(row_top, np.abs(x[:, j]) * abs(float(weights[j])))
-    top, present = np.zeros(sizes.size), sizes > 0
-    top[present] = np.fmax.reduceat(row_top, (np.cumsum(sizes) - sizes)[present])
-    exponent = np.frexp(top)[1]
-    high = int(exponent.max(initial=0))
-    exponent[top == 0] = high  # a group of zeros has no scale: it goes with any piece
-    bucket = (high - exponent) // SCALE_BITS  # 0: within SCALE_BITS bits of the largest
-    if bucket.size == 0 or bucket.min() == bucket.max():
-        return [_Piece(None, None, ids, math.ldexp(1.0, high))]
-    pieces = []
-    for b in np.unique(bucket):
-        groups = np.flatnonzero(bucket == b)
-        rows = (bucket == b)[ids]
-        unit = math.ldexp(1.0, int(exponent[groups].max()))
-        pieces.append(_Piece(groups, rows, np.searchsorted(groups, ids[rows]), unit))
-    return pieces
-
-
-def _slice_stats(
-    x: Array,
-    pieces: Sequence[_Piece],
-    out: _GroupStats,
-    *,
-    weights: Array,
-    nan_policy: cc.NanPolicy,
-    min_correlation_sum: float,
-) -> tuple[Array, Array]:
-    """:func:`corrgrpo_core.advantage_stats` of each group of a slice (rows sorted by group), piece
-    by piece, written into ``out``; returns the display matrices (covariance, correlation)."""
-    n, k = out.c_q.size, x.shape[1]
-    covariance, correlation = np.zeros((n, k, k)), np.zeros((n, k, k))
-    for piece in pieces:
-        sub = x if piece.rows is None else x[piece.rows]
-        try:
-            st = cc.advantage_stats(
-                sub,
-                piece.ids,
-                weights=weights,
-                nan_policy=nan_policy,
-                min_correlation_sum=min_correlation_sum,
-            )
-        except (ValueError, TypeError, OverflowError) as err:
-            raise CliError(f"cannot compute the diagnostics: {err}") from None
-        first = np.flatnonzero(np.diff(piece.ids, prepend=-1))
-        local = piece.ids[first]  # the piece's groups that have rows
-        at = local if piece.groups is None else piece.groups[local]
-        out.covariance_sum[at] = np.asarray(st.covariance_sum)[first]
-        out.correlation_sum[at] = np.asarray(st.correlation_sum)[first]
-        out.c_q[at] = np.asarray(st.c_q)[first]
-        out.variance_share[at] = np.asarray(st.variance_share)[first]
-        out.zero_variance[at] = np.asarray(st.zero_variance_count)[first]
-        out.degenerate[at] = np.asarray(st.degenerate)[first]
-        out.total_varies[at] = np.asarray(st.total_varies)[first]
-        del st
-        # scaled by a power of two (exact) so that tiny groups keep their correlations
-        cov, corr = group_matrices(sub * (weights / piece.unit), np.bincount(piece.ids)[local])
-        covariance[at] = cov * piece.unit * piece.unit
-        correlation[at] = corr
-    return covariance, correlation
-
-
-def _advantages(x: Array, ids: npt.NDArray[np.int64], name: str, options: dict[str, Any]) -> Array:
-    try:
-        adv = cc.compute_advantages(x, ids, estimator=name, **options)
-    except (ValueError, TypeError, OverflowError) as err:
-        raise CliError(f"estimator {name!r} rejected the batch: {err}") from None
-    return np.asarray(adv, dtype=np.float64)
-
-
-def _slice_advantages(x: Array, pieces: Sequence[_Piece], name: str, options: dict[str, Any]) -> Array:
-    """A group-local estimator's advantages over a slice, piece by piece."""
-    if len(pieces) == 1:
-        return _advantages(x, pieces[0].ids, name, options)
-    out = np.empty(x.shape[0], dtype=np.float64)
-    for piece in pieces:
-        out[piece.rows] = _advantages(x[piece.rows], piece.ids, name, options)
-    return out
 
 
 def group_table(
@@ -330,61 +114,22 @@ def group_table(
     detail: Sequence[int] = (),
     min_correlation_sum: float = 0.0,
     estimators: Sequence[str] = (),
-) -> GroupTable:
-    """Per-group diagnostics of ``scores`` (N, K) grouped by ``ids`` (0..G-1) and the advantages
-    of ``estimators``: the rows are sorted by group once; the diagnostics and the group-local
-    estimators go to the core in slices of whole groups, any other estimator (GDPO's batch
-    z-score) gets the whole batch in one call.
-
-    ``detail`` groups also keep their covariance and correlation matrices (for display).
-    """
-    k = scores.shape[1]
-    options: dict[str, Any] = {"weights": weights, "nan_policy": nan_policy}
-    n = ids.size  # rows sorted by group, stably: sorting the distinct keys id * n + row is ~10x
-    order = np.sort(ids * n + np.arange(n)) % n  # faster than argsort(kind="stable") (SIMD sort)
-    sizes = np.bincount(ids, minlength=n_groups).astype(np.int64)
-    starts = np.cumsum(sizes) - sizes
-    x = np.take(scores, order, axis=0)  # sorted by group: each slice is a view
-    names = list(dict.fromkeys(estimators))
-    by_row = {}  # advantages of the sorted rows
-    for name in names:  # the batch estimators first, while their core temporaries have room
-        if not is_group_local(name):
-            by_row[name] = _advantages(x, np.repeat(np.arange(n_groups), sizes), name, options)
-    local = [e for e in names if e not in by_row]
-    by_row.update({e: np.empty(n) for e in local})
-    stats = _GroupStats.zeros(n_groups, k)
-    corr_total = np.zeros((k, k))
-    matrices: dict[int, tuple[Array, Array]] = {}
-    for lo, hi in whole_group_ranges(sizes, SLICE_ROWS):
-        rows = slice(int(starts[lo]), int(starts[hi - 1] + sizes[hi - 1]))
-        pieces = _scale_pieces(x[rows], sizes[lo:hi], weights)
-        for name in local:
-            by_row[name][rows] = _slice_advantages(x[rows], pieces, name, options)
-        cov, corr = _slice_stats(
-            x[rows],
-            pieces,
-            stats.part(lo, hi),
+) -> cc.GroupStats:
+    """:func:`corrgrpo_core.group_stats` of a batch, its errors as one-line :class:`CliError`."""
+    try:
+        return cc.group_stats(
+            scores,
+            ids,
+            n_groups=n_groups,
             weights=weights,
             nan_policy=nan_policy,
             min_correlation_sum=min_correlation_sum,
+            estimators=estimators,
+            matrices_for=detail,
+            chunk_rows=SLICE_ROWS,
         )
-        corr_total += corr.sum(axis=0)
-        for g in set(detail).intersection(range(lo, hi)):
-            matrices[g] = (cov[g - lo], corr[g - lo])
-    del x
-    advantages = {}
-    for name in names:  # back to file order
-        advantages[name] = np.empty(n)
-        advantages[name][order] = by_row.pop(name)
-    return GroupTable(
-        **{f.name: getattr(stats, f.name) for f in dataclasses.fields(_GroupStats)},
-        sizes=sizes,
-        starts=starts,
-        order=order,
-        mean_correlation=corr_total / max(n_groups, 1),
-        matrices=matrices,
-        advantages=advantages,
-    )
+    except (ValueError, TypeError, OverflowError) as err:
+        raise CliError(f"cannot compute the diagnostics: {err}") from None
 
 
 def overflow_check(
@@ -484,8 +229,9 @@ def explain(
                 correlation_sum=float(table.correlation_sum[g]),
                 c_q=float(table.c_q[g]),
                 variance_share=table.variance_share[g],
-                zero_variance=int(table.zero_variance[g]),
+                zero_variance=int(table.zero_variance_count[g]),
                 degenerate=bool(table.degenerate[g]),
+                max_abs_advantage=float(table.max_abs_advantage[g]),
             )
         )
     return Explanation(
@@ -500,6 +246,7 @@ def explain(
         mean_correlation=table.mean_correlation,
         magnitude=magnitude,
         advantages=advantages,
+        max_group_size=int(table.sizes.max(initial=0)),
     )
 
 
@@ -560,6 +307,11 @@ def _fmt(x: float) -> str:
     return "nan" if np.isnan(x) else f"{x:.4f}"
 
 
+def _share(share: float, groups: float) -> str:
+    """A share of the groups as a count and a percentage."""
+    return f"{share * groups:.0f} ({100 * share:.1f}%)"
+
+
 def _matrix_table(names: Sequence[str], m: Array) -> str:
     return markdown_table(
         ["", *names], [[n, *(_fmt(v) for v in row)] for n, row in zip(names, m, strict=False)]
@@ -608,8 +360,10 @@ def render_explanation(ex: Explanation, *, max_groups: int = 10) -> str:
             out.append(f"{view.zero_variance} component(s) do not vary in this group (zero row and column)")
         if view.degenerate:
             out.append(
-                "DEGENERATE: components vary but their correlation sum is ~0, so CorrGRPO divides by "
-                "~sqrt(eps) and its advantages blow up (anti-correlated components on different scales)"
+                f"DEGENERATE: the total varies but the correlation sum is {_fmt(view.correlation_sum)} (< 0.01), "
+                "so CorrGRPO divides the centred total by about sqrt(eps) and its advantages blow up "
+                f"(largest abs(A) {_fmt(view.max_abs_advantage)}; components that cancel); "
+                "--min-correlation-sum 1 bounds them by the centred total (docs/method.md)"
             )
         if view.rows.size < 2:
             zero = all(view.advantages[e][0] == 0 for e in ex.estimators)
@@ -663,7 +417,9 @@ def render_explanation(ex: Explanation, *, max_groups: int = 10) -> str:
             [
                 ["groups", f"{s['groups']:.0f}"],
                 ["groups of one rollout", f"{s['singleton_groups']:.0f}"],
-                ["degenerate groups", f"{s['degenerate_groups']:.0f}"],
+                ["degenerate groups", _share(s["degenerate_groups"], s["groups"])],
+                ["largest abs(A) in a degenerate group", _fmt(s["degenerate/max_abs_advantage"])],
+                ["groups where no component varies (A = 0)", _share(s["zero_signal_groups"], s["groups"])],
                 ["c_q mean / min / max", f"{s['c_q/mean']:.4f} / {s['c_q/min']:.4f} / {s['c_q/max']:.4f}"],
                 ["mean covariance sum", _fmt(s["covariance_sum/mean"])],
                 ["mean correlation sum", _fmt(s["correlation_sum/mean"])],
@@ -679,13 +435,54 @@ def render_explanation(ex: Explanation, *, max_groups: int = 10) -> str:
         "",
         _matrix_table(names, mean_corr),
         "",
+        (
+            "(a component that does not vary in a group has a zero row and column there, so each diagonal "
+            "entry is the share of groups in which that component varies)"
+        ),
+        "",
     ]
     if len(ex.estimators) > 1:
-        rows = [[e, _fmt(ex.magnitude[e][0]), _fmt(ex.magnitude[e][1])] for e in ex.estimators]
-        out += [
-            "advantage magnitude per estimator:",
-            "",
-            markdown_table(["estimator", "mean abs(A)", "max abs(A)"], rows),
-            "",
-        ]
+        out += _magnitude_table(ex)
     return "\n".join(out)
+
+
+@functools.cache
+def in_reward_units(name: str) -> bool:
+    """Whether an estimator's advantages scale with the rewards (CorrGRPO, Dr.GRPO, RLOO) rather
+    than being unit-free (GRPO, GDPO): measured on the paper's group and the same group x 10."""
+    base = np.asarray(cc.compute_advantages(EXAMPLE, estimator=name), dtype=np.float64)
+    scaled = np.asarray(cc.compute_advantages(EXAMPLE * 10.0, estimator=name), dtype=np.float64)
+    return bool(np.allclose(scaled, 10.0 * base, rtol=1e-6) and np.any(base != 0))
+
+
+def _magnitude_table(ex: Explanation) -> list[str]:
+    """Mean and max abs(A) per estimator, the unit of each, and a flag on large ones."""
+    n = max(ex.max_group_size, 2)
+    bound = (n - 1) / math.sqrt(n)  # GRPO's largest abs(A) in a group of n
+    rows, large = [], []
+    for e in ex.estimators:
+        mean, top = ex.magnitude[e]
+        units = in_reward_units(e)
+        flag = top > 10 * bound
+        if flag:
+            large.append(e)
+        rows.append(
+            [e, _fmt(mean), _fmt(top) + (" LARGE" if flag else ""), "reward units" if units else "unit-free"]
+        )
+    out = [
+        "advantage magnitude per estimator:",
+        "",
+        markdown_table(["estimator", "mean abs(A)", "max abs(A)", "scale"], rows),
+        "",
+        (
+            "(unit-free advantages have abs(A) <= (n-1)/sqrt(n) = "
+            f"{bound:.3f} per group of {n}; advantages in reward units grow with the rewards: "
+            "x10 the rewards, x10 the advantages)"
+        ),
+    ]
+    if large:
+        out.append(
+            f"LARGE: {', '.join(large)} reach more than 10x that bound; the policy loss multiplies each "
+            "token's ratio by A, so these rows dominate a step (check the degenerate groups above)"
+        )
+    return [*out, ""]

@@ -1,0 +1,365 @@
+"""Per-group diagnostics of a host batch of any size, in bounded memory: :func:`group_stats`.
+
+:func:`corrgrpo_core.advantage_stats` works on a batch whole and returns per-row fields; this sibling
+sorts the rows by group once, hands the core slices of about :data:`CHUNK_ROWS` rows of whole groups
+(so the core's temporaries are bounded by a slice, not by the batch), and keeps one value per group.
+The core scales each call by one power of two, so a slice whose groups lie more than
+:data:`SCALE_BITS` bits apart is split into calls of one magnitude each: every group's numbers are
+those of the group alone. Estimators' advantages come along: a group-local one (the registry's
+``scope``) over the same slices, any other (GDPO's batch z-score) on the whole batch in one call.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ._api import advantage_stats
+from ._diagnostics import DEGENERATE_THRESHOLD
+from ._registry import compute_advantages, get_estimator
+from ._validation import NanPolicy
+
+__all__ = ["CHUNK_ROWS", "SCALE_BITS", "GroupStats", "group_matrices", "group_stats", "whole_group_ranges"]
+
+F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
+
+#: Rows per slice handed to the core at once (its temporaries are a few times a slice).
+CHUNK_ROWS = 1 << 16
+#: Bits of magnitude that one call to the core may span: it scales a call by one power of two, so a
+#: group 2**-256 below the call's largest value still has normal squares.
+SCALE_BITS = 256
+# The core's scale-relative test for "does not vary" (64 float64 epsilons), for the display matrices.
+_ZERO_VAR_RTOL = 64.0 * float(np.finfo(np.float64).eps)
+
+
+@dataclass(frozen=True)
+class GroupStats:
+    """One value per group (index g = group g) of :func:`group_stats`; the fields mean what they
+    mean in :class:`corrgrpo_core.AdvantageStats`.
+
+    ``order[starts[g]:starts[g] + sizes[g]]`` are group g's rows (input order within the group);
+    ``max_abs_advantage`` is the largest |CorrGRPO advantage| in the group and
+    ``abs_contribution_sum`` the sum over its rows of each component's |contribution|;
+    ``mean_correlation`` is the mean over groups of the within-group correlation matrix (a component
+    that does not vary in a group has a zero row and column there, diagonal included) and
+    ``varies_share[k]`` the share of groups in which component k varies, which is that diagonal;
+    ``matrices[g]`` the (covariance, correlation) matrices of the groups asked for;
+    ``advantages[e]`` every row's advantage under estimator e (input order).
+    """
+
+    sizes: I64
+    starts: I64
+    order: I64
+    covariance_sum: F64
+    correlation_sum: F64
+    c_q: F64
+    variance_share: F64
+    zero_variance_count: I64
+    degenerate: npt.NDArray[np.bool_]
+    total_std: F64
+    total_varies: npt.NDArray[np.bool_]
+    max_abs_advantage: F64
+    abs_contribution_sum: F64
+    mean_correlation: F64
+    varies_share: F64
+    matrices: dict[int, tuple[F64, F64]] = field(default_factory=dict)
+    advantages: dict[str, F64] = field(default_factory=dict)
+
+    def rows(self, g: int) -> I64:
+        """Group g's rows (input order)."""
+        return self.order[self.starts[g] : self.starts[g] + self.sizes[g]]
+
+    @property
+    def zero_signal(self) -> npt.NDArray[np.bool_]:
+        """No component varies in the group: every estimator gives its rows advantage 0."""
+        signal: npt.NDArray[np.bool_] = self.zero_variance_count >= self.variance_share.shape[-1]
+        return signal
+
+    def summary(self, component_names: Sequence[str] | None = None) -> dict[str, float]:
+        """The keys and values of :meth:`corrgrpo_core.AdvantageStats.summary` for the same batch."""
+        k = self.variance_share.shape[-1]
+        names = list(component_names) if component_names is not None else [str(i) for i in range(k)]
+        if len(names) != k:
+            raise ValueError(f"component_names has {len(names)} names for {k} components")
+        g = self.sizes.size
+        if g == 0:
+            return {"groups": 0.0}
+        deg = self.degenerate
+        out = {
+            "groups": float(g),
+            "singleton_groups": float(np.sum(self.sizes < 2)),
+            "zero_signal_groups": float(np.mean(self.zero_signal)),
+            "degenerate_groups": float(np.mean(deg)),
+            "degenerate/max_abs_advantage": float(np.max(self.max_abs_advantage[deg], initial=0.0)),
+            "degenerate/c_q_max": float(np.max(self.c_q[deg], initial=0.0)),
+            "max_abs_advantage": float(np.max(self.max_abs_advantage)),
+            "c_q/mean": float(np.mean(self.c_q)),
+            "c_q/min": float(np.min(self.c_q)),
+            "c_q/max": float(np.max(self.c_q)),
+            "correlation_sum/mean": float(np.mean(self.correlation_sum)),
+            "covariance_sum/mean": float(np.mean(self.covariance_sum)),
+            "zero_variance_components/mean": float(np.mean(self.zero_variance_count)),
+        }
+        n_rows = float(np.sum(self.sizes))
+        for i, name in enumerate(names):
+            out[f"denominator_share/{name}"] = float(np.mean(self.variance_share[:, i]))
+            out[f"advantage_contribution/{name}"] = float(np.sum(self.abs_contribution_sum[:, i])) / n_rows
+        return out
+
+
+def whole_group_ranges(sizes: I64, rows: int) -> list[tuple[int, int]]:
+    """Ranges [lo, hi) of consecutive groups (sizes given) of about ``rows`` rows each."""
+    n_groups = sizes.size
+    ends = np.cumsum(sizes)
+    total = int(ends[-1]) if n_groups else 0
+    cuts = np.unique(np.searchsorted(ends, np.arange(rows, total, rows)))
+    bounds = [0, *[int(c) + 1 for c in cuts if c + 1 < n_groups], n_groups]
+    return [(lo, hi) for lo, hi in itertools.pairwise(bounds) if hi > lo]
+
+
+def group_matrices(x: F64, sizes: I64) -> tuple[F64, F64]:
+    """``(G, K, K)`` sample covariance and Pearson matrices of groups of consecutive rows
+    (``sizes[g]`` rows in group g), vectorised over groups.
+
+    Missing (NaN) entries are left out: means over each component's present values, products
+    over the rows where both are present. Components that do not vary in a group (the core's
+    scale-relative test) get zero rows and columns in its correlation matrix, as in CorrGRPO.
+
+    >>> import numpy as np
+    >>> cov, corr = group_matrices(np.array([[0., 1], [1, 0], [0, 0], [1, 0]]), np.array([2, 2]))
+    >>> np.round(corr[0], 12).tolist(), corr[1].tolist()
+    ([[1.0, -1.0], [-1.0, 1.0]], [[1.0, 0.0], [0.0, 0.0]])
+    """
+    k, present = x.shape[1], sizes > 0
+    starts = (np.cumsum(sizes) - sizes)[present]
+
+    def sums(v: npt.NDArray[Any]) -> F64:  # per group, over its rows (reduceat: rows are sorted)
+        out = np.zeros(sizes.size)
+        out[present] = np.add.reduceat(v, starts) if starts.size else 0.0
+        return out
+
+    xt = np.ascontiguousarray(x.T)  # one contiguous row per component
+    valid = ~np.isnan(xt)
+    has_nan = not bool(valid.all())
+    clean = np.where(valid, xt, 0.0) if has_nan else xt
+    count = np.stack([sums(v) for v in valid]) if has_nan else np.tile(sizes.astype(np.float64), (k, 1))
+    centred = clean - np.repeat(np.stack([sums(c) for c in clean]) / np.maximum(count, 1), sizes, axis=1)
+    if has_nan:
+        centred[~valid] = 0.0
+    cov = np.zeros((sizes.size, k, k))
+    sum_sq = np.zeros((k, sizes.size))
+    for a in range(k):
+        for b in range(a, k):
+            pairs = sums(valid[a] & valid[b]) if has_nan else count[a]
+            total = sums(centred[a] * centred[b])
+            cov[:, a, b] = cov[:, b, a] = np.where(pairs > 1, total / np.maximum(pairs - 1, 1), 0.0)
+            if a == b:
+                sum_sq[a] = total
+    varies = (count > 1) & (sum_sq > _ZERO_VAR_RTOL**2 * np.stack([sums(c * c) for c in clean]))
+    diag = np.diagonal(cov, axis1=1, axis2=2)
+    inv = np.where(varies.T, 1.0 / np.sqrt(np.where(varies.T, diag, 1.0)), 0.0)
+    corr = np.clip(cov * inv[:, :, None] * inv[:, None, :], -1.0, 1.0)
+    eye = np.arange(k)
+    corr[:, eye, eye] = varies.T  # exactly 1 where the component varies (not 1 - 2 ulp), else 0
+    return cov, corr
+
+
+@dataclass(frozen=True)
+class _Piece:
+    """Some groups of a slice (``groups``: slice-local indices, ``None`` = all) and their rows."""
+
+    groups: I64 | None
+    rows: npt.NDArray[np.bool_] | None
+    ids: I64
+    unit: float  # a power of two near the piece's largest weighted magnitude
+
+
+def _scale_pieces(x: F64, sizes: I64, weights: F64) -> list[_Piece]:
+    """The groups of a slice (rows sorted by group) split by magnitude so that no call spans more
+    than :data:`SCALE_BITS` bits. Usually one piece (no copy)."""
+    ids = np.repeat(np.arange(sizes.size), sizes)
+    row_top = np.zeros(x.shape[0])  # column by column: a reduction along rows of K is slow
+    for j in range(x.shape[1]):
+        row_top = np.fmax(row_top, np.abs(x[:, j]) * abs(float(weights[j])))
+    top, present = np.zeros(sizes.size), sizes > 0
+    top[present] = np.fmax.reduceat(row_top, (np.cumsum(sizes) - sizes)[present])
+    exponent = np.frexp(top)[1]
+    high = int(exponent.max(initial=0))
+    exponent[top == 0] = high  # a group of zeros has no scale: it goes with any piece
+    bucket = (high - exponent) // SCALE_BITS  # 0: within SCALE_BITS bits of the largest
+    if bucket.size == 0 or bucket.min() == bucket.max():
+        return [_Piece(None, None, ids, math.ldexp(1.0, high))]
+    pieces = []
+    for b in np.unique(bucket):
+        groups = np.flatnonzero(bucket == b)
+        rows = (bucket == b)[ids]
+        unit = math.ldexp(1.0, int(exponent[groups].max()))
+        pieces.append(_Piece(groups, rows, np.searchsorted(groups, ids[rows]), unit))
+    return pieces
+
+
+@dataclass
+class _Out:
+    """The per-group arrays being filled, and the batch sums."""
+
+    fields: dict[str, npt.NDArray[Any]]
+    corr_total: F64
+    varies_total: F64
+    matrices: dict[int, tuple[F64, F64]]
+
+    @staticmethod
+    def zeros(g: int, k: int) -> _Out:
+        return _Out(
+            fields={
+                **{f: np.zeros(g) for f in ("covariance_sum", "correlation_sum", "c_q", "total_std")},
+                "variance_share": np.zeros((g, k)),
+                "zero_variance_count": np.zeros(g, np.int64),
+                "degenerate": np.zeros(g, np.bool_),
+                "total_varies": np.zeros(g, np.bool_),
+                "max_abs_advantage": np.zeros(g),
+                "abs_contribution_sum": np.zeros((g, k)),
+            },
+            corr_total=np.zeros((k, k)),
+            varies_total=np.zeros(k),
+            matrices={},
+        )
+
+
+# AdvantageStats fields kept per group (the value on each group's first row)
+_PER_GROUP = (
+    "covariance_sum",
+    "correlation_sum",
+    "c_q",
+    "variance_share",
+    "zero_variance_count",
+    "degenerate",
+    "total_std",
+    "total_varies",
+)
+
+
+def _piece_stats(
+    sub: F64, piece: _Piece, lo: int, out: _Out, detail: frozenset[int], weights: F64, opts: Mapping[str, Any]
+) -> None:
+    """advantage_stats of one piece, written into ``out`` at the piece's groups."""
+    st = advantage_stats(sub, piece.ids, weights=weights, **opts)
+    first = np.flatnonzero(np.diff(piece.ids, prepend=-1))
+    local = piece.ids[first]  # the piece's groups that have rows
+    at = lo + (local if piece.groups is None else piece.groups[local])
+    for name in _PER_GROUP:
+        out.fields[name][at] = np.asarray(getattr(st, name))[first]
+    contribution = np.asarray(st.advantage_contribution, dtype=np.float64)
+    del st
+    out.fields["max_abs_advantage"][at] = np.maximum.reduceat(np.abs(contribution.sum(axis=1)), first)
+    out.fields["abs_contribution_sum"][at] = np.add.reduceat(np.abs(contribution), first, axis=0)
+    del contribution
+    # scaled by a power of two (exact) so that tiny groups keep their correlations
+    cov, corr = group_matrices(sub * (weights / piece.unit), np.bincount(piece.ids)[local])
+    out.corr_total += corr.sum(axis=0)
+    out.varies_total += np.sum(np.diagonal(corr, axis1=1, axis2=2) > 0, axis=0)
+    for i in np.flatnonzero(np.isin(at, list(detail))) if detail else ():
+        out.matrices[int(at[i])] = (cov[i] * piece.unit * piece.unit, corr[i])
+
+
+def _advantages(x: F64, ids: I64, name: str, options: Mapping[str, Any]) -> F64:
+    return np.asarray(compute_advantages(x, ids, estimator=name, **options), dtype=np.float64)
+
+
+def group_stats(
+    scores: npt.ArrayLike,
+    group_ids: npt.ArrayLike,
+    *,
+    n_groups: int | None = None,
+    weights: npt.ArrayLike | None = None,
+    nan_policy: NanPolicy = "raise",
+    min_correlation_sum: float = 0.0,
+    degenerate_threshold: float = DEGENERATE_THRESHOLD,
+    estimators: Sequence[str] = (),
+    estimator_options: Mapping[str, Mapping[str, Any]] | None = None,
+    matrices_for: Sequence[int] = (),
+    chunk_rows: int | None = None,
+) -> GroupStats:
+    """:func:`corrgrpo_core.advantage_stats` per group, for a host batch of any size.
+
+    ``scores`` (N, K) and integer ``group_ids`` in 0..G-1 (G = ``n_groups``, default the largest id
+    plus one; a label with no rows is a group of size 0). The rows are sorted by group once and the
+    core sees slices of about ``chunk_rows`` (default :data:`CHUNK_ROWS`) rows of whole groups, so its temporaries are bounded by
+    a slice. ``estimators``: their advantages too (``estimator_options[name]`` passed on), in input
+    order. ``matrices_for``: groups whose covariance and correlation matrices are kept. Errors are
+    the core's ``ValueError`` / ``TypeError``.
+
+    Examples
+    --------
+    >>> import numpy as np, corrgrpo_core as cc
+    >>> s = np.array([[.1, .18, .8], [.18, .1, 7.28], [.82, .9, 8], [.9, .82, 1.52]])
+    >>> gs = cc.group_stats(np.vstack([s, s * 10]), np.repeat([0, 1], 4), estimators=["grpo"])
+    >>> np.round(gs.c_q, 3).tolist(), gs.summary()["degenerate_groups"]
+    ([1.699, 16.986], 0.0)
+    >>> np.round(gs.advantages["grpo"][:2], 4).tolist()
+    [-1.0954, 0.5477]
+    """
+    x_all = np.asarray(scores, dtype=np.float64)
+    if x_all.ndim != 2:
+        raise ValueError(f"group_stats: scores must be (N, K), got shape {x_all.shape}")
+    ids = np.asarray(group_ids)
+    if ids.shape != (x_all.shape[0],) or (ids.size and ids.dtype.kind not in "iu"):
+        raise ValueError(f"group_stats: group_ids must be N integers 0..G-1, got {ids.dtype} {ids.shape}")
+    ids = ids.astype(np.int64, copy=False)
+    n, k = x_all.shape
+    g_count = (int(ids.max()) + 1 if n else 0) if n_groups is None else n_groups
+    if n and (int(ids.min()) < 0 or int(ids.max()) >= g_count):
+        raise ValueError(f"group_stats: group_ids must lie in 0..{g_count - 1}")
+    w = np.ones(k) if weights is None else np.asarray(weights, dtype=np.float64)
+    per_estimator = estimator_options or {}
+    names = list(dict.fromkeys(estimators))
+    common = {"weights": w, "nan_policy": nan_policy}
+    advantages: dict[str, F64] = {}
+    for name in names:  # the batch estimators first, on the input order: no sorted copy exists yet
+        opts = {**common, **per_estimator.get(name, {})}
+        if not get_estimator(name).group_local(opts):
+            advantages[name] = _advantages(x_all, ids, name, opts)
+    local = [e for e in names if e not in advantages]
+    # rows sorted by group, stably: sorting the distinct keys id * n + row is ~10x faster than a
+    # stable argsort (SIMD sort)
+    order = np.sort(ids * n + np.arange(n)) % n if n else np.zeros(0, np.int64)
+    sizes = np.bincount(ids, minlength=g_count).astype(np.int64)
+    starts = np.cumsum(sizes) - sizes
+    out = _Out.zeros(g_count, k)
+    for name in local:
+        advantages[name] = np.empty(n)
+    stat_opts = {
+        "nan_policy": nan_policy,
+        "min_correlation_sum": min_correlation_sum,
+        "degenerate_threshold": degenerate_threshold,
+    }
+    detail = frozenset(int(g) for g in matrices_for)
+    for lo, hi in whole_group_ranges(sizes, CHUNK_ROWS if chunk_rows is None else chunk_rows):
+        rows = order[int(starts[lo]) : int(starts[hi - 1] + sizes[hi - 1])]
+        x = x_all[rows]  # this slice's rows, sorted by group (a copy of one slice only)
+        pieces = _scale_pieces(x, sizes[lo:hi], w)
+        for piece in pieces:
+            sub = x if piece.rows is None else x[piece.rows]
+            at = rows if piece.rows is None else rows[piece.rows]
+            for name in local:
+                advantages[name][at] = _advantages(
+                    sub, piece.ids, name, {**common, **per_estimator.get(name, {})}
+                )
+            _piece_stats(sub, piece, lo, out, detail, w, stat_opts)
+    groups = max(g_count, 1)
+    return GroupStats(
+        sizes=sizes,
+        starts=starts,
+        order=order,
+        **out.fields,
+        mean_correlation=out.corr_total / groups,
+        varies_share=out.varies_total / groups,
+        matrices=out.matrices,
+        advantages=advantages,
+    )
