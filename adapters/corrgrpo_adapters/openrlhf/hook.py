@@ -21,6 +21,7 @@ import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .._metrics import logged_summary
 from .._versions import RANGES, warn_outside_range
 from .config import AdapterConfig
 
@@ -37,9 +38,6 @@ __all__ = [
 SUPPORTED_OPENRLHF = RANGES["openrlhf"].requirement
 #: OpenRLHF's estimator whose plumbing (group layout, cumulative returns, no batch whitening) we reuse.
 HOST_ESTIMATOR = "group_norm"
-#: Prefix of the metrics this adapter adds to ``Experience.info``.
-METRIC_PREFIX = "corrgrpo/"
-
 _ORIGINAL = "__corrgrpo_original__"
 
 
@@ -162,9 +160,9 @@ def _log_stats(config: AdapterConfig, experiences: Sequence[Any], scores: Any, g
     import corrgrpo_core as cc
 
     stats = cc.advantage_stats(scores, group_ids, **_stats_kwargs(config))
-    for name, value in stats.summary(component_names=list(config.reward_keys)).items():
+    for name, value in logged_summary(stats, config.reward_keys).items():
         for experience in experiences:
-            experience.info[METRIC_PREFIX + name] = torch.full((len(experience.index),), float(value))
+            experience.info[name] = torch.full((len(experience.index),), value)
 
 
 def _stats_kwargs(config: AdapterConfig) -> dict[str, Any]:

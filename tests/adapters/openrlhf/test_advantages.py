@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import corrgrpo_core as cc
+from corrgrpo_adapters._metrics import METRIC_PREFIX
 from corrgrpo_adapters._versions import RANGES
 from corrgrpo_adapters.openrlhf import hook
 from corrgrpo_adapters.openrlhf.config import AdapterConfig
@@ -121,29 +122,40 @@ def test_groups_follow_experience_index_not_batch_order(orl, patch_with):
     torch.testing.assert_close(orl.prompt_order(flipped, [e.advantages[:, 0] for e in flipped]), per_sample)
 
 
-def test_core_diagnostics_reach_info_and_survive_openrlhf_batching(orl, patch_with):
+@pytest.mark.parametrize("estimator", ["corrgrpo", "grpo", "gdpo"])
+def test_core_diagnostics_reach_info_and_survive_openrlhf_batching(orl, patch_with, estimator):
     from openrlhf.trainer.ppo_utils.experience import make_experience_batch, split_experience_batch
 
     components = _components(seed=3)
     experiences = orl.make_experiences(components, n_samples=N_SAMPLES, micro_batch=4, seed=3)
-    patch_with(AdapterConfig("corrgrpo", ("acc", "fmt")))
+    patch_with(AdapterConfig(estimator, ("acc", "fmt")))
     got = orl.make_maker(orl.make_args(N_SAMPLES)).compute_advantages_and_returns(experiences)
 
     scores = torch.stack([components["acc"], components["fmt"]], dim=-1)
     summary = cc.advantage_stats(scores, torch.arange(len(scores)) // N_SAMPLES).summary(
         component_names=["acc", "fmt"]
     )
-    assert {"c_q/mean", "degenerate_groups", "denominator_share/acc", "denominator_share/fmt"} <= set(summary)
+    # the names every adapter logs, for every estimator: the zero-signal and degenerate-group metrics too
+    assert {
+        "c_q/mean",
+        "zero_signal_groups",
+        "degenerate_groups",
+        "degenerate/max_abs_advantage",
+        "degenerate/c_q_max",
+        "max_abs_advantage",
+        "denominator_share/acc",
+        "denominator_share/fmt",
+    } <= set(summary)
     for experience in got:
         for name, value in summary.items():
-            logged = experience.info[hook.METRIC_PREFIX + name]
+            logged = experience.info[METRIC_PREFIX + name]
             assert logged.shape == (len(experience.index),)
             torch.testing.assert_close(logged, torch.full_like(logged, value))
     # OpenRLHF splits experiences per sample and re-batches them before training and logging; its
     # size checks reject any info entry that is not per-sample.
     items = [item for experience in got for item in split_experience_batch(experience)]
     batch = make_experience_batch(items)
-    logged = batch.info[hook.METRIC_PREFIX + "c_q/mean"]
+    logged = batch.info[METRIC_PREFIX + "c_q/mean"]
     assert type(logged) is type(batch.info["reward"])  # batched exactly like OpenRLHF's own metrics
     # PolicyModelActor.training_step turns such a list into a tensor and logs its mean.
     assert torch.tensor(logged, dtype=torch.float).mean().item() == pytest.approx(
@@ -155,7 +167,7 @@ def test_no_stats_leaves_info_alone(orl, patch_with):
     experiences = orl.make_experiences(_components(), n_samples=N_SAMPLES, micro_batch=4)
     patch_with(AdapterConfig("corrgrpo", ("acc", "fmt"), log_stats=False))
     got = orl.make_maker(orl.make_args(N_SAMPLES)).compute_advantages_and_returns(experiences)
-    assert not [k for k in got[0].info if k.startswith(hook.METRIC_PREFIX)]
+    assert not [k for k in got[0].info if k.startswith(METRIC_PREFIX)]
 
 
 def test_missing_component_names_the_key_and_what_info_has(orl, patch_with):
