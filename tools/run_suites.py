@@ -14,10 +14,10 @@ Each folder ``ci/envs/NAME/`` describes one environment:
 
 Usage: ``python3 tools/run_suites.py [NAME | NAME/STEP ...] [--reuse] [--jobs N]``: ``core`` runs that
 environment's steps and its suite, ``core/lint`` only the step ``ci/envs/core/lint.cmd``.
-Environments are installed in parallel with uv (installs wait on the network, tests on the CPU; uv
-installs an environment several times faster than pip), then the environments' steps and suites run,
-``--jobs`` environments at a time (default: two, or one on a single core; the longest of the last run
-first). What a step or suite prints goes to ``.venvs/NAME/suite.log`` (an install's to
+Environments are installed three at a time with uv (several times faster than pip), the longest
+suite's first, and each environment's steps and suite start as soon as its install ends, ``--jobs``
+environments at a time (default: two, or one on a single core): installs wait on the network, tests on
+the CPU, so the two overlap. What a step or suite prints goes to ``.venvs/NAME/suite.log`` (an install's to
 ``.venvs/NAME/install.log``); stdout gets one line as each install, step and suite starts and one as it
 ends, with its counts and seconds, the end of the log under one that failed, a summary, and last
 ``N passed, N failed, N skipped`` (tests, plus one per step command). The run exits 1 when any install
@@ -221,7 +221,19 @@ def _step(name: str, file: Path, out: TextIO) -> tuple[list[str], list[str], flo
 
 # Seconds each environment's steps and suite took on the 2-core machine: the order of a first run (the
 # longest first, so two jobs finish together); later runs use what the last run measured.
-_TYPICAL_SECONDS = {"verl": 300, "trl": 270, "core": 265, "tasks": 140, "openrlhf": 95, "agents": 30}
+_TYPICAL_SECONDS = {
+    "verl": 300,
+    "trl": 270,
+    "core": 265,
+    "tasks": 140,
+    "openrlhf": 95,
+    "agents": 30,
+    "plain": 30,
+    "trl-oldest": 150,
+    "verl-oldest": 120,
+    "openrlhf-oldest": 60,
+    "wheel": 40,
+}
 _SECONDS = VENVS / ".seconds.json"
 _SECONDS_LOCK = threading.Lock()
 
@@ -247,7 +259,8 @@ def _report(row: Row, log: Path, offset: int) -> None:
     )
     if failed:
         with _SAY_LOCK:
-            print(f"{_log_tail(log, offset)}\n    (whole log: {log.relative_to(ROOT)})", flush=True)
+            shown = log.relative_to(ROOT) if log.is_relative_to(ROOT) else log
+            print(f"{_log_tail(log, offset)}\n    (whole log: {shown})", flush=True)
 
 
 def _steps(name: str, wanted: set[str] | None, out: TextIO, log: Path) -> list[Row]:
@@ -315,23 +328,33 @@ def _plan(parser: argparse.ArgumentParser, entries: list[str]) -> dict[str, set[
     return plan
 
 
-def _install_all(names: list[str], *, reuse: bool) -> list[Row]:
-    """Install the environments, three at a time; a row for each one that failed."""
-    failed: list[Row] = []
-    with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
-        for name in names:
+def _install_and_run(plan: dict[str, set[str] | None], *, reuse: bool, jobs: int) -> list[Row]:
+    """Install the environments three at a time, the longest suite's first, and start each one's steps
+    and suite as soon as its install ends, ``jobs`` at a time: installs wait on the network, suites on
+    the CPU, so they overlap. The rows come back in ``plan``'s order."""
+    order = sorted(plan, key=_last_seconds, reverse=True)
+    results: dict[str, list[Row]] = {}
+    with (
+        concurrent.futures.ThreadPoolExecutor(max_workers=3) as installs,
+        concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as suites,
+    ):
+        for name in order:
             _say(f"start install {name}")
-        futures = [pool.submit(_install, name, reuse=reuse) for name in names]
-        for future in concurrent.futures.as_completed(futures):
+        pending = [installs.submit(_install, name, reuse=reuse) for name in order]
+        running: dict[str, concurrent.futures.Future[list[Row]]] = {}
+        for future in concurrent.futures.as_completed(pending):
             name, code, secs, tail = future.result()
             if code == 0:
                 _say(f"end   install {name}: {'reused' if tail == 'reused' else 'ok'} [{secs:.0f} s]")
+                running[name] = suites.submit(_environment, name, plan[name])
                 continue
             _say(f"end   install {name}: FAILED (exit {code}) [{secs:.0f} s]")
             with _SAY_LOCK:
                 print(tail, flush=True)
-            failed.append((f"install {name}", 0, 1, 0, secs, ""))
-    return failed
+            results[name] = [(f"install {name}", 0, 1, 0, secs, "")]
+        for name, suite in running.items():
+            results[name] = suite.result()
+    return [row for name in plan for row in results[name]]
 
 
 def main() -> int:
@@ -347,12 +370,7 @@ def main() -> int:
     opts = parser.parse_args()
     plan = _plan(parser, opts.envs)
     VENVS.mkdir(exist_ok=True)
-    rows = _install_all(list(plan), reuse=opts.reuse)
-    not_installed = {row[0].removeprefix("install ") for row in rows}
-    order = sorted((n for n in plan if n not in not_installed), key=_last_seconds, reverse=True)
-    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, opts.jobs)) as pool:
-        for env_rows in pool.map(lambda n: _environment(n, plan[n]), order):
-            rows += env_rows
+    rows = _install_and_run(plan, reuse=opts.reuse, jobs=opts.jobs)
 
     print("\n=== summary (logs: .venvs/NAME/install.log, .venvs/NAME/suite.log)")
     for label, passed, failed, skipped, secs, note in rows:

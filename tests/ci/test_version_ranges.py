@@ -1,4 +1,4 @@
-"""Each framework's supported range is declared once (corrgrpo_adapters._versions) and matched by its
+"""Each framework's supported range is declared once (corrgrpo_adapters.RANGES) and matched by its
 extra in pyproject.toml, by the newest and oldest CI environments, and by the adapter's page; the
 range check itself, on version strings. Imports no framework, so it runs anywhere."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from corrgrpo_adapters._versions import RANGES, warn_outside_range
+from corrgrpo_adapters import RANGES, warn_outside_range
 
 ROOT = Path(__file__).resolve().parents[2]
 

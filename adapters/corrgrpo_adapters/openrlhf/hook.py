@@ -21,8 +21,7 @@ import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .._metrics import logged_summary
-from .._versions import RANGES, warn_outside_range
+from .. import RANGES, logged_summary, warn_outside_range
 from .config import AdapterConfig
 
 __all__ = [
@@ -34,7 +33,7 @@ __all__ = [
     "unpatch_openrlhf",
 ]
 
-#: The OpenRLHF releases whose code this module patches; CI tests both ends (corrgrpo_adapters._versions).
+#: The OpenRLHF releases whose code this module patches; CI tests both ends (corrgrpo_adapters.RANGES).
 SUPPORTED_OPENRLHF = RANGES["openrlhf"].requirement
 #: OpenRLHF's estimator whose plumbing (group layout, cumulative returns, no batch whitening) we reuse.
 HOST_ESTIMATOR = "group_norm"

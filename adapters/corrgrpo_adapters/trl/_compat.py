@@ -5,12 +5,12 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from .._versions import RANGES, warn_outside_range
+from .. import RANGES, warn_outside_range
 
 __all__ = ["SUPPORTED_TRL", "UnsupportedTRLError", "check_trl_compatibility"]
 
 #: TRL versions whose GRPOTrainer has the hooks below with these signatures and semantics; CI runs the
-#: adapter's tests at both ends (corrgrpo_adapters._versions).
+#: adapter's tests at both ends (corrgrpo_adapters.RANGES).
 SUPPORTED_TRL = RANGES["trl"].requirement
 
 # The adapter overrides these two methods (and reads the attributes) of trl.GRPOTrainer.

@@ -16,7 +16,7 @@ from typing import Any, cast
 import torch
 from trl import GRPOConfig, GRPOTrainer  # type: ignore[attr-defined]
 
-from .._metrics import METRIC_PREFIX, ZERO_SIGNAL
+from .. import METRIC_PREFIX, ZERO_SIGNAL
 from ._advantages import advantage_diagnostics, group_advantages
 from ._compat import check_trainer_attributes, check_trl_compatibility
 from ._config import AdvantagePlan, CorrGRPOConfig, advantage_plan

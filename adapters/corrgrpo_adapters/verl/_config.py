@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._metrics import METRIC_PREFIX
+from .. import METRIC_PREFIX
 
 # verl estimator name -> core estimator name. ``grpo_covariance_coefficient`` is the name the paper's own
 # verl fork uses for CorrGRPO, so its launch scripts select our estimator unchanged. ``core_grpo`` is the
@@ -39,7 +39,7 @@ TRAINER_MODES: Mapping[str, str] = {
 # only when every configured reward component is constant inside it, not when only the total ties.
 COMPONENTS_FILTER_METRIC = "reward_components"
 
-METRICS_PREFIX = METRIC_PREFIX  # the name every adapter logs under (corrgrpo_adapters._metrics)
+METRICS_PREFIX = METRIC_PREFIX  # the name every adapter logs under (corrgrpo_adapters)
 
 #: our estimator names that another package registered first in this process -> its function (left to it).
 TAKEN: dict[str, str] = {}

@@ -27,7 +27,7 @@ from corrgrpo_core import (
     group_labels,
 )
 
-from .._metrics import logged_summary
+from .. import logged_summary
 from ._config import METRICS_PREFIX, ConfigError, RewardSpec, reward_spec
 
 

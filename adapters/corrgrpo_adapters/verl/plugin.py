@@ -29,7 +29,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from .._versions import warn_outside_range
+from .. import warn_outside_range
 from . import _config
 from ._import_hooks import after_import
 

@@ -1,4 +1,4 @@
-# The oldest TRL the adapter supports (corrgrpo_adapters/_versions.py), on the CPU torch wheel pinned by
+# The oldest TRL the adapter supports (corrgrpo_adapters/__init__.py), on the CPU torch wheel pinned by
 # ci/constraints.txt. Runs the adapter's tests (adapters.args); the newest runs in ci/envs/trl with the
 # rest of the TRL suites. requests: TRL imports it and declares it only through transformers.
 $INSTALL -q "torch==2.13.0"

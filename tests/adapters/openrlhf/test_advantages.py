@@ -6,8 +6,7 @@ import pytest
 import torch
 
 import corrgrpo_core as cc
-from corrgrpo_adapters._metrics import METRIC_PREFIX
-from corrgrpo_adapters._versions import RANGES
+from corrgrpo_adapters import METRIC_PREFIX, RANGES
 from corrgrpo_adapters.openrlhf import hook
 from corrgrpo_adapters.openrlhf.config import AdapterConfig
 
@@ -287,6 +286,6 @@ def test_the_installed_openrlhf_is_in_range_and_one_outside_warns_naming_it(orl,
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         hook.check_openrlhf()  # the installed release: inside the range, silent
-    monkeypatch.setattr("corrgrpo_adapters._versions.installed_version", lambda _: "0.12.0")
+    monkeypatch.setattr("corrgrpo_adapters.installed_version", lambda _: "0.12.0")
     with pytest.warns(UserWarning, match=r"supports openrlhf>=.*openrlhf 0\.12\.0 is outside"):
         hook.check_openrlhf()

@@ -18,7 +18,7 @@ import ray
 import torch
 
 import corrgrpo_core as cc
-from corrgrpo_adapters._metrics import METRIC_PREFIX
+from corrgrpo_adapters import METRIC_PREFIX
 from corrgrpo_adapters.openrlhf import launcher
 
 pytestmark = [

@@ -12,7 +12,7 @@ import trl
 from trl import GRPOConfig, GRPOTrainer, TrlParser
 
 import corrgrpo_core as cc
-from corrgrpo_adapters._versions import RANGES
+from corrgrpo_adapters import RANGES
 from corrgrpo_adapters.trl import (
     CorrGRPOConfig,
     CorrGRPOTrainer,

@@ -272,6 +272,6 @@ def test_the_installed_verl_is_in_range_and_one_outside_warns_naming_it(
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         check_config(config)  # the installed release: inside the range, silent
-    monkeypatch.setattr("corrgrpo_adapters._versions.installed_version", lambda _: "0.10.0")
+    monkeypatch.setattr("corrgrpo_adapters.installed_version", lambda _: "0.10.0")
     with pytest.warns(UserWarning, match=r"supports verl>=.*verl 0\.10\.0 is outside"):
         check_config(config)
