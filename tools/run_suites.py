@@ -230,8 +230,6 @@ _TYPICAL_SECONDS = {
     "agents": 30,
     "plain": 30,
     "trl-oldest": 150,
-    "verl-oldest": 120,
-    "openrlhf-oldest": 60,
     "wheel": 40,
 }
 _SECONDS = VENVS / ".seconds.json"

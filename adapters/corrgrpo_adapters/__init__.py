@@ -6,7 +6,7 @@ the subpackages, which do not import each other):
 * the framework releases each adapter supports (:data:`RANGES`). The extras in ``pyproject.toml``
   declare the same ranges (``tests/ci/test_version_ranges.py`` checks it), and CI runs each adapter's
   tests at both ends: the newest in ``ci/envs/NAME``, with the framework's own suites, the oldest in
-  ``ci/envs/NAME-oldest``. Inside a range an adapter says nothing; outside it, it warns, naming the
+  ``ci/envs/NAME-oldest`` (where the range has two ends). Inside a range an adapter says nothing; outside it, it warns, naming the
   range (or raises, when the hooked code itself moved);
 * what every adapter logs, under the same names (:func:`logged_summary`): the core's
   ``AdvantageStats.summary()`` under ``corrgrpo/``, for every estimator (TRL's trainer metrics, verl's
@@ -50,7 +50,8 @@ class SupportedRange:
         return f"{self.framework}>={self.oldest},<{self.below}"
 
     def describe(self) -> str:
-        return f"{self.requirement} (CI tests {self.oldest} and {self.newest})"
+        tested = self.newest if self.oldest == self.newest else f"{self.oldest} and {self.newest}"
+        return f"{self.requirement} (CI tests {tested})"
 
     def contains(self, installed: str) -> bool:
         release = _release(installed)
@@ -60,8 +61,8 @@ class SupportedRange:
 #: framework -> the releases its adapter supports.
 RANGES: dict[str, SupportedRange] = {
     "trl": SupportedRange("trl", oldest="1.4.0", newest="1.16.0", below="1.17"),
-    "verl": SupportedRange("verl", oldest="0.9.0", newest="0.9.1", below="0.10"),
-    "openrlhf": SupportedRange("openrlhf", oldest="0.10.4", newest="0.11.2", below="0.12"),
+    "verl": SupportedRange("verl", oldest="0.9.1", newest="0.9.1", below="0.10"),
+    "openrlhf": SupportedRange("openrlhf", oldest="0.11.2", newest="0.11.2", below="0.12"),
 }
 
 

@@ -6,10 +6,9 @@
 # deepspeed is a source distribution; DS_BUILD_OPS=0 skips its CUDA kernels.
 # $INSTALL is uv's (or pip's) install command for this environment (tools/run_suites.py).
 $INSTALL -q torch==2.13.0
-# ci/envs/openrlhf-oldest runs this script with OPENRLHF set to the oldest supported release.
-$INSTALL -q --no-deps "openrlhf==${OPENRLHF:-0.11.2}"
+$INSTALL -q --no-deps openrlhf==0.11.2
 # OpenRLHF pins ray and transformers; the rest are the versions this suite was last run with.
-$INSTALL -q "ray[default]==2.55.0" "transformers==${TRANSFORMERS:-5.15.0}" peft==0.21.2 accelerate==1.15.0 \
+$INSTALL -q "ray[default]==2.55.0" "transformers==5.15.0" peft==0.21.2 accelerate==1.15.0 \
     torchdata==0.11.0 datasets==5.2.0 einops==0.8.2 optree==0.20.0 sympy==1.14.0 pylatexenc==2.11 \
     pillow==13.0.0 tqdm packaging numpy aiohttp setuptools wheel
 DS_BUILD_OPS=0 $INSTALL -q --no-build-isolation deepspeed==0.19.6

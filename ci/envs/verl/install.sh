@@ -4,7 +4,6 @@
 # that the trainer modules (ray_trainer, v1 trainers, main_ppo) import at module level.
 # $INSTALL is uv's (or pip's) install command for this environment (tools/run_suites.py).
 $INSTALL -q "torch==2.13.0"
-# ci/envs/verl-oldest runs this script with VERL set to the oldest supported release.
-$INSTALL -q "verl==${VERL:-0.9.1}" "TransferQueue>=0.1.10" pyzmq msgspec cachetools uvicorn fastapi
+$INSTALL -q "verl==0.9.1" "TransferQueue>=0.1.10" pyzmq msgspec cachetools uvicorn fastapi
 # agentdojo (pure Python, runs offline) for the agentdojo_agent loop test; it only adds packages.
 $INSTALL -q -e ".[test,lint,agent-security]"
