@@ -4,7 +4,8 @@ Each folder ``ci/envs/NAME/`` describes one environment:
 
 * ``install.sh`` installs it; it runs with ``VENV`` (the venv folder), ``PY`` (its python), ``ROOT``
   (the repository root) and ``INSTALL`` (the install command for that venv: ``uv pip install --python
-  $PY`` where uv is available, else ``$PY -m pip install``) set, from the repository root.
+  $PY`` where uv is available, else ``$PY -m pip install``) set, and ``UV`` (the uv executable) where
+  uv is available, from the repository root.
 * ``*.args`` files each hold pytest arguments (test paths, ``-m`` expressions); several issues can
   add their own file to the same environment without touching each other's.
 * ``*.cmd`` files each make one step that is not a test suite (lint: ``ruff``, ``mypy``): one command
@@ -13,11 +14,14 @@ Each folder ``ci/envs/NAME/`` describes one environment:
 
 Usage: ``python3 tools/run_suites.py [NAME | NAME/STEP ...] [--reuse] [--jobs N]``: ``core`` runs that
 environment's steps and its suite, ``core/lint`` only the step ``ci/envs/core/lint.cmd``.
-Environments are installed in parallel with uv (installs wait on the network, tests on the CPU; uv
-installs an environment several times faster than pip), then the environments' steps and suites run,
-``--jobs`` environments at a time (default: two, or one on a single core; the longest of the last run
-first). With more than one job, each environment's output is printed whole when it finishes. The run fails when any step fails, or any
-suite fails, errors, or collects no test.
+Environments are installed three at a time with uv (several times faster than pip), the longest
+suite's first, and each environment's steps and suite start as soon as its install ends, ``--jobs``
+environments at a time (default: two, or one on a single core): installs wait on the network, tests on
+the CPU, so the two overlap. What a step or suite prints goes to ``.venvs/NAME/suite.log`` (an install's to
+``.venvs/NAME/install.log``); stdout gets one line as each install, step and suite starts and one as it
+ends, with its counts and seconds, the end of the log under one that failed, a summary, and last
+``N passed, N failed, N skipped`` (tests, plus one per step command). The run exits 1 when any install
+or step command fails, or any suite fails, errors, or collects no test.
 """
 
 from __future__ import annotations
@@ -41,6 +45,25 @@ from typing import TextIO
 ROOT = Path(__file__).resolve().parent.parent
 ENVS = ROOT / "ci" / "envs"
 VENVS = ROOT / ".venvs"
+_T0 = time.monotonic()
+_SAY_LOCK = threading.Lock()
+#: Lines of a failed step's or suite's log printed under its end line (the whole log stays on disk).
+_FAILURE_LINES = 80
+
+
+def _say(message: str) -> None:
+    """One progress line on stdout, as it happens: minutes:seconds since the start, then the message."""
+    minutes, seconds = divmod(int(time.monotonic() - _T0), 60)
+    with _SAY_LOCK:
+        print(f"[{minutes:02d}:{seconds:02d}] {message}", flush=True)
+
+
+def _log_tail(log: Path, offset: int) -> str:
+    """The last lines of ``log`` written after byte ``offset``: what a failed step or suite printed."""
+    with log.open("rb") as handle:
+        handle.seek(offset)
+        lines = handle.read().decode(errors="replace").splitlines()
+    return "\n".join(["    " + line for line in lines[-_FAILURE_LINES:]])
 
 
 @functools.cache
@@ -67,9 +90,18 @@ def _uv() -> str | None:
     return str(uv) if uv.is_file() else None
 
 
+#: Environments installed on every run, --reuse or not: ``wheel`` builds the package from the source
+#: tree, which the stamp does not cover.
+_ALWAYS_INSTALLED = {"wheel"}
+#: An environment ``NAME-oldest`` runs ``NAME``'s install script at a framework range's oldest release.
+OLDEST = "-oldest"
+
+
 def _stamp(env: Path) -> str:
     digest = hashlib.sha256()
-    for path in [ROOT / "pyproject.toml", ROOT / "ci" / "constraints.txt", *sorted(env.glob("*"))]:
+    folders = [env, ENVS / env.name.removesuffix(OLDEST)] if env.name.endswith(OLDEST) else [env]
+    files = [path for folder in folders for path in sorted(folder.glob("*"))]
+    for path in [ROOT / "pyproject.toml", ROOT / "ci" / "constraints.txt", *files]:
         if path.is_file():
             digest.update(path.read_bytes())
     return digest.hexdigest()
@@ -79,14 +111,19 @@ def _install(name: str, *, reuse: bool) -> tuple[str, int, float, str]:
     env, venv = ENVS / name, VENVS / name
     stamp_file = venv / ".corrgrpo-stamp"
     start = time.monotonic()
-    if reuse and stamp_file.is_file() and stamp_file.read_text() == _stamp(env):
+    if (
+        reuse
+        and name not in _ALWAYS_INSTALLED
+        and stamp_file.is_file()
+        and stamp_file.read_text() == _stamp(env)
+    ):
         return name, 0, 0.0, "reused"
     uv, python = _uv(), venv / "bin" / "python"
     constraints = str(ROOT / "ci" / "constraints.txt")
     environ = dict(os.environ, VENV=str(venv), PY=str(python), ROOT=str(ROOT), PIP_CONSTRAINT=constraints)
     if uv is not None:
         subprocess.run([uv, "venv", "--quiet", "--clear", "--python", sys.executable, str(venv)], check=True)
-        environ.update(INSTALL=f"{uv} pip install --python {python}", UV_CONSTRAINT=constraints)
+        environ.update(INSTALL=f"{uv} pip install --python {python}", UV_CONSTRAINT=constraints, UV=uv)
         if os.environ.get("PIP_FIND_LINKS"):  # where this machine keeps its local wheels (the CPU torch)
             environ.setdefault("UV_FIND_LINKS", os.environ["PIP_FIND_LINKS"])
     else:
@@ -140,6 +177,7 @@ def _run(name: str, out: TextIO) -> tuple[int, dict[str, int], float]:
         f"--junitxml={junit}",
         "-p",
         "no:cacheprovider",
+        "--durations=15",  # the slowest tests, in the suite's log: where the time goes
     ]
     print(f"\n=== suite {name}: {shlex.join(cmd[1:])}", file=out, flush=True)
     start = time.monotonic()
@@ -183,7 +221,17 @@ def _step(name: str, file: Path, out: TextIO) -> tuple[list[str], list[str], flo
 
 # Seconds each environment's steps and suite took on the 2-core machine: the order of a first run (the
 # longest first, so two jobs finish together); later runs use what the last run measured.
-_TYPICAL_SECONDS = {"verl": 300, "trl": 270, "core": 265, "tasks": 140, "openrlhf": 95, "agents": 30}
+_TYPICAL_SECONDS = {
+    "verl": 300,
+    "trl": 270,
+    "core": 265,
+    "tasks": 140,
+    "openrlhf": 95,
+    "agents": 30,
+    "plain": 30,
+    "trl-oldest": 150,
+    "wheel": 40,
+}
 _SECONDS = VENVS / ".seconds.json"
 _SECONDS_LOCK = threading.Lock()
 
@@ -196,40 +244,115 @@ def _last_seconds(name: str) -> float:
         return float(_TYPICAL_SECONDS.get(name, 0))
 
 
-def _environment(
-    name: str, wanted: set[str] | None, out: TextIO
-) -> tuple[list[tuple[str, str, float]], int, int]:
-    """Run an environment's steps (those in ``wanted``; all when None) and, when None, its suite."""
-    rows: list[tuple[str, str, float]] = []
-    passed = failed = 0
-    start = time.monotonic()
+#: One result row: (step or suite, passed, failed, skipped, seconds, note).
+Row = tuple[str, int, int, int, float, str]
+
+
+def _report(row: Row, log: Path, offset: int) -> None:
+    """The end line of a step or suite; under a failed one, the end of what it printed."""
+    label, passed, failed, skipped, secs, note = row
+    verdict = "FAILED" if failed else "ok"
+    _say(
+        f"end   {label}: {verdict}, {passed} passed, {failed} failed, {skipped} skipped{note} [{secs:.0f} s]"
+    )
+    if failed:
+        with _SAY_LOCK:
+            shown = log.relative_to(ROOT) if log.is_relative_to(ROOT) else log
+            print(f"{_log_tail(log, offset)}\n    (whole log: {shown})", flush=True)
+
+
+def _steps(name: str, wanted: set[str] | None, out: TextIO, log: Path) -> list[Row]:
+    rows: list[Row] = []
     for file in sorted((ENVS / name).glob("*.cmd")):
         if wanted is not None and file.stem not in wanted:
             continue
+        label = f"{name}/{file.stem}"
+        _say(f"start {label} (step, {len(_commands(file))} commands)")
+        offset = log.stat().st_size
         ok_cmds, bad_cmds, secs = _step(name, file, out)
-        passed += len(ok_cmds)
-        failed += len(bad_cmds)
-        status = f"{len(ok_cmds)} of {len(ok_cmds) + len(bad_cmds)} commands passed"
-        if bad_cmds:
-            status += f"; FAILED: {', '.join(bad_cmds)}"
-        rows.append((f"{name}/{file.stem}", status, secs))
+        note = f"; FAILED: {', '.join(bad_cmds)}" if bad_cmds else ""
+        rows.append((label, len(ok_cmds), len(bad_cmds), 0, secs, note))
+        _report(rows[-1], log, offset)
+    return rows
+
+
+def _suite(name: str, out: TextIO, log: Path) -> Row:
+    _say(f"start {name} (suite)")
+    offset = log.stat().st_size
+    code, c, secs = _run(name, out)
+    failed = c["failures"] + c["errors"]
+    ok = c["tests"] - failed - c["skipped"]
+    note = ""
+    if code != 0 or c["tests"] == 0:
+        note = f" (pytest exit {code}{', no test ran' if c['tests'] == 0 else ''})"
+        failed = max(failed, 1)
+    row: Row = (name, ok, failed, c["skipped"], secs, note)
+    _report(row, log, offset)
+    return row
+
+
+def _environment(name: str, wanted: set[str] | None) -> list[Row]:
+    """Run an environment's steps (those in ``wanted``; all when None) and, when None, its suite; their
+    output goes to ``.venvs/NAME/suite.log``, a start and an end line per step and suite to stdout."""
+    start = time.monotonic()
+    log = VENVS / name / "suite.log"
+    with log.open("w") as out:
+        rows = _steps(name, wanted, out, log)
+        if wanted is None:
+            rows.append(_suite(name, out, log))
     if wanted is None:
-        code, c, secs = _run(name, out)
-        ok = c["tests"] - c["failures"] - c["errors"] - c["skipped"]
-        passed += ok
-        failed += c["failures"] + c["errors"]
-        status = f"{ok} passed, {c['failures'] + c['errors']} failed, {c['skipped']} skipped"
-        if code != 0 or c["tests"] == 0:
-            failed += 0 if c["failures"] + c["errors"] else 1
-            status += f" (pytest exit {code}{', no test ran' if c['tests'] == 0 else ''})"
-        rows.append((name, status, secs))
         with _SECONDS_LOCK:
             try:
                 seen = json.loads(_SECONDS.read_text())
             except (OSError, ValueError):
                 seen = {}
             _SECONDS.write_text(json.dumps({**seen, name: round(time.monotonic() - start)}))
-    return rows, passed, failed
+    return rows
+
+
+def _plan(parser: argparse.ArgumentParser, entries: list[str]) -> dict[str, set[str] | None]:
+    """environment -> the steps asked for (None: all its steps and its suite)."""
+    known = sorted(p.name for p in ENVS.iterdir() if (p / "install.sh").is_file())
+    plan: dict[str, set[str] | None] = {}
+    for entry in entries or known:
+        name, _, step = entry.partition("/")
+        if name not in known:
+            parser.error(f"unknown environment {name!r}; known: {known}")
+        if step and not (ENVS / name / f"{step}.cmd").is_file():
+            steps = sorted(f.stem for f in (ENVS / name).glob("*.cmd"))
+            parser.error(f"environment {name!r} has no step {step!r}; its steps: {steps}")
+        steps_so_far = plan.get(name, set())
+        plan[name] = None if not step or steps_so_far is None else {*steps_so_far, step}
+    return plan
+
+
+def _install_and_run(plan: dict[str, set[str] | None], *, reuse: bool, jobs: int) -> list[Row]:
+    """Install the environments three at a time, the longest suite's first, and start each one's steps
+    and suite as soon as its install ends, ``jobs`` at a time: installs wait on the network, suites on
+    the CPU, so they overlap. The rows come back in ``plan``'s order."""
+    order = sorted(plan, key=_last_seconds, reverse=True)
+    results: dict[str, list[Row]] = {}
+    with (
+        concurrent.futures.ThreadPoolExecutor(max_workers=3) as installs,
+        concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as suites,
+    ):
+        for name in order:
+            _say(f"start install {name}")
+        pending = [installs.submit(_install, name, reuse=reuse) for name in order]
+        running: dict[str, concurrent.futures.Future[list[Row]]] = {}
+        for future in concurrent.futures.as_completed(pending):
+            name, code, secs, tail = future.result()
+            if code == 0:
+                _say(f"end   install {name}: {'reused' if tail == 'reused' else 'ok'} [{secs:.0f} s]")
+                running[name] = suites.submit(_environment, name, plan[name])
+                continue
+            _say(f"end   install {name}: FAILED (exit {code}) [{secs:.0f} s]")
+            with _SAY_LOCK:
+                print(tail, flush=True)
+            results[name] = [(f"install {name}", 0, 1, 0, secs, "")]
+        for name, suite in running.items():
+            results[name] = suite.result()
+    return [row for name in plan for row in results[name]]
 
 
 def main() -> int:
@@ -243,63 +366,15 @@ def main() -> int:
         help="environments whose suites run at the same time [2, or 1 on a single core]",
     )
     opts = parser.parse_args()
-    known = sorted(p.name for p in ENVS.iterdir() if (p / "install.sh").is_file())
-    # environment -> the steps asked for (None: all its steps and its suite)
-    plan: dict[str, set[str] | None] = {}
-    for entry in opts.envs or known:
-        name, _, step = entry.partition("/")
-        if name not in known:
-            parser.error(f"unknown environment {name!r}; known: {known}")
-        if step and not (ENVS / name / f"{step}.cmd").is_file():
-            steps = sorted(f.stem for f in (ENVS / name).glob("*.cmd"))
-            parser.error(f"environment {name!r} has no step {step!r}; its steps: {steps}")
-        steps_so_far = plan.get(name, set())
-        plan[name] = None if not step or steps_so_far is None else {*steps_so_far, step}
-    names = list(plan)
+    plan = _plan(parser, opts.envs)
     VENVS.mkdir(exist_ok=True)
+    rows = _install_and_run(plan, reuse=opts.reuse, jobs=opts.jobs)
 
-    failed_installs: list[str] = []
-    with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
-        for name, code, secs, tail in pool.map(lambda n: _install(n, reuse=opts.reuse), names):
-            print(f"install {name}: {'ok' if code == 0 else f'FAILED ({code})'} in {secs:.0f} s", flush=True)
-            if code:
-                print(tail, flush=True)
-                failed_installs.append(name)
-
-    jobs = max(1, opts.jobs)
-    order = sorted((n for n in names if n not in failed_installs), key=_last_seconds, reverse=True)
-    lock = threading.Lock()
-
-    def work(name: str) -> tuple[list[tuple[str, str, float]], int, int]:
-        if jobs == 1:
-            return _environment(name, plan[name], sys.stdout)
-        log = VENVS / name / "suite.log"
-        with log.open("w") as handle:
-            result = _environment(name, plan[name], handle)
-        with lock:
-            print(log.read_text(), end="", flush=True)
-        return result
-
-    results: dict[str, tuple[list[tuple[str, str, float]], int, int]] = {}
-    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-        for name, result in zip(order, pool.map(work, order), strict=True):
-            results[name] = result
-    rows: list[tuple[str, str, float]] = []
-    passed = failed = 0
-    for name in names:
-        if name in failed_installs:
-            rows.append((name, "install failed", 0.0))
-            failed += 1
-            continue
-        env_rows, env_passed, env_failed = results[name]
-        rows += env_rows
-        passed += env_passed
-        failed += env_failed
-
-    print("\n=== summary")
-    for name, status, secs in rows:
-        print(f"{name:>14}: {status} [{secs:.0f} s]")
-    print(f"{passed} passed, {failed} failed", flush=True)
+    print("\n=== summary (logs: .venvs/NAME/install.log, .venvs/NAME/suite.log)")
+    for label, passed, failed, skipped, secs, note in rows:
+        print(f"{label:>16}: {passed} passed, {failed} failed, {skipped} skipped{note} [{secs:.0f} s]")
+    passed, failed, skipped = (sum(r[1] for r in rows), sum(r[2] for r in rows), sum(r[3] for r in rows))
+    print(f"{passed} passed, {failed} failed, {skipped} skipped", flush=True)
     return 1 if failed else 0
 
 

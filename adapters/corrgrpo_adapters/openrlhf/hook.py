@@ -21,6 +21,7 @@ import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .. import RANGES, logged_summary, warn_outside_range
 from .config import AdapterConfig
 
 __all__ = [
@@ -32,13 +33,10 @@ __all__ = [
     "unpatch_openrlhf",
 ]
 
-#: The OpenRLHF release whose code this module was written and tested against.
-TESTED_OPENRLHF = "0.11.2"
+#: The OpenRLHF releases whose code this module patches; CI tests both ends (corrgrpo_adapters.RANGES).
+SUPPORTED_OPENRLHF = RANGES["openrlhf"].requirement
 #: OpenRLHF's estimator whose plumbing (group layout, cumulative returns, no batch whitening) we reuse.
 HOST_ESTIMATOR = "group_norm"
-#: Prefix of the metrics this adapter adds to ``Experience.info``.
-METRIC_PREFIX = "corrgrpo/"
-
 _ORIGINAL = "__corrgrpo_original__"
 
 
@@ -54,9 +52,9 @@ def _layout_error(what: str) -> OpenRLHFLayoutError:
     except PackageNotFoundError:
         installed = "not installed"
     return OpenRLHFLayoutError(
-        f"{what}. corrgrpo's OpenRLHF adapter patches the code layout of openrlhf=={TESTED_OPENRLHF}; "
-        f"the installed openrlhf is {installed}. Install openrlhf=={TESTED_OPENRLHF} "
-        "(pip install 'corrgrpo-core[openrlhf]')."
+        f"{what}. corrgrpo's OpenRLHF adapter patches the code layout of "
+        f"{RANGES['openrlhf'].describe()}; the installed openrlhf is {installed}. Install "
+        f"'{SUPPORTED_OPENRLHF}' (pip install 'corrgrpo-core[openrlhf]')."
     )
 
 
@@ -95,7 +93,8 @@ _POLICY_LOSS_PARAMS = (
 
 
 def check_openrlhf(config: AdapterConfig | None = None) -> None:
-    """Raise :class:`OpenRLHFLayoutError` unless OpenRLHF has every piece the patch relies on."""
+    """Raise :class:`OpenRLHFLayoutError` unless OpenRLHF has every piece the patch relies on; warn when
+    it has them but its version is outside the supported range."""
     _require(
         _EXPERIENCE_MAKER, "RemoteExperienceMaker.compute_advantages_and_returns", ("self", "experiences")
     )
@@ -113,6 +112,7 @@ def check_openrlhf(config: AdapterConfig | None = None) -> None:
             "aggregate_loss",
             ("loss", "loss_mask", "token_level_loss", "dp_size", "batch_num_tokens", "global_batch_size"),
         )
+    warn_outside_range("openrlhf")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -159,9 +159,9 @@ def _log_stats(config: AdapterConfig, experiences: Sequence[Any], scores: Any, g
     import corrgrpo_core as cc
 
     stats = cc.advantage_stats(scores, group_ids, **_stats_kwargs(config))
-    for name, value in stats.summary(component_names=list(config.reward_keys)).items():
+    for name, value in logged_summary(stats, config.reward_keys).items():
         for experience in experiences:
-            experience.info[METRIC_PREFIX + name] = torch.full((len(experience.index),), float(value))
+            experience.info[name] = torch.full((len(experience.index),), value)
 
 
 def _stats_kwargs(config: AdapterConfig) -> dict[str, Any]:

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import inspect
-import warnings
 from typing import Any
 
-__all__ = ["SUPPORTED_TRL", "TESTED_TRL", "UnsupportedTRLError", "check_trl_compatibility"]
+from .. import RANGES, warn_outside_range
 
-#: TRL versions whose GRPOTrainer has the hooks below with these signatures and semantics.
-SUPPORTED_TRL = "trl>=1.16,<1.17"
-#: The version the adapter's test suite runs against.
-TESTED_TRL = "1.16.0"
+__all__ = ["SUPPORTED_TRL", "UnsupportedTRLError", "check_trl_compatibility"]
+
+#: TRL versions whose GRPOTrainer has the hooks below with these signatures and semantics; CI runs the
+#: adapter's tests at both ends (corrgrpo_adapters.RANGES).
+SUPPORTED_TRL = RANGES["trl"].requirement
 
 # The adapter overrides these two methods (and reads the attributes) of trl.GRPOTrainer.
 HOOKS: dict[str, tuple[str, ...]] = {
@@ -37,7 +37,7 @@ def _fail(problems: list[str]) -> UnsupportedTRLError:
     import trl
 
     return UnsupportedTRLError(
-        f"corrgrpo_adapters.trl supports {SUPPORTED_TRL} (tested with trl=={TESTED_TRL}), but the installed "
+        f"corrgrpo_adapters.trl supports {RANGES['trl'].describe()}, but the installed "
         f"trl {getattr(trl, '__version__', '?')} does not match: {'; '.join(problems)}. "
         f"Install a supported TRL with: pip install 'corrgrpo-core[trl]'"
     )
@@ -45,7 +45,7 @@ def _fail(problems: list[str]) -> UnsupportedTRLError:
 
 def check_trl_compatibility(trainer_cls: type | None = None) -> None:
     """Raise :class:`UnsupportedTRLError` when ``trainer_cls`` (default ``trl.GRPOTrainer``) lacks a
-    hooked method or its signature changed; warn when the signatures match an untested version."""
+    hooked method or its signature changed; warn when they match but the version is outside the range."""
     import trl
 
     cls = trainer_cls if trainer_cls is not None else trl.GRPOTrainer  # type: ignore[attr-defined]
@@ -60,14 +60,7 @@ def check_trl_compatibility(trainer_cls: type | None = None) -> None:
             problems.append(f"GRPOTrainer.{name}{_sig(got)} is not {name}{_sig(expected)}")
     if problems:
         raise _fail(problems)
-    version = getattr(trl, "__version__", "")
-    if not version.startswith("1.16."):
-        warnings.warn(
-            f"corrgrpo_adapters.trl is tested with trl=={TESTED_TRL}; trl {version} has the hooked "
-            "methods but is untested",
-            UserWarning,
-            stacklevel=3,
-        )
+    warn_outside_range("trl", getattr(trl, "__version__", None), stacklevel=3)
 
 
 def check_trainer_attributes(trainer: Any) -> None:

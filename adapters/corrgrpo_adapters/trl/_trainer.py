@@ -16,13 +16,12 @@ from typing import Any, cast
 import torch
 from trl import GRPOConfig, GRPOTrainer  # type: ignore[attr-defined]
 
+from .. import METRIC_PREFIX, ZERO_SIGNAL
 from ._advantages import advantage_diagnostics, group_advantages
 from ._compat import check_trainer_attributes, check_trl_compatibility
 from ._config import AdvantagePlan, CorrGRPOConfig, advantage_plan
 
 __all__ = ["CorrGRPOTrainer"]
-
-METRIC_PREFIX = "corrgrpo/"
 
 
 class CorrGRPOTrainer(GRPOTrainer):
@@ -97,7 +96,7 @@ class CorrGRPOTrainer(GRPOTrainer):
     @contextmanager
     def _trl_switches(self) -> Iterator[None]:
         """TRL's own block runs inside super(): give it valid switches, those of the advantages used when
-        TRL has an equivalent (so its frac_reward_zero_std describes them), and restore ours after."""
+        TRL has an equivalent, and restore ours after."""
         ours = (self.scale_rewards, self.multi_objective_aggregation)
         self.scale_rewards = ours[0] or "group"
         self.multi_objective_aggregation = ours[1] or "sum_then_normalize"
@@ -130,24 +129,23 @@ class CorrGRPOTrainer(GRPOTrainer):
         output["advantages"] = advantages[start : start + rows].to(dtype=local.dtype, device=local.device)
 
         self._replace_logged_advantages(advantages)
-        self._replace_zero_std_metric(mode, advantages, group_size)
-        if self.advantage_plan.log_diagnostics:
-            metrics = advantage_diagnostics(
-                rewards, group_size, component_names=self.reward_func_names, **self._estimator_call()
-            )
-            for key, value in metrics.items():
-                self._metrics[mode][METRIC_PREFIX + key].append(value)
+        self._log_diagnostics(mode, rewards, group_size)
         return output
 
-    def _replace_zero_std_metric(self, mode: str, advantages: torch.Tensor, group_size: int) -> None:
-        # Where TRL has an equivalent estimator, TRL computed this metric for the same advantages. Elsewhere
-        # its value described TRL's GRPO: replace it with the share of completions whose group gets no
-        # signal from the estimator in use (every advantage of the group is 0).
-        logged = self._metrics[mode].get("frac_reward_zero_std")
-        if self.advantage_plan.trl_equivalent or not logged:
-            return
-        silent = (advantages.reshape(-1, group_size) == 0).all(dim=1)
-        logged[-1] = silent.float().mean().item()
+    def _log_diagnostics(self, mode: str, rewards: torch.Tensor, group_size: int) -> None:
+        """The core's ``AdvantageStats.summary()`` under ``corrgrpo/``, the names verl's and OpenRLHF's
+        adapters log. TRL's ``frac_reward_zero_std`` is dropped: it tests the std of the weighted total
+        (or, for TRL's GDPO, of the whole batch), so it meant something else per estimator. Its
+        replacement, ``corrgrpo/zero_signal_groups`` (groups where no reward varies: every estimator's
+        advantages are 0 there), is logged for every estimator, even with the diagnostics off."""
+        self._metrics[mode].pop("frac_reward_zero_std", None)
+        metrics = advantage_diagnostics(
+            rewards, group_size, component_names=self.reward_func_names, **self._estimator_call()
+        )
+        if not self.advantage_plan.log_diagnostics:
+            metrics = {ZERO_SIGNAL: metrics[ZERO_SIGNAL]}
+        for key, value in metrics.items():
+            self._metrics[mode][METRIC_PREFIX + key].append(value)
 
     def _replace_logged_advantages(self, advantages: torch.Tensor) -> None:
         # TRL appended its own (now unused) advantages for these rows to the completions-table log;

@@ -13,6 +13,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import METRIC_PREFIX
+
 # verl estimator name -> core estimator name. ``grpo_covariance_coefficient`` is the name the paper's own
 # verl fork uses for CorrGRPO, so its launch scripts select our estimator unchanged. ``core_grpo`` is the
 # core's GRPO under a name verl does not use: verl's GRPO maths (eps 1e-6 outside the std, ddof 1), a
@@ -37,7 +39,7 @@ TRAINER_MODES: Mapping[str, str] = {
 # only when every configured reward component is constant inside it, not when only the total ties.
 COMPONENTS_FILTER_METRIC = "reward_components"
 
-METRICS_PREFIX = "corrgrpo/"
+METRICS_PREFIX = METRIC_PREFIX  # the name every adapter logs under (corrgrpo_adapters)
 
 #: our estimator names that another package registered first in this process -> its function (left to it).
 TAKEN: dict[str, str] = {}

@@ -27,6 +27,7 @@ from corrgrpo_core import (
     group_labels,
 )
 
+from .. import logged_summary
 from ._config import METRICS_PREFIX, ConfigError, RewardSpec, reward_spec
 
 
@@ -186,7 +187,7 @@ def reward_metrics(scores: np.ndarray, ids: np.ndarray, spec: RewardSpec) -> dic
     options = get_estimator(spec.core_estimator).diagnostic_kwargs(spec.core_kwargs)
     weights = None if spec.weights is None else np.asarray(spec.weights)
     stats = advantage_stats(scores, ids, weights=weights, **options)
-    metrics = {f"{METRICS_PREFIX}{k}": float(v) for k, v in stats.summary(component_names=names).items()}
+    metrics = logged_summary(stats, names)
     for j, name in enumerate(names):
         present = scores[:, j][~np.isnan(scores[:, j])]
         metrics[f"{METRICS_PREFIX}reward/{name}/mean"] = float(np.mean(present)) if present.size else math.nan

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+from .. import warn_outside_range
 from . import _config
 from ._import_hooks import after_import
 
@@ -229,6 +230,7 @@ def check_config(config: Any) -> _config.RewardSpec | None:
     # Trigger (and so check) the registrations this run needs here in the driver, before Ray starts; the
     # TaskRunner process repeats them when it imports the same modules.
     if selected:
+        warn_outside_range("verl")
         # verl's trainer modules warn at import about optional engines and Ray's own deprecations; the
         # TaskRunner shows those when it imports them for real, so keep the driver's check quiet.
         with warnings.catch_warnings():

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import corrgrpo_core as cc
+from corrgrpo_adapters import METRIC_PREFIX, RANGES
 from corrgrpo_adapters.openrlhf import hook
 from corrgrpo_adapters.openrlhf.config import AdapterConfig
 
@@ -120,29 +121,40 @@ def test_groups_follow_experience_index_not_batch_order(orl, patch_with):
     torch.testing.assert_close(orl.prompt_order(flipped, [e.advantages[:, 0] for e in flipped]), per_sample)
 
 
-def test_core_diagnostics_reach_info_and_survive_openrlhf_batching(orl, patch_with):
+@pytest.mark.parametrize("estimator", ["corrgrpo", "grpo", "gdpo"])
+def test_core_diagnostics_reach_info_and_survive_openrlhf_batching(orl, patch_with, estimator):
     from openrlhf.trainer.ppo_utils.experience import make_experience_batch, split_experience_batch
 
     components = _components(seed=3)
     experiences = orl.make_experiences(components, n_samples=N_SAMPLES, micro_batch=4, seed=3)
-    patch_with(AdapterConfig("corrgrpo", ("acc", "fmt")))
+    patch_with(AdapterConfig(estimator, ("acc", "fmt")))
     got = orl.make_maker(orl.make_args(N_SAMPLES)).compute_advantages_and_returns(experiences)
 
     scores = torch.stack([components["acc"], components["fmt"]], dim=-1)
     summary = cc.advantage_stats(scores, torch.arange(len(scores)) // N_SAMPLES).summary(
         component_names=["acc", "fmt"]
     )
-    assert {"c_q/mean", "degenerate_groups", "denominator_share/acc", "denominator_share/fmt"} <= set(summary)
+    # the names every adapter logs, for every estimator: the zero-signal and degenerate-group metrics too
+    assert {
+        "c_q/mean",
+        "zero_signal_groups",
+        "degenerate_groups",
+        "degenerate/max_abs_advantage",
+        "degenerate/c_q_max",
+        "max_abs_advantage",
+        "denominator_share/acc",
+        "denominator_share/fmt",
+    } <= set(summary)
     for experience in got:
         for name, value in summary.items():
-            logged = experience.info[hook.METRIC_PREFIX + name]
+            logged = experience.info[METRIC_PREFIX + name]
             assert logged.shape == (len(experience.index),)
             torch.testing.assert_close(logged, torch.full_like(logged, value))
     # OpenRLHF splits experiences per sample and re-batches them before training and logging; its
     # size checks reject any info entry that is not per-sample.
     items = [item for experience in got for item in split_experience_batch(experience)]
     batch = make_experience_batch(items)
-    logged = batch.info[hook.METRIC_PREFIX + "c_q/mean"]
+    logged = batch.info[METRIC_PREFIX + "c_q/mean"]
     assert type(logged) is type(batch.info["reward"])  # batched exactly like OpenRLHF's own metrics
     # PolicyModelActor.training_step turns such a list into a tensor and logs its mean.
     assert torch.tensor(logged, dtype=torch.float).mean().item() == pytest.approx(
@@ -154,7 +166,7 @@ def test_no_stats_leaves_info_alone(orl, patch_with):
     experiences = orl.make_experiences(_components(), n_samples=N_SAMPLES, micro_batch=4)
     patch_with(AdapterConfig("corrgrpo", ("acc", "fmt"), log_stats=False))
     got = orl.make_maker(orl.make_args(N_SAMPLES)).compute_advantages_and_returns(experiences)
-    assert not [k for k in got[0].info if k.startswith(hook.METRIC_PREFIX)]
+    assert not [k for k in got[0].info if k.startswith(METRIC_PREFIX)]
 
 
 def test_missing_component_names_the_key_and_what_info_has(orl, patch_with):
@@ -245,7 +257,7 @@ def test_a_changed_openrlhf_layout_is_a_clear_error(orl, monkeypatch, target, na
         monkeypatch.setattr(maker_module, name, lambda r, kl: r)
     with pytest.raises(hook.OpenRLHFLayoutError, match=message) as info:
         hook.patch_openrlhf(AdapterConfig("corrgrpo", ("acc",)))
-    assert "openrlhf==0.11.2" in str(info.value)
+    assert RANGES["openrlhf"].describe() in str(info.value)
 
 
 def test_a_registered_estimator_logs_with_its_declared_diagnostic_options():
@@ -266,3 +278,14 @@ def test_a_registered_estimator_logs_with_its_declared_diagnostic_options():
             AdapterConfig("half_corrgrpo", ("a", "b"), options={"ddof": 0})
     finally:
         del _registry._REGISTRY["half_corrgrpo"]
+
+
+def test_the_installed_openrlhf_is_in_range_and_one_outside_warns_naming_it(orl, monkeypatch):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        hook.check_openrlhf()  # the installed release: inside the range, silent
+    monkeypatch.setattr("corrgrpo_adapters.installed_version", lambda _: "0.12.0")
+    with pytest.warns(UserWarning, match=r"supports openrlhf>=.*openrlhf 0\.12\.0 is outside"):
+        hook.check_openrlhf()

@@ -18,6 +18,7 @@ import ray
 import torch
 
 import corrgrpo_core as cc
+from corrgrpo_adapters import METRIC_PREFIX
 from corrgrpo_adapters.openrlhf import launcher
 
 pytestmark = [
@@ -78,7 +79,7 @@ class _Probe:
             "patched": hook.is_patched(),
             "stubbed": "vllm" in sys.modules and not hasattr(sys.modules["vllm"], "__file__"),
             "advantages": torch.cat([e.advantages[:, 0] for e in out]),
-            "metrics": sorted(k for k in out[0].info if k.startswith(hook.METRIC_PREFIX)),
+            "metrics": sorted(k for k in out[0].info if k.startswith(METRIC_PREFIX)),
             "cispo_loss": cispo[0],
         }
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import warnings
 from typing import Any
 
 import pytest
@@ -10,6 +12,7 @@ import trl
 from trl import GRPOConfig, GRPOTrainer, TrlParser
 
 import corrgrpo_core as cc
+from corrgrpo_adapters import RANGES
 from corrgrpo_adapters.trl import (
     CorrGRPOConfig,
     CorrGRPOTrainer,
@@ -221,8 +224,7 @@ def test_changed_hook_signature_is_reported(monkeypatch: pytest.MonkeyPatch, tin
     with pytest.raises(UnsupportedTRLError) as info:
         CorrGRPOTrainer(model=tiny_model, reward_funcs=[len], args=CorrGRPOConfig(**CPU))
     message = str(info.value)
-    assert "trl>=1.16,<1.17" in message
-    assert "tested with trl==1.16.0" in message
+    assert f"supports {RANGES['trl'].describe()}" in message
     assert "_calculate_rewards(self, inputs, prompts, completions)" in message
     assert f"installed trl {trl.__version__}" in message
 
@@ -233,9 +235,21 @@ def test_missing_hook_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
         check_trl_compatibility()
 
 
-def test_untested_version_with_matching_hooks_warns(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(trl, "__version__", "1.17.0")
-    with pytest.warns(UserWarning, match="untested"):
+@pytest.mark.parametrize("outside", ["1.17.0", "1.17.0.dev0", "2.0.0", "1.3.9", "0.29.1"])
+def test_a_version_outside_the_range_with_matching_hooks_warns_naming_it(
+    monkeypatch: pytest.MonkeyPatch, outside: str
+) -> None:
+    monkeypatch.setattr(trl, "__version__", outside)
+    with pytest.warns(UserWarning, match=re.escape(f"supports {RANGES['trl'].requirement}")) as record:
+        check_trl_compatibility()
+    assert f"trl {outside} is outside that range" in str(record[0].message)
+
+
+@pytest.mark.parametrize("inside", [RANGES["trl"].oldest, RANGES["trl"].newest, "1.16.1", "1.9.2"])
+def test_a_version_inside_the_range_is_silent(monkeypatch: pytest.MonkeyPatch, inside: str) -> None:
+    monkeypatch.setattr(trl, "__version__", inside)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
         check_trl_compatibility()
 
 

@@ -205,7 +205,7 @@ def test_dapo_with_kl_matches_trl(model_dir: str, tmp_path: Any) -> None:
             num_tokens=n_tok,
             ref_log_prob=ref,
             kl_coef=0.04,
-            kl_importance_weighted=True,  # TRL default use_bias_correction_kl=True
+            kl_importance_weighted=trainer.args.use_bias_correction_kl,  # TRL: True from 1.10, False before
         ),
     )
 

@@ -20,6 +20,10 @@ DIAGNOSTICS = [
     "corrgrpo/c_q/mean",
     "corrgrpo/correlation_sum/mean",
     "corrgrpo/degenerate_groups",
+    "corrgrpo/zero_signal_groups",
+    "corrgrpo/degenerate/max_abs_advantage",
+    "corrgrpo/degenerate/c_q_max",
+    "corrgrpo/max_abs_advantage",
     *(f"corrgrpo/denominator_share/{n}" for n in COMPONENTS),
     *(f"corrgrpo/advantage_contribution/{n}" for n in COMPONENTS),
 ]
@@ -161,28 +165,44 @@ def test_trl_options_reproduce_trl_own_advantages(
         assert ours.abs().max() > 0.1
         assert torch.isnan(rewards).any()  # missing rewards exercised
         torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-5)
-    # TRL's frac_reward_zero_std was computed for these same advantages
-    assert all("frac_reward_zero_std" in entry for entry in logs.logs if "loss" in entry)
+    # TRL's mixed zero-std column is gone; the one zero-signal metric is there for every TRL option
+    step_logs = [entry for entry in logs.logs if "loss" in entry]
+    assert step_logs
+    assert all("frac_reward_zero_std" not in e and "corrgrpo/zero_signal_groups" in e for e in step_logs)
 
 
-@pytest.mark.parametrize("estimator", ["corrgrpo", "mo_grpo", "rloo"])
-def test_attributes_and_zero_std_metric_describe_the_advantages_used(
+@pytest.mark.parametrize("estimator", ["corrgrpo", "mo_grpo", "rloo", "gdpo", "grpo"])
+def test_attributes_and_zero_signal_metric_describe_the_advantages_used(
     trainer_factory: Any, estimator: str
 ) -> None:
     logs = LogCapture()
     trainer = trainer_factory(advantage_estimator=estimator, max_steps=3, callbacks=[logs])
     assert trainer.advantage_estimator == estimator
-    # TRL has no name for these advantages: its switches do not pretend to describe them
-    assert trainer.scale_rewards is None
-    assert trainer.multi_objective_aggregation is None
+    if estimator not in ("gdpo", "grpo"):  # TRL has no name for these: its switches do not pretend to
+        assert trainer.scale_rewards is None
+        assert trainer.multi_objective_aggregation is None
     train_and_check(trainer, steps=3)
     step_logs = [entry for entry in logs.logs if "loss" in entry]
     assert len(step_logs) == len(trainer.record["advantages"]) == 3
-    for entry, adv in zip(step_logs, trainer.record["advantages"], strict=True):
-        # the share of completions whose group gets no signal from the advantages used
-        silent = (adv.reshape(-1, 4) == 0).all(dim=1).float().mean().item()
-        assert entry["frac_reward_zero_std"] == pytest.approx(silent)
-    assert trainer.scale_rewards is None
+    for entry, rewards, adv in zip(
+        step_logs, trainer.record["rewards"], trainer.record["advantages"], strict=True
+    ):
+        # the share of groups where no reward varies, the same computation for every estimator
+        groups = rewards.reshape(-1, 4, rewards.shape[-1])
+        no_signal = (groups.amax(dim=1) == groups.amin(dim=1)).all(dim=-1)
+        assert "frac_reward_zero_std" not in entry
+        assert entry["corrgrpo/zero_signal_groups"] == pytest.approx(no_signal.float().mean().item())
+        assert (adv.reshape(-1, 4)[no_signal] == 0).all()  # no estimator gives those groups a signal
+
+
+def test_the_zero_signal_metric_stays_with_the_diagnostics_off(trainer_factory: Any) -> None:
+    logs = LogCapture()
+    trainer = trainer_factory(log_advantage_diagnostics=False, max_steps=1, callbacks=[logs])
+    train_and_check(trainer, steps=1)
+    step_logs = [entry for entry in logs.logs if "loss" in entry]
+    assert [sorted(k for k in e if k.startswith("corrgrpo/")) for e in step_logs] == [
+        ["corrgrpo/zero_signal_groups"]
+    ]
 
 
 def test_diagnostics_use_the_options_of_the_advantages(trainer_factory: Any) -> None:

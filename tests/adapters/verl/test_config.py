@@ -259,3 +259,19 @@ def test_estimators_registered_only_in_the_workers_pass_the_config_check(compose
     # a misspelling of one of ours is still caught in the driver
     with pytest.raises(ConfigError, match="did you mean 'corrgrpo'"):
         check_config(compose([*recipes.grpo, "algorithm.adv_estimator=corrgrp"]))
+
+
+def test_the_installed_verl_is_in_range_and_one_outside_warns_naming_it(
+    compose: Any, recipes: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import warnings
+
+    from corrgrpo_adapters.verl.plugin import check_config
+
+    config = compose([*recipes.grpo, *recipes.corrgrpo])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_config(config)  # the installed release: inside the range, silent
+    monkeypatch.setattr("corrgrpo_adapters.installed_version", lambda _: "0.10.0")
+    with pytest.warns(UserWarning, match=r"supports verl>=.*verl 0\.10\.0 is outside"):
+        check_config(config)

@@ -106,12 +106,23 @@ def test_tied_totals_with_varying_components_get_advantages(make_batch: Any, alg
     assert grpo.batch["advantages"].abs().max() == 0
 
 
-def test_metrics_reach_the_step_log(batch: Any, algo: Any) -> None:
+@pytest.mark.parametrize("estimator", ["corrgrpo", "mo_grpo", "core_grpo"])
+def test_metrics_reach_the_step_log(batch: Any, algo: Any, estimator: str) -> None:
     from verl.trainer.ppo import ray_trainer
 
-    data = run(legacy_data(batch), "corrgrpo", algo(reward_keys=list(batch.keys)))
+    data = run(legacy_data(batch), estimator, algo(adv_estimator=estimator, reward_keys=list(batch.keys)))
     metrics = ray_trainer.compute_data_metrics(batch=data, use_critic=False)
     assert "critic/advantages/mean" in metrics  # verl's own metrics are still there
+    # the core's summary under the names every adapter logs, for every estimator
+    for name in (
+        "zero_signal_groups",
+        "degenerate_groups",
+        "degenerate/max_abs_advantage",
+        "degenerate/c_q_max",
+        "max_abs_advantage",
+        "c_q/mean",
+    ):
+        assert np.isfinite(metrics[f"corrgrpo/{name}"])
     for key in batch.keys:
         assert f"corrgrpo/denominator_share/{key}" in metrics
         assert metrics[f"corrgrpo/reward/{key}/mean"] == pytest.approx(batch.components[key].mean())
