@@ -4,7 +4,7 @@
     python -m benchmarks.training_study publish MERGED docs/experiments/scales
 
 The pre-registered study (docs/experiments.md, "The pre-registered study"; its design is
-``corrgrpo_tasks.training._study``) has its own sub-commands, every one resumable:
+``corrgrpo_tasks.training.study``) has its own sub-commands, every one resumable:
 
     python -m benchmarks.training_study plan --root R          # every part, its cost and whether it is done
     python -m benchmarks.training_study part ID --root R       # run one part (one process, nice 10, 1 thread)
@@ -136,7 +136,7 @@ def _study_parsers(sub: Any) -> None:
 
 
 def _study_main(args: argparse.Namespace) -> int:
-    from corrgrpo_tasks.training import _study
+    from corrgrpo_tasks.training import study as _study
 
     if args.what == "plan":
         print("\n".join(_study.plan_lines(args.root)))
@@ -159,7 +159,7 @@ def _study_main(args: argparse.Namespace) -> int:
 
 def _step0(runs: Sequence[Path], out: Path) -> str:
     from corrgrpo_tasks.training import write_csv
-    from corrgrpo_tasks.training._step0 import step0, summary
+    from corrgrpo_tasks.training.step0 import step0, summary
 
     groups, steps = [], []
     for run in runs:

@@ -1,4 +1,4 @@
-"""The pre-registered study's harness (corrgrpo_tasks.training._study, _step0): the design's invariants,
+"""The pre-registered study's harness (corrgrpo_tasks.training.study, step0): the design's invariants,
 the frozen per-arm lr, the pre-registered test's statistics, the step-0 statistic, the mirror task, the
 study arms' TRL settings. No training: records are written by hand."""
 
@@ -14,10 +14,10 @@ import pytest
 
 import corrgrpo_core as cc
 from corrgrpo_tasks.training import RunRecords, write_csv, write_run_file
-from corrgrpo_tasks.training import _study as st
+from corrgrpo_tasks.training import study as st
 from corrgrpo_tasks.training._report import median
 from corrgrpo_tasks.training._scales import MIRROR_COMPONENTS, MIRROR_RANGES, score_mirror
-from corrgrpo_tasks.training._step0 import group_rows, spearman, step_rows
+from corrgrpo_tasks.training.step0 import group_rows, spearman, step_rows
 
 DOCS = Path(__file__).resolve().parents[3] / "docs" / "experiments"
 
