@@ -326,6 +326,13 @@ def render_report(summary: Mapping[str, Any], records: RunRecords | None = None)
             f"| {est} | {reached(hits[keys[0]], row['seeds'])} | {reached(hits['score'], row['seeds'])} | "
             f"{diff(found) if found else '-'} |"
         )
+    lines += _diagnostics_section(rows, records)
+    return "\n".join(lines)
+
+
+def _diagnostics_section(rows: Mapping[str, Any], records: RunRecords | None) -> list[str]:
+    """The report's training-diagnostics table, the audit table (code runs) and the note on both."""
+    lines: list[str] = []
     lines += [
         "",
         (
@@ -343,7 +350,7 @@ def render_report(summary: Mapping[str, Any], records: RunRecords | None = None)
             f"{row['corrgrpo/c_q/max']:.2f} | {row['corrgrpo/correlation_sum/mean']:.2f} | "
             f"{row['corrgrpo/covariance_sum/mean']:.2f} | {row['max_abs_advantage']:.2f} | "
             f"{row['blow_ups']}/{row['train_steps']} | {row['grad_norm']:.2f} ({row['grad_norm_max']:.1f}) | "
-            f"{row['clipped']:.2f} | {_or_dash(row[ZERO_SIGNAL])} | {row['frac_reward_zero_std']:.2f} | "
+            f"{row['clipped']:.2f} | {_or_dash(row[ZERO_SIGNAL])} | {_or_dash(row['frac_reward_zero_std'])} | "
             f"{row['entropy']:.2f} | "
             f"{row['step_time']:.2f} | {row['reward_samples_per_s']:.0f} |"
         )
@@ -375,7 +382,7 @@ def render_report(summary: Mapping[str, Any], records: RunRecords | None = None)
             "for the others): do not compare it across estimators."
         ),
     ]
-    return "\n".join(lines)
+    return lines
 
 
 def _plot(

@@ -66,7 +66,6 @@ def _default(field: str) -> str:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The ``train`` sub-command's options."""
-    from corrgrpo_tasks.training._tasks import TOOL_WARM_NORMALISE
 
     p.add_argument(
         "--estimators",
@@ -137,6 +136,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help=f"prompts per GRPO step [{_default('prompts_per_step')}]",
     )
     p.add_argument("--generations", type=int, default=None, help="completions per prompt (group size) [8]")
+    _warm_start_arguments(p)
+    _model_and_run_arguments(p)
+
+
+def _warm_start_arguments(p: argparse.ArgumentParser) -> None:
+    """The warm start's and the rollouts' options."""
+    from corrgrpo_tasks.training._tasks import TOOL_WARM_NORMALISE
+
     p.add_argument(
         "--warm-steps",
         type=int,
@@ -202,6 +209,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="completions per forward/backward pass (gradient accumulation within one optimiser step; "
         "less memory, same update) [the whole step]",
     )
+
+
+def _model_and_run_arguments(p: argparse.ArgumentParser) -> None:
+    """The tiny model's, the estimator's and the command's own options."""
     p.add_argument(
         "--hidden-size", type=int, default=None, help=f"tiny model width [{_default('hidden_size')}]"
     )
