@@ -30,7 +30,8 @@ from ..sandbox._seccomp import session_filter
 
 __all__ = ["run_job", "sandbox_for"]
 
-_HERE = Path(__file__).parent
+# What runs inside the sandboxes, shipped as text (never imported here): see sandboxed/__init__.py.
+_HERE = Path(__file__).parent / "sandboxed"
 _JUDGE = (_HERE / "_judge.py").read_text()
 _SERVER = (_HERE / "_server.py").read_text()
 _WIRE = (_HERE / "_wire.py").read_text()
@@ -79,7 +80,7 @@ class _Lane:
 
     Each of the three is PID 1 of its namespace and never runs a job's code itself: the judge forks a
     process per job, the servers one per session; between jobs every other process of each sandbox is
-    killed and its ``/tmp`` emptied (see ``_zygote.py``), so a job meets nothing of the one before while
+    killed and its ``/tmp`` emptied (see ``sandboxed/_zygote.py``), so a job meets nothing of the one before while
     the start-up of three sandboxes is paid once per lane instead of once per sample. A lane that misses
     a deadline or loses a sandbox (a memory bomb, an output flood) is thrown away whole.
     """

@@ -15,7 +15,7 @@ from typing import Any
 from ..sandbox import Sandbox, SandboxUnavailableError
 from ._extract import _defines, entry_name, extract_code, parse_verifier
 from ._lanes import run_job, sandbox_for
-from ._syntax import ast_tokens, prune, similarity
+from .sandboxed._syntax import ast_tokens, prune, similarity
 
 __all__ = [
     "COMPONENTS",

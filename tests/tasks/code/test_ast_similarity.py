@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from corrgrpo_tasks.code import compute_score
-from corrgrpo_tasks.code._syntax import WORK_BUDGET, ast_tokens, similarity
+from corrgrpo_tasks.code.sandboxed._syntax import WORK_BUDGET, ast_tokens, similarity
 from corrgrpo_tasks.sandbox import Sandbox
 
 REFERENCE = "class Solution:\n    def solve(self, value):\n        return value + 1\n"
@@ -182,7 +182,7 @@ def cost() -> None:
     Run: ``python tests/tasks/code/test_ast_similarity.py``."""
     import time
 
-    from corrgrpo_tasks.code._syntax import syntax_facts
+    from corrgrpo_tasks.code.sandboxed._syntax import syntax_facts
 
     def best(f: object, repeat: int = 3) -> float:
         times = []

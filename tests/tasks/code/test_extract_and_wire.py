@@ -15,8 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from corrgrpo_tasks.code import _wire, extract_code
+from corrgrpo_tasks.code import extract_code
 from corrgrpo_tasks.code._lanes import _records
+from corrgrpo_tasks.code.sandboxed import _wire
 
 MB = 1 << 20
 SHAPES = {

@@ -26,9 +26,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from corrgrpo_tasks.code import _syntax
 from corrgrpo_tasks.code._extract import entry_name, extract_code
 from corrgrpo_tasks.code._reward import _format
+from corrgrpo_tasks.code.sandboxed import _syntax
 
 FIXTURES = Path(__file__).resolve().parents[3] / "tasks" / "corrgrpo_tasks" / "code" / "fixtures"
 

@@ -74,7 +74,7 @@ def ratio(program: str) -> float:
     import ast
     import difflib
 
-    from corrgrpo_tasks.code._syntax import ast_tokens
+    from corrgrpo_tasks.code.sandboxed._syntax import ast_tokens
 
     mine, ref = (ast_tokens(ast.parse(p), 10**6) for p in (program, SOLUTION))
     return difflib.SequenceMatcher(None, mine, ref, autojunk=False).ratio()

@@ -8,7 +8,7 @@ import ast
 import pytest
 
 from corrgrpo_tasks.code import compute_score
-from corrgrpo_tasks.code._syntax import entry_defined, syntax_facts
+from corrgrpo_tasks.code.sandboxed._syntax import entry_defined, syntax_facts
 from corrgrpo_tasks.sandbox import Sandbox
 
 GT = {

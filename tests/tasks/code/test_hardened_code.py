@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from corrgrpo_tasks.code import COMPONENTS, compute_score
-from corrgrpo_tasks.code._syntax import ast_tokens, prune
+from corrgrpo_tasks.code.sandboxed._syntax import ast_tokens, prune
 from corrgrpo_tasks.sandbox import Sandbox
 
 FIXTURES = Path(__file__).resolve().parents[3] / "tasks" / "corrgrpo_tasks" / "code" / "fixtures"

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from corrgrpo_tasks.code._judge import _number_kind, _same_output
+from corrgrpo_tasks.code.sandboxed._judge import _number_kind, _same_output
 
 
 @pytest.mark.parametrize(
