@@ -568,8 +568,12 @@ def test_mbpp_official_file_evaluates_its_test_split(tmp_path: Path) -> None:
     data.write_text("".join(json.dumps(r) + "\n" for r in [*extra, *rows]))
     piece = "```python\ndef remove_Occ(s, ch):\n    return s\n```"
     out = run(tmp_path, "mbpp", piece, data, options={"timing_rounds": 1})
-    assert out["config"]["n_total"] == 2
-    assert [r["id"] for r in out["records"]] == ["11", "12"]
+    test_ids = sorted(
+        r["task_id"] for r in rows if 11 <= r["task_id"] <= 510
+    )  # the fixture's test-split rows
+    assert test_ids[:2] == [11, 12]
+    assert out["config"]["n_total"] == len(test_ids)
+    assert sorted(int(r["id"]) for r in out["records"]) == test_ids
 
 
 def test_problems_scored_back_to_back_never_meet_a_dead_sandbox() -> None:
