@@ -25,6 +25,23 @@ def box() -> Sandbox:
     return Sandbox()
 
 
+def _another_runs(pid: int) -> bool:
+    """Whether ``pid`` descends from another live pytest process than this one: a sandbox of a suite
+    running beside this one on the same machine (CI runs two environments at a time), not our leftover."""
+    while pid > 1:
+        if pid == os.getpid():
+            return False
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            return False
+        if b"pytest" in cmdline and pid != os.getpid():
+            return True
+        pid = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("PPid:")), 0)
+    return False
+
+
 def _stray_processes(mark: str) -> list[str]:
     """Processes a sandbox may have left behind: any process of a lane's uid (``SANDBOX_UIDS``, when we
     are root), or any process whose command line carries ``mark`` (found even when the tests do not run
@@ -41,7 +58,9 @@ def _stray_processes(mark: str) -> list[str]:
         if "\nState:\tZ" in status:
             continue  # already dead: an orphaned bwrap helper waiting for init to collect its exit status
         uid = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("Uid:")), -1)
-        if (os.geteuid() == 0 and uid in SANDBOX_UIDS) or mark in cmdline:
+        if ((os.geteuid() == 0 and uid in SANDBOX_UIDS) or mark in cmdline) and not _another_runs(
+            int(entry.name)
+        ):
             found.append(f"{entry.name}: uid {uid} {cmdline[:80]!r}")
     return found
 
