@@ -165,6 +165,41 @@ def part_command(root: Path, part: Part, seed: int) -> list[str]:
     ]
 
 
+#: The packages whose versions decide a run's numbers (the published runs stopped reproducing when
+#: an unpinned transformers moved), recorded beside every seed a part runs.
+_PACKAGES = ("torch", "transformers", "trl", "accelerate", "datasets", "numpy", "corrgrpo-core")
+
+
+def _provenance() -> dict[str, Any]:
+    """Date (UTC), load average, git tree and the versions of ``_PACKAGES``, as a part's seed starts or ends."""
+    from datetime import datetime, timezone
+    from importlib import metadata
+
+    def version(name: str) -> str | None:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return None
+
+    here = Path(__file__).resolve().parent
+    tree = subprocess.run(
+        ["git", "-C", str(here), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
+    ).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+    return {
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
+        "load": " ".join(f"{v:.2f}" for v in os.getloadavg()),
+        "tree": tree or None,
+        "tree_dirty": bool(dirty),
+        "versions": {name: version(name) for name in _PACKAGES},
+    }
+
+
 def run_part(root: Path, name: str, *, dry_run: bool = False) -> int:
     """Run every unfinished seed of part ``name``, one process at a time under ``nice -n 10``."""
     part = _find(name)
@@ -178,8 +213,11 @@ def run_part(root: Path, name: str, *, dry_run: bool = False) -> int:
         if dry_run:
             continue
         folder.mkdir(parents=True, exist_ok=True)
+        started = _provenance()
         with (folder.parent / f"seed-{seed}.log").open("w") as log:
             code = subprocess.call(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+        record = {"started": started, "ended": _provenance(), "exit": code}
+        (folder.parent / f"seed-{seed}.provenance.json").write_text(json.dumps(record, indent=1) + "\n")
         if code:
             print(
                 f"{name} seed {seed} failed (exit {code}); see {folder.parent}/seed-{seed}.log",
