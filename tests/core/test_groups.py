@@ -237,6 +237,40 @@ def test_equal_runs_and_dense_group_size() -> None:
     assert find_runs(np, np.zeros(0, dtype=np.int64)) is None
 
 
+def _dense_size_by_definition(ids: list[object]) -> int:
+    """n when the ids are runs of n >= 2 equal adjacent values, each value in one run only; else 0."""
+    runs: list[list[object]] = []
+    for value in ids:
+        if runs and runs[-1][0] == value:
+            runs[-1].append(value)
+        else:
+            runs.append([value])
+    n = len(runs[0]) if runs else 0
+    heads = [run[0] for run in runs]
+    same = all(len(run) == n for run in runs) and all(heads.count(h) == 1 for h in heads)
+    return n if n >= 2 and same else 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    values=st.lists(st.sampled_from(["u1", "u2", "u3", "u4", "u5"]), min_size=1, max_size=8),
+    sizes=st.lists(st.integers(1, 4), min_size=8, max_size=8),
+    copies=st.booleans(),
+)
+def test_dense_group_size_of_object_ids_is_its_definition(
+    values: list[str], sizes: list[int], copies: bool
+) -> None:
+    """uid strings as verl lays them out: each run one object repeated (found from the objects'
+    addresses), or equal strings held by distinct objects (compared by value), in any pattern."""
+    rows: list[object] = []
+    for value, size in zip(values, sizes, strict=False):
+        rows += [("".join(value) if copies else value) for _ in range(size)]
+    ids = np.empty(len(rows), dtype=object)
+    ids[:] = rows
+    assert dense_group_size(ids) == _dense_size_by_definition(rows)
+    assert dense_group_size(ids[::-1]) == _dense_size_by_definition(rows[::-1])  # not contiguous
+
+
 def test_torch_ids_on_the_host_find_runs() -> None:
     torch = pytest.importorskip("torch")
     found = find_runs(array_namespace(torch.zeros(1)), torch.asarray([4, 4, 1, 1]))

@@ -227,6 +227,13 @@ def _check_core_options(core: str, kwargs: dict[str, Any], k: int, weights: tupl
             f"algorithm.estimator_kwargs sets {unknown}, which estimator {core!r} does not take; "
             f"its options: {', '.join(spec.config_options)}"
         )
+    try:
+        key = (core, tuple(sorted(kwargs.items())), k, weights)
+        hash(key)
+    except TypeError:  # an unhashable option value: probed every time
+        key = None
+    if key is not None and key in _PROBED:
+        return
     probe = np.arange(4 * k, dtype=np.float64).reshape(2, 2, k) % 3  # two groups of two
     try:
         cc.compute_advantages(probe, estimator=core, weights=weights, **kwargs)
@@ -234,6 +241,13 @@ def _check_core_options(core: str, kwargs: dict[str, Any], k: int, weights: tupl
         raise ConfigError(
             f"algorithm.estimator_kwargs={kwargs} is rejected by estimator {core!r}: {exc}"
         ) from None
+    if key is not None and len(_PROBED) < 256:
+        _PROBED.add(key)
+
+
+#: Options the core accepted on a probe batch (``_check_core_options``): verl validates the spec on every
+#: advantage call, and the probe, a core call of its own, cost as much as the call at L = 1.
+_PROBED: set[tuple[Any, ...]] = set()
 
 
 def check_trainer(config: Any) -> RewardSpec | None:

@@ -200,7 +200,7 @@ def _check_missing(scores: np.ndarray | torch.Tensor, spec: RewardSpec) -> None:
     if spec.core_kwargs.get("nan_policy", "raise") != "raise":
         return
     if isinstance(scores, torch.Tensor):  # one reduction where it lives; rows only when some are missing
-        if not bool(torch.isnan(scores).any()):
+        if bool(torch.isfinite(scores.sum())):  # NaN propagates through a sum (inf is the core's error)
             return
         scores = _host(scores)
     missing = np.isnan(scores)

@@ -17,6 +17,7 @@ arrays of ours.
 from __future__ import annotations
 
 import collections
+import ctypes
 import functools
 import itertools
 from collections.abc import Iterator
@@ -511,11 +512,46 @@ def factorize(ids: Array) -> Array:
     return _take_rows(labels, run_of_row, run_of_row)
 
 
+def _addresses(ids: Array) -> Array | None:
+    """The addresses of the objects a contiguous 1-d object array holds (a view of its pointers, valid
+    while ``ids`` lives), else None."""
+    if ids.dtype != object or ids.ndim != 1 or not ids.flags.c_contiguous or ids.shape[0] == 0:
+        return None
+    return np.frombuffer((ctypes.c_char * ids.nbytes).from_address(ids.ctypes.data), dtype=np.uintp)
+
+
+def _dense_by_identity(ids: Array) -> int | None:
+    """n when the object ids lie in runs of n >= 2 rows that each hold one object, and the runs' ids
+    are distinct values; None where this cannot decide (the caller then compares values).
+
+    verl repeats each prompt's uid object over its rollouts, so the runs are found from the
+    objects' addresses in one vectorised pass, and only one id per run is hashed: no Python
+    comparison per row. (An id equal to itself is assumed, as for every hashable group id.)
+    """
+    address = _addresses(ids)
+    if address is None:
+        return None
+    n = int(np.argmax(address != address[0]))  # the first row holding another object
+    if n < 2 or ids.shape[0] % n:
+        return None
+    block = address.reshape(-1, n)
+    if not bool((block == block[:, :1]).all()):
+        return None
+    heads = ids[::n].tolist()
+    try:
+        return n if len(set(heads)) == len(heads) else None
+    except TypeError:
+        return 0
+
+
 def dense_group_size(ids: Array) -> int:
     """n when 1-d host ids (any hashable type) form runs of n >= 2 adjacent rows each, else 0."""
     rows = ids.shape[0] if ids.ndim == 1 else 0
     if rows < 2:
         return 0
+    found = _dense_by_identity(ids)
+    if found is not None:
+        return found
     change = _neighbours_differ(ids)
     if change is None:
         return 0
