@@ -13,6 +13,7 @@ The pre-registered study (docs/experiments.md, "The pre-registered study"; its d
     python -m benchmarks.training_study analyse --root R       # the pre-registered test, once parts are in
     python -m benchmarks.training_study step0 RUN... --out D   # c_q against alignment; zero sums vs entropy
     python -m benchmarks.training_study tests DOCS...          # published studies: t, sign-flip, Holm, MDE
+    python -m benchmarks.training_study collect --root R --docs D  # finished seeds, slim, to commit
 
 ``commands`` prints one ``corrgrpo train`` per part (disjoint seed ranges, each in the background under
 ``nice -n 10``) and the ``--merge`` that joins them. ``publish`` copies a merged run's evals.csv and
@@ -90,6 +91,49 @@ def publish(run: Path, docs: Path) -> str:
     return write_outputs(records, docs)
 
 
+#: What a study seed's published steps keep beyond the report's columns: the clipped share the
+#: pre-registration reports per run, and the loss.
+STUDY_KEPT = ("completions/clipped_ratio", "loss")
+
+
+def collect(root: Path, docs: Path) -> list[Path]:
+    """Copy every finished seed of the study parts under ``root`` that ``docs`` lacks, slim, into
+    ``docs/parts/PART/seed-S``: run.json, evals.csv and the seed's provenance as they are, steps.csv
+    with the report's columns and :data:`STUDY_KEPT` to 4 significant digits, gzip-compressed (about
+    65 kB a seed; the rollouts stay behind). ``docs`` is then a study root the harness reads
+    (``plan``, ``choose-lr``, ``analyse --root docs``). Returns the seed folders written."""
+    import csv
+    import gzip
+
+    from corrgrpo_tasks.training import load_records
+    from corrgrpo_tasks.training import study as _study
+
+    written = []
+    for part in _study.parts():
+        for seed in part.seeds:
+            run, copy = _study.seed_folder(root, part, seed), _study.seed_folder(docs, part, seed)
+            if not _study.finished(run) or _study.finished(copy):
+                continue
+            copy.mkdir(parents=True, exist_ok=True)
+            for name in ("run.json", "evals.csv"):
+                shutil.copy(run / name, copy / name)
+            provenance = run.parent / f"seed-{seed}.provenance.json"
+            if provenance.is_file():
+                shutil.copy(provenance, copy.parent / provenance.name)
+            steps = load_records(run).steps
+            kept = [
+                {**slim, **{k: _round(row[k]) for k in STUDY_KEPT if k in row}}
+                for row, slim in zip(steps, slim_steps(steps), strict=True)
+            ]
+            fields = list(dict.fromkeys(k for row in kept for k in row))
+            with gzip.open(copy / "steps.csv.gz", "wt", newline="", compresslevel=9) as handle:
+                writer = csv.DictWriter(handle, fieldnames=fields)
+                writer.writeheader()
+                writer.writerows(kept)
+            written.append(copy)
+    return written
+
+
 def commands(task: str, parts: int, seeds: int, out: str, extra: Sequence[str]) -> list[str]:
     """Shell lines for a study of ``seeds`` paired seeds split into ``parts`` background processes."""
     per = -(-seeds // parts)
@@ -108,7 +152,7 @@ def commands(task: str, parts: int, seeds: int, out: str, extra: Sequence[str]) 
     return lines
 
 
-STUDY_COMMANDS = ("plan", "part", "choose-lr", "merge", "analyse", "step0", "tests")
+STUDY_COMMANDS = ("plan", "part", "choose-lr", "merge", "analyse", "step0", "tests", "collect")
 
 
 def _study_parsers(sub: Any) -> None:
@@ -130,6 +174,9 @@ def _study_parsers(sub: Any) -> None:
     tests.add_argument(
         "folders", nargs="+", type=Path, help="e.g. docs/experiments/scales docs/experiments/tool_calling"
     )
+    gather = sub.add_parser("collect", help="copy finished seeds, slim, into a folder to commit")
+    gather.add_argument("--root", type=Path, default=Path("study"))
+    gather.add_argument("--docs", type=Path, default=Path("docs/experiments/study"))
     step0 = sub.add_parser("step0", help="c_q against alignment per group; degenerate groups against entropy")
     step0.add_argument("runs", nargs="+", type=Path, help="corrgrpo train folders with rollouts/")
     step0.add_argument("--out", type=Path, required=True, help="folder for groups.csv and steps.csv")
@@ -150,6 +197,9 @@ def _study_main(args: argparse.Namespace) -> int:
         print(out)
     elif args.what == "tests":
         print(_study.render_published(_study.published_tests(args.folders)))
+    elif args.what == "collect":
+        for folder in collect(args.root, args.docs):
+            print(folder)
     elif args.what == "analyse":
         print(_study.render_analysis(_study.analyse(args.root)))
     else:

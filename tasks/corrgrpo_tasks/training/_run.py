@@ -704,9 +704,12 @@ def load_records(folder: str | Path) -> RunRecords:
     evals = load_csv(folder / "evals.csv") if (folder / "evals.csv").is_file() else []
     if not evals:
         raise ValueError(f"{folder} has no finished run yet (no rows in evals.csv)")
+    steps = folder / "steps.csv"
+    if not steps.is_file() and (folder / "steps.csv.gz").is_file():  # a published copy (study parts)
+        steps = folder / "steps.csv.gz"
     return RunRecords(
         evals=evals,
-        steps=load_csv(folder / "steps.csv"),
+        steps=load_csv(steps),
         warm=data["warm"],
         config=data["config"],
         wall_seconds=float(data.get("wall_seconds") or 0.0),

@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import json
 import random
+import shutil
 import warnings
 from pathlib import Path
 
@@ -80,6 +81,28 @@ def test_the_lr_is_chosen_on_tuning_seeds_by_auc_with_ties_towards_2e_4_and_then
     # frozen: a later choose-lr keeps it even if the tuning folders changed
     json.loads((tmp_path / "lr.json").read_text())
     assert st.choose_lr(tmp_path)["scales_n8"] == chosen["scales_n8"]
+
+
+def test_collected_seeds_are_a_study_root_the_harness_reads_as_the_runs(tmp_path: Path) -> None:
+    from benchmarks.training_study import collect
+
+    root, docs = tmp_path / "study", tmp_path / "docs"
+    tuning = [p for p in st.parts() if p.config == "scales_n8" and p.lr is not None]
+    for part in tuning:
+        assert part.lr is not None
+        for seed in part.seeds:
+            _write_run(st.seed_folder(root, part, seed), dict.fromkeys(st.ARMS, 0.1 + part.lr), seed)
+    unfinished = st.seed_folder(root, tuning[0], tuning[0].seeds[0])
+    (unfinished / "run.json").write_text(json.dumps({"wall_seconds": 0}))
+    written = collect(root, docs)
+    assert len(written) == 2 * len(tuning) - 1  # the unfinished seed stays behind
+    assert all((f / "steps.csv.gz").is_file() and not (f / "steps.csv").exists() for f in written)
+    assert st.plan_lines(docs) == st.plan_lines(root)
+    assert collect(root, docs) == []  # copied once
+    shutil.rmtree(unfinished)  # the seed finishes in a later sitting
+    _write_run(unfinished, dict.fromkeys(st.ARMS, 0.1 + 1e-4), tuning[0].seeds[0])
+    assert collect(root, docs) == [st.seed_folder(docs, tuning[0], tuning[0].seeds[0])]
+    assert st.choose_lr(docs) == st.choose_lr(root)
 
 
 def test_the_analysis_pairs_corrgrpo_with_grpo_and_marks_an_incomplete_test(tmp_path: Path) -> None:
