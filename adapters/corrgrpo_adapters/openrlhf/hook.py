@@ -91,6 +91,26 @@ _POLICY_LOSS_PARAMS = (
     "global_batch_size",
 )
 
+#: OpenRLHF's train/rollout importance-sampling correction, which CISPO does not combine with, under
+#: each of its APIs: (``PolicyLoss`` argument and attribute, its value when off, the CLI option that
+#: sets it). OpenRLHF 0.11.2 has the first; 0.10.3 to 0.11.1 have the second. Detected, never inferred
+#: from the version.
+_IS_CORRECTION: tuple[tuple[str, object, str], ...] = (
+    ("is_correction_level", "off", "--algo.advantage.is_correction_level"),
+    ("enable_vllm_is_correction", False, "--algo.advantage.is_correction_enable"),
+)
+
+
+def _is_correction(loss: Any) -> tuple[str, bool]:
+    """The CLI option of ``loss``'s (a ``PolicyLoss``) importance-sampling correction under whichever
+    of OpenRLHF's APIs ``loss`` has, and whether it is on."""
+    for attr, off, option in _IS_CORRECTION:
+        if hasattr(loss, attr):
+            return option, getattr(loss, attr) != off
+    raise _layout_error(
+        f"{_LOSS}.PolicyLoss has none of the attributes {', '.join(a for a, _, _ in _IS_CORRECTION)}"
+    )
+
 
 def check_openrlhf(config: AdapterConfig | None = None) -> None:
     """Raise :class:`OpenRLHFLayoutError` unless OpenRLHF has every piece the patch relies on; warn when
@@ -112,6 +132,12 @@ def check_openrlhf(config: AdapterConfig | None = None) -> None:
             "aggregate_loss",
             ("loss", "loss_mask", "token_level_loss", "dp_size", "batch_num_tokens", "global_batch_size"),
         )
+        init = inspect.signature(_require(_LOSS, "PolicyLoss.__init__", ("self",))).parameters
+        if not any(attr in init for attr, _, _ in _IS_CORRECTION):
+            raise _layout_error(
+                f"{_LOSS}.PolicyLoss takes none of {', '.join(a for a, _, _ in _IS_CORRECTION)} (its "
+                "importance-sampling correction switch, which CISPO must see off)"
+            )
     warn_outside_range("openrlhf")
 
 
@@ -241,7 +267,29 @@ def _make_advantage_method(original: Callable[..., Any], config: AdapterConfig) 
 # policy loss
 
 
-def _make_cispo_forward(original: Callable[..., Any]) -> Callable[..., Any]:
+def _loss_outputs(policy_loss: Any, original: Callable[..., Any]) -> int:
+    """How many values OpenRLHF's own ``PolicyLoss.forward`` returns (its actor unpacks exactly
+    that many: 4 up to 0.11.1, 5 from 0.11.2 on), found by running it once on a 1-token batch."""
+    import torch
+
+    one = torch.zeros(1, 1)
+    try:
+        outputs = original(policy_loss(), one, one, one, action_mask=torch.ones(1, 1, dtype=torch.bool))
+    except TypeError as exc:  # its constructor or forward now needs more than this
+        raise _layout_error(
+            f"{_LOSS}.PolicyLoss()(log_probs, old, advantages, action_mask) fails ({exc})"
+        ) from exc
+    if not isinstance(outputs, tuple) or len(outputs) < 3:
+        raise _layout_error(
+            f"{_LOSS}.PolicyLoss.forward returns {type(outputs).__name__}, not (loss, clip_ratio, ppo_kl, ...)"
+        )
+    return len(outputs)
+
+
+def _make_cispo_forward(original: Callable[..., Any], outputs: int) -> Callable[..., Any]:
+    """CISPO in place of ``original`` (``PolicyLoss.forward``), returning as many values as it does:
+    loss, clip ratio and KL, then None for OpenRLHF's IS-correction metrics (the correction is off)."""
+
     @functools.wraps(original)
     def forward(
         self: Any,
@@ -253,15 +301,16 @@ def _make_cispo_forward(original: Callable[..., Any]) -> Callable[..., Any]:
         dp_size: int = 1,
         batch_num_tokens: float | None = None,
         global_batch_size: float | None = None,
-    ) -> tuple[Any, Any, Any, None, None]:
+    ) -> tuple[Any, ...]:
         from openrlhf.models.loss import aggregate_loss
 
         from .objective import cispo_terms
 
-        if self.policy_loss_type != "ppo" or self.dual_clip is not None or self.is_correction_level != "off":
+        correction, corrected = _is_correction(self)
+        if self.policy_loss_type != "ppo" or self.dual_clip is not None or corrected:
             raise ValueError(
                 "CISPO replaces OpenRLHF's PPO loss; it does not combine with --actor.policy_loss_type gspo, "
-                "--actor.dual_clip or --algo.advantage.is_correction_level"
+                f"--actor.dual_clip or {correction}"
             )
         terms = cispo_terms(
             log_probs,
@@ -279,7 +328,7 @@ def _make_cispo_forward(original: Callable[..., Any]) -> Callable[..., Any]:
             batch_num_tokens=batch_num_tokens,
             global_batch_size=global_batch_size,
         )
-        return loss, terms.clip_fraction, terms.approx_kl, None, None
+        return (loss, terms.clip_fraction, terms.approx_kl, *([None] * (outputs - 3)))
 
     setattr(forward, _ORIGINAL, original)
     return forward
@@ -317,7 +366,11 @@ def patch_openrlhf(config: AdapterConfig) -> None:
         lambda original: _make_advantage_method(original, config),
     )
     if config.policy_loss == "cispo":
-        _replace(PolicyLoss, "forward", _make_cispo_forward)
+        _replace(
+            PolicyLoss,
+            "forward",
+            lambda original: _make_cispo_forward(original, _loss_outputs(PolicyLoss, original)),
+        )
     else:
         _restore(PolicyLoss, "forward")
 

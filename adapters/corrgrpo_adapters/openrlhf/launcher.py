@@ -145,6 +145,29 @@ def _find_option(argv: Sequence[str], name: str) -> tuple[int, str | None] | Non
     return found
 
 
+#: OpenRLHF options CISPO does not combine with -> the values it accepts (None: a flag, never).
+#: The train/rollout IS correction is ``--algo.advantage.is_correction_level`` in OpenRLHF 0.11.2 and
+#: the flag ``--algo.advantage.is_correction_enable`` before; both are refused, whichever this OpenRLHF
+#: has (its own parser rejects the other).
+_CISPO_REPLACES: dict[str, set[str] | None] = {
+    "--actor.policy_loss_type": {"ppo"},
+    "--algo.advantage.is_correction_level": {"off"},
+    "--algo.advantage.is_correction_enable": None,
+    "--actor.dual_clip": set(),
+}
+
+
+def _refuse_ppo_variants(parser: argparse.ArgumentParser, rest: Sequence[str]) -> None:
+    for name, ok in _CISPO_REPLACES.items():
+        if ok is None:
+            if name in rest:
+                parser.error(f"--corrgrpo.policy_loss cispo replaces OpenRLHF's PPO loss; drop {name}")
+            continue
+        found = _find_option(rest, name)
+        if found is not None and found[1] not in ok:
+            parser.error(f"--corrgrpo.policy_loss cispo replaces OpenRLHF's PPO loss; drop {name} {found[1]}")
+
+
 def _openrlhf_argv(parser: argparse.ArgumentParser, rest: list[str], config: AdapterConfig) -> list[str]:
     stray = [arg for arg in rest if arg.startswith("--corrgrpo.")]
     if stray:
@@ -165,16 +188,7 @@ def _openrlhf_argv(parser: argparse.ArgumentParser, rest: list[str], config: Ada
             "set --rollout.n_samples_per_prompt to 2 or more"
         )
     if config.policy_loss == "cispo":
-        for name, ok in (
-            ("--actor.policy_loss_type", {"ppo"}),
-            ("--algo.advantage.is_correction_level", {"off"}),
-            ("--actor.dual_clip", set()),
-        ):
-            found = _find_option(rest, name)
-            if found is not None and found[1] not in ok:
-                parser.error(
-                    f"--corrgrpo.policy_loss cispo replaces OpenRLHF's PPO loss; drop {name} {found[1]}"
-                )
+        _refuse_ppo_variants(parser, rest)
     return rest if estimator is not None else [*rest, "--algo.advantage.estimator", HOST_ESTIMATOR]
 
 

@@ -8,6 +8,8 @@ only has to exist: every function in it raises if it is ever called. ``install``
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import importlib.machinery
 import sys
 import types
@@ -38,7 +40,19 @@ def _module(name: str, **attrs: Any) -> None:
     sys.modules[name] = module
 
 
+def _probe_flash_attn_before_the_stub() -> None:
+    """Let transformers find flash_attn absent before its stub exists. Its flash-attention module asks
+    once, at import, whether flash_attn is installed; up to 5.7 (OpenRLHF 0.10.3's pin) it then looks
+    up the distribution that provides the module found, and a stub has none (KeyError)."""
+    if "flash_attn" in sys.modules:
+        return
+    # No transformers (or a layout without that module): nothing probes early.
+    with contextlib.suppress(ImportError):
+        importlib.import_module("transformers.integrations.flash_attention")
+
+
 def install() -> None:
+    _probe_flash_attn_before_the_stub()
     _module("flash_attn")
     _module("flash_attn.utils")
     _module(

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
+import re
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -22,12 +25,25 @@ def _batch(seed: int = 0):
 
 
 def _grad(loss_fn, log_probs, old, advantages, mask, **kwargs):
+    """(loss, gradient, clip ratio, KL, the IS-correction metrics that follow: 1 before OpenRLHF 0.11.2,
+    2 from it on)."""
     log_probs = log_probs.clone().requires_grad_(True)
-    loss, clip_ratio, ppo_kl, vllm_kl, is_filter_ratio = loss_fn(
+    loss, clip_ratio, ppo_kl, *correction_metrics = loss_fn(
         log_probs, old, advantages, action_mask=mask, **kwargs
     )
     loss.backward()
-    return loss.detach(), log_probs.grad, clip_ratio, ppo_kl, (vllm_kl, is_filter_ratio)
+    return loss.detach(), log_probs.grad, clip_ratio, ppo_kl, tuple(correction_metrics)
+
+
+def _is_correction_on(policy_loss) -> dict:
+    """PolicyLoss arguments that turn its IS correction on, in the API the installed OpenRLHF has."""
+    import inspect
+
+    params = inspect.signature(policy_loss).parameters
+    if "is_correction_level" in params:  # OpenRLHF 0.11.2 on
+        return {"is_correction_level": "token"}
+    assert "enable_vllm_is_correction" in params, list(params)
+    return {"enable_vllm_is_correction": True, "vllm_is_truncated_threshold": [0.5, 5.0]}
 
 
 @pytest.fixture
@@ -46,12 +62,15 @@ def test_on_policy_cispo_has_ppo_gradient(cispo, token_level_loss):
 
     _, grad_cispo, clip_ratio, ppo_kl, extra = _grad(make(), old, old, advantages, mask)
     hook.unpatch_openrlhf()
-    _, grad_ppo, *_ = _grad(make(), old, old, advantages, mask)
+    _, grad_ppo, _, _, ppo_extra = _grad(make(), old, old, advantages, mask)
     torch.testing.assert_close(grad_cispo, grad_ppo)
     assert grad_cispo.abs().max() > 0
     assert float(clip_ratio) == 0.0
     assert float(ppo_kl) == 0.0
-    assert extra == (None, None)
+    # As many values as OpenRLHF's own loss returns (its actor unpacks exactly that many), and the
+    # IS-correction metrics empty, as OpenRLHF's are with the correction off.
+    assert len(ppo_extra) in (1, 2)
+    assert extra == ppo_extra == (None,) * len(ppo_extra)
 
 
 @pytest.mark.parametrize(
@@ -96,13 +115,33 @@ def test_data_parallel_normalisation_stays_openrlhfs(cispo):
     torch.testing.assert_close(scaled, local)
 
 
-@pytest.mark.parametrize(
-    "kwargs", [{"policy_loss_type": "gspo"}, {"dual_clip": 3.0}, {"is_correction_level": "token"}]
-)
-def test_cispo_refuses_the_ppo_variants_it_replaces(cispo, kwargs):
+@pytest.mark.parametrize("variant", ["gspo", "dual_clip", "is_correction"])
+def test_cispo_refuses_the_ppo_variants_it_replaces(cispo, variant):
+    kwargs = {
+        "gspo": {"policy_loss_type": "gspo"},
+        "dual_clip": {"dual_clip": 3.0},
+        "is_correction": _is_correction_on(cispo.PolicyLoss),
+    }[variant]
     old, advantages, mask = _batch()
-    with pytest.raises(ValueError, match="CISPO replaces"):
+    with pytest.raises(ValueError, match="CISPO replaces") as refused:
         cispo.PolicyLoss(EPS_LOW, EPS_HIGH, **kwargs)(old, old, advantages, action_mask=mask)
+    # It names the IS-correction option that the installed OpenRLHF's own CLI has.
+    option = re.search(r"--algo\.advantage\.is_correction_\w+", str(refused.value))
+    assert option is not None
+    assert f'"{option.group(0)}"' in _openrlhf_cli_source()
+
+
+def test_the_launcher_refuses_the_is_correction_option_this_openrlhf_has():
+    # Whichever API the installed OpenRLHF has, its IS-correction option is among those refused.
+    refused = [name for name in launcher._CISPO_REPLACES if "is_correction" in name]
+    assert [name for name in refused if f'"{name}"' in _openrlhf_cli_source()] != []
+
+
+def _openrlhf_cli_source() -> str:
+    spec = importlib.util.find_spec(launcher.OPENRLHF_ENTRY)
+    assert spec is not None
+    assert spec.origin is not None
+    return Path(spec.origin).read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize(
@@ -110,7 +149,8 @@ def test_cispo_refuses_the_ppo_variants_it_replaces(cispo, kwargs):
     [
         ["--actor.policy_loss_type", "gspo"],
         ["--actor.dual_clip=3"],
-        ["--algo.advantage.is_correction_level", "seq"],
+        ["--algo.advantage.is_correction_level", "seq"],  # OpenRLHF 0.11.2's IS correction
+        ["--algo.advantage.is_correction_enable"],  # and the one before it
     ],
 )
 def test_launcher_refuses_cispo_with_the_ppo_variants_it_replaces(cispo, capsys, extra):
