@@ -535,6 +535,7 @@ def read_rewards(
     """
     want = None if components is None else [group_col, *components]
     cols = read_columns(path, fmt=file_format, want=want, text=[group_col])
+    _pa().default_memory_pool().release_unused()  # the reader's parse buffers, before any conversion
     names = [c for c in cols.header if c != group_col] if components is None else list(components)
     batch = batch_from_columns(cols, group_col=group_col, components=names, allow_nan=allow_nan, consume=True)
     del cols
@@ -575,11 +576,13 @@ def batch_from_columns(
     if len(set(names)) != len(names):
         raise CliError(f"{src}: reward columns repeat: {names}")
     n = cols.num_rows if rows is None else rows.size
+    pa = _pa()
     scores = np.empty((n, len(names)), dtype=np.float64)
     for k, name in enumerate(names):
         numeric_column(cols, name, allow_nan=allow_nan, rows=rows, out=scores[:, k])
         if consume:
             cols.data.pop(name, None)
+            pa.default_memory_pool().release_unused()
     ids, labels = group_codes(cols, group_col, rows=rows)
     return RewardBatch(scores=scores, group_ids=ids, group_labels=labels, components=tuple(names), source=src)
 
