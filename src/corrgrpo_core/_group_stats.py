@@ -1,12 +1,14 @@
 """Per-group diagnostics of a host batch of any size, in bounded memory: :func:`group_stats`.
 
 :func:`corrgrpo_core.advantage_stats` works on a batch whole and returns per-row fields; this sibling
-sorts the rows by group once, hands the core slices of about :data:`CHUNK_ROWS` rows of whole groups
+sorts the rows by group once (not at all when they are already), hands the core slices of about :data:`CHUNK_ROWS` rows of whole groups
 (so the core's temporaries are bounded by a slice, not by the batch), and keeps one value per group.
 The core scales each call by one power of two, so a slice whose groups lie more than
 :data:`SCALE_BITS` bits apart is split into calls of one magnitude each: every group's numbers are
 those of the group alone. Estimators' advantages come along: a group-local one (the registry's
-``scope``) over the same slices, any other (GDPO's batch z-score) on the whole batch in one call.
+``scope``) over the same slices, any other (GDPO's batch z-score) on the whole batch in one call,
+in input order (the core holds less for scattered ids than for ids in runs). Unit weights reach the
+core as no weights: the same numbers, without a weighted copy of the batch.
 """
 
 from __future__ import annotations

@@ -218,10 +218,12 @@ def test_jsonl_whole_numbers_then_a_fraction_stay_with_pyarrow(tmp_path, monkeyp
 def test_group_labels_read_as_a_tuple_of_the_labels(write_csv):
     batch = read_rewards(write_csv("group,r\n b ,1\na,2\nb,3\nc,0\n"))
     labels = batch.group_labels
-    assert labels == ("b", "a", "c") and len(labels) == 3 and batch.n_groups == 3
+    assert labels == ("b", "a", "c")
+    assert (len(labels), batch.n_groups) == (3, 3)
     assert (labels[0], labels[-1], labels[1:]) == ("b", "c", ("a", "c"))
-    assert list(labels) == ["b", "a", "c"] and labels.index("c") == 2
-    assert "a" in labels and "d" not in labels and 3 not in labels
+    assert list(labels) == ["b", "a", "c"]
+    assert labels.index("c") == 2
+    assert ("a" in labels, "d" in labels, 3 in labels) == (True, False, False)
     with pytest.raises(ValueError, match="'d' is not a group label"):
         labels.index("d")
     with pytest.raises(IndexError):
