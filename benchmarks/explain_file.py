@@ -11,7 +11,11 @@ to the end (``import pyarrow`` and the read for the baseline; the CLI's imports,
 number for ``explain``); the baseline also times the read call alone. The figures are the min over
 repeats, and the ratios are taken within this one run, since the machine is shared (the load
 average is printed beside each repeat). The CPU seconds of each process (user + system, every
-thread, from ``getrusage``) move less with the load than its wall time. Peak memory is the
+thread, from ``getrusage``) move less with the load than its wall time. Python modules
+are imported from bytecode, as from an installed package: the processes share a bytecode cache
+in the temporary folder (``PYTHONPYCACHEPREFIX``), filled by one untimed run of each before the
+first repeat (``--cold``: no cache, every import compiles its sources, which is what a process
+under ``PYTHONDONTWRITEBYTECODE=1`` with sources never compiled pays). Peak memory is the
 process's own high-water mark
 (``VmHWM``: the interpreter and its libraries included); ``ru_maxrss`` is not used, since Linux
 carries the parent's peak into a child across ``exec``.
@@ -78,16 +82,24 @@ def write_file(path: Path, rows: int, group_size: int, fmt: str, seed: int = 0) 
             handle.write("".join(lines))
 
 
-def run_once(code: str, *argv: str) -> tuple[float, float, int, float, str]:
+def child_env(cache: Path | None) -> dict[str, str]:
+    """The processes' environment: one BLAS thread; bytecode from ``cache`` (None: compiled anew)."""
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    if cache is None:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        env["PYTHONPYCACHEPREFIX"] = str(Path(tempfile.gettempdir()) / "explain-file-no-cache")
+    else:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(cache)
+    return env
+
+
+def run_once(code: str, *argv: str, env: dict[str, str]) -> tuple[float, float, int, float, str]:
     """Wall seconds (from the first import, and of the read alone), peak RSS bytes and CPU seconds
     (user + system, every thread) of a process."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     proc = subprocess.run(
-        [sys.executable, "-c", code, *argv],
-        capture_output=True,
-        text=True,
-        env=dict(os.environ, OMP_NUM_THREADS="1"),
-        check=False,
+        [sys.executable, "-c", code, *argv], capture_output=True, text=True, env=env, check=False
     )
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
@@ -106,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--format", choices=tuple(_READ), default="csv")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--cold", action="store_true", help="no bytecode cache: every import compiles")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / f"rewards.{args.format}"
@@ -121,14 +134,19 @@ def main(argv: list[str] | None = None) -> int:
         size = path.stat().st_size
         print(
             f"{path.name}: {args.rows} rows, {args.rows // args.group_size} groups, {size / 1e6:.1f} MB "
-            f"(written in {time.perf_counter() - start:.1f} s); {os.cpu_count()} CPUs"
+            f"(written in {time.perf_counter() - start:.1f} s); {os.cpu_count()} CPUs; "
+            + ("no bytecode cache" if args.cold else "bytecode cached")
         )
         baseline = _BASELINE.format(imports=_READ[args.format])
+        env = child_env(None if args.cold else Path(tmp) / "pycache")
+        if not args.cold:  # one untimed run of each fills the bytecode cache
+            run_once(baseline, str(path), env=env)
+            run_once(_EXPLAIN, "explain", str(path), "--max-groups", "3", env=env)
         reads, explains = [], []
         for i in range(args.repeats):
             load = os.getloadavg()[0]
-            reads.append(run_once(baseline, str(path)))
-            explains.append(run_once(_EXPLAIN, "explain", str(path), "--max-groups", "3"))
+            reads.append(run_once(baseline, str(path), env=env))
+            explains.append(run_once(_EXPLAIN, "explain", str(path), "--max-groups", "3", env=env))
             (r, rc, rm, rcpu, _), (e, _, em, ecpu, _) = reads[-1], explains[-1]
             print(
                 f"  repeat {i + 1} (load average {load:.2f}): pyarrow {r:.2f} s (the read call {rc:.2f} s, "

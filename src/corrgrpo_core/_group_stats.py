@@ -1,12 +1,14 @@
 """Per-group diagnostics of a host batch of any size, in bounded memory: :func:`group_stats`.
 
 :func:`corrgrpo_core.advantage_stats` works on a batch whole and returns per-row fields; this sibling
-sorts the rows by group once, hands the core slices of about :data:`CHUNK_ROWS` rows of whole groups
+sorts the rows by group once (not at all when they are already), hands the core slices of about :data:`CHUNK_ROWS` rows of whole groups
 (so the core's temporaries are bounded by a slice, not by the batch), and keeps one value per group.
 The core scales each call by one power of two, so a slice whose groups lie more than
 :data:`SCALE_BITS` bits apart is split into calls of one magnitude each: every group's numbers are
 those of the group alone. Estimators' advantages come along: a group-local one (the registry's
-``scope``) over the same slices, any other (GDPO's batch z-score) on the whole batch in one call.
+``scope``) over the same slices, any other (GDPO's batch z-score) on the whole batch in one call,
+in input order (the core holds less for scattered ids than for ids in runs). Unit weights reach the
+core as no weights: the same numbers, without a weighted copy of the batch.
 """
 
 from __future__ import annotations
@@ -252,10 +254,17 @@ _PER_GROUP = (
 
 
 def _piece_stats(
-    sub: F64, piece: _Piece, lo: int, out: _Out, detail: frozenset[int], weights: F64, opts: Mapping[str, Any]
+    sub: F64,
+    piece: _Piece,
+    lo: int,
+    out: _Out,
+    detail: npt.NDArray[np.bool_],
+    weights: F64,
+    opts: Mapping[str, Any],
 ) -> None:
-    """advantage_stats of one piece, written into ``out`` at the piece's groups."""
-    st = advantage_stats(sub, piece.ids, weights=weights, **opts)
+    """advantage_stats of one piece, written into ``out`` at the piece's groups (``detail[g]``:
+    keep group g's matrices; ``opts`` the core's options, ``weights`` for the matrices)."""
+    st = advantage_stats(sub, piece.ids, **opts)
     first = np.flatnonzero(np.diff(piece.ids, prepend=-1))
     local = piece.ids[first]  # the piece's groups that have rows
     at = lo + (local if piece.groups is None else piece.groups[local])
@@ -270,7 +279,7 @@ def _piece_stats(
     cov, corr = group_matrices(sub * (weights / piece.unit), np.bincount(piece.ids)[local])
     out.corr_total += corr.sum(axis=0)
     out.varies_total += np.sum(np.diagonal(corr, axis1=1, axis2=2) > 0, axis=0)
-    for i in np.flatnonzero(np.isin(at, list(detail))) if detail else ():
+    for i in np.flatnonzero(detail[at]):
         out.matrices[int(at[i])] = (cov[i] * piece.unit * piece.unit, corr[i])
 
 
@@ -280,35 +289,74 @@ def _advantages(x: F64, ids: I64, name: str, options: Mapping[str, Any]) -> F64:
 
 @dataclass
 class _Sink:
-    """Where advantages go as they are computed: every row (``keep``), the shown rows, and the
-    running sum and max of |A| (so a large batch need not keep every row)."""
+    """Where advantages go as they are computed: every row (``keep``), the shown rows
+    (``shown_rows``, ascending), and the running sum and max of |A| (so a large batch need not keep
+    every row). :meth:`put_rows` takes every row in input order, :meth:`put_span` the rows at
+    positions a..b of the group order once :meth:`in_group_order` has given it."""
 
     n: int
     keep: bool
     shown_rows: I64
+    order: I64 | None = None  # group order -> input row (None: the input is in group order)
+    shown_pos: I64 = field(default_factory=lambda: np.zeros(0, np.int64))  # ascending
+    shown_at: I64 = field(default_factory=lambda: np.zeros(0, np.int64))  # index in shown_rows
     full: dict[str, F64] = field(default_factory=dict)
     shown: dict[str, F64] = field(default_factory=dict)
     abs_sum: dict[str, float] = field(default_factory=dict)
     abs_max: dict[str, float] = field(default_factory=dict)
 
-    def put(self, name: str, at: I64 | slice, values: F64) -> None:
+    def in_group_order(self, order: I64 | None, shown_pos: I64) -> None:
+        self.order, self.shown_pos = order, shown_pos
+        rows = shown_pos if order is None else order[shown_pos]
+        self.shown_at = np.searchsorted(self.shown_rows, rows)
+
+    def _start(self, name: str, values: F64) -> None:
         if name not in self.abs_sum:
             self.abs_sum[name], self.abs_max[name] = 0.0, 0.0
             self.shown[name] = np.zeros(self.shown_rows.size)
             if self.keep:
                 self.full[name] = np.empty(self.n)
+        if values.size:
+            self.abs_sum[name] += float(np.sum(np.abs(values)))
+            self.abs_max[name] = max(self.abs_max[name], float(np.max(values)), -float(np.min(values)))
+
+    def put_rows(self, name: str, values: F64) -> None:
+        self._start(name, values)
         if self.keep:
-            self.full[name][at] = values
-        magnitude = np.abs(values)
-        self.abs_sum[name] += float(np.sum(magnitude))
-        self.abs_max[name] = max(self.abs_max[name], float(np.max(magnitude, initial=0.0)))
-        rows = np.arange(self.n)[at] if isinstance(at, slice) else at
-        hit = np.isin(rows, self.shown_rows)
-        if hit.any():
-            self.shown[name][np.searchsorted(self.shown_rows, rows[hit])] = values[hit]
+            self.full[name][:] = values
+        self.shown[name][:] = values[self.shown_rows]
+
+    def put_span(self, name: str, a: int, b: int, values: F64, pick: npt.NDArray[np.bool_] | None) -> None:
+        """``values`` of the rows at group-order positions a..b (those where ``pick``, if given)."""
+        self._start(name, values)
+        if self.keep:
+            rows = np.arange(a, b) if self.order is None else self.order[a:b]
+            self.full[name][rows if pick is None else rows[pick]] = values
+        lo, hi = (int(i) for i in np.searchsorted(self.shown_pos, [a, b]))
+        if hi == lo:
+            return
+        at, dest = self.shown_pos[lo:hi] - a, self.shown_at[lo:hi]
+        if pick is None:
+            self.shown[name][dest] = values[at]
+        else:
+            hit = pick[at]
+            self.shown[name][dest[hit]] = values[(np.cumsum(pick) - 1)[at[hit]]]
 
     def magnitude(self) -> dict[str, tuple[float, float]]:
         return {e: (self.abs_sum[e] / max(self.n, 1), self.abs_max[e]) for e in self.abs_sum}
+
+
+def _group_order(ids: I64) -> I64 | None:
+    """The rows sorted by group, stably; None when they are already (no copy then). Sorting the
+    distinct keys id * n + row is ~10x faster than a stable argsort (SIMD sort)."""
+    n = ids.size
+    if n < 2 or bool(np.all(ids[1:] >= ids[:-1])):
+        return None
+    key = ids * n
+    key += np.arange(n)
+    key.sort()
+    key %= n
+    return key
 
 
 def group_stats(
@@ -329,10 +377,11 @@ def group_stats(
     """:func:`corrgrpo_core.advantage_stats` per group, for a host batch of any size.
 
     ``scores`` (N, K) and integer ``group_ids`` in 0..G-1 (G = ``n_groups``, default the largest id
-    plus one; a label with no rows is a group of size 0). The rows are sorted by group once and the
-    core sees slices of about ``chunk_rows`` (default :data:`CHUNK_ROWS`) rows of whole groups, so its temporaries are bounded by
-    a slice. ``estimators``: their advantages too (``estimator_options[name]`` passed on), in input
-    order (``keep_advantages=False``: only the ``matrices_for`` groups' rows and the magnitudes, so
+    plus one; a label with no rows is a group of size 0). The rows are sorted by group once (not at
+    all when the ids never decrease) and the core sees slices of about ``chunk_rows`` (default
+    :data:`CHUNK_ROWS`) rows of whole groups, so its temporaries are bounded by a slice.
+    ``estimators``: their advantages too (``estimator_options[name]`` passed on), in input order
+    (``keep_advantages=False``: only the ``matrices_for`` groups' rows and the magnitudes, so
     memory does not grow by N per estimator). ``matrices_for``: groups whose covariance and
     correlation matrices are kept. Errors are the core's ``ValueError`` / ``TypeError``.
 
@@ -358,48 +407,42 @@ def group_stats(
     if n and (int(ids.min()) < 0 or int(ids.max()) >= g_count):
         raise ValueError(f"group_stats: group_ids must lie in 0..{g_count - 1}")
     w = np.ones(k) if weights is None else np.asarray(weights, dtype=np.float64)
+    # unit weights go to the core as None: the same numbers, without a weighted copy of the batch
+    core = {"weights": None if w.shape == (k,) and bool(np.all(w == 1.0)) else w, "nan_policy": nan_policy}
     per_estimator = estimator_options or {}
-    names = list(dict.fromkeys(estimators))
-    common = {"weights": w, "nan_policy": nan_policy}
-    detail = frozenset(int(g) for g in matrices_for)
-    sink = _Sink(
-        n, keep_advantages, np.flatnonzero(np.isin(ids, list(detail))) if detail else np.zeros(0, np.int64)
-    )
+    detail = np.zeros(g_count + 1, np.bool_)  # +1: an id out of range is refused below, not here
+    detail[[int(g) for g in matrices_for if 0 <= int(g) < g_count]] = True
+    sink = _Sink(n, keep_advantages, np.flatnonzero(detail[ids]))
     local = []
-    for name in names:  # the batch estimators first, on the input order: no sorted copy exists yet
-        opts = {**common, **per_estimator.get(name, {})}
+    for name in dict.fromkeys(estimators):  # the batch estimators first, on the input order
+        opts = {**core, **per_estimator.get(name, {})}
         if get_estimator(name).group_local(opts):
-            local.append(name)
+            local.append((name, opts))
         else:
-            sink.put(name, slice(None), _advantages(x_all, ids, name, opts))
-    # rows sorted by group, stably: sorting the distinct keys id * n + row is ~10x faster than a
-    # stable argsort (SIMD sort)
-    order = np.sort(ids * n + np.arange(n)) % n if n else np.zeros(0, np.int64)
+            sink.put_rows(name, _advantages(x_all, ids, name, opts))
+    order = _group_order(ids)  # after the batch estimators: their temporaries and it are not alive at once
     sizes = np.bincount(ids, minlength=g_count).astype(np.int64)
     starts = np.cumsum(sizes) - sizes
+    sink.in_group_order(order, np.flatnonzero(np.repeat(detail[:g_count], sizes)))
     out = _Out.zeros(g_count, k)
     stat_opts = {
-        "nan_policy": nan_policy,
+        **core,
         "min_correlation_sum": min_correlation_sum,
         "degenerate_threshold": degenerate_threshold,
     }
     for lo, hi in whole_group_ranges(sizes, CHUNK_ROWS if chunk_rows is None else chunk_rows):
-        rows = order[int(starts[lo]) : int(starts[hi - 1] + sizes[hi - 1])]
-        x = x_all[rows]  # this slice's rows, sorted by group (a copy of one slice only)
-        pieces = _scale_pieces(x, sizes[lo:hi], w)
-        for piece in pieces:
+        a, b = int(starts[lo]), int(starts[hi - 1] + sizes[hi - 1])
+        x = x_all[a:b] if order is None else x_all[order[a:b]]  # a view, or a copy of one slice
+        for piece in _scale_pieces(x, sizes[lo:hi], w):
             sub = x if piece.rows is None else x[piece.rows]
-            at = rows if piece.rows is None else rows[piece.rows]
-            for name in local:
-                sink.put(
-                    name, at, _advantages(sub, piece.ids, name, {**common, **per_estimator.get(name, {})})
-                )
+            for name, opts in local:
+                sink.put_span(name, a, b, _advantages(sub, piece.ids, name, opts), piece.rows)
             _piece_stats(sub, piece, lo, out, detail, w, stat_opts)
     groups = max(g_count, 1)
     return GroupStats(
         sizes=sizes,
         starts=starts,
-        order=order,
+        order=np.arange(n) if order is None else order,
         **out.fields,
         mean_correlation=out.corr_total / groups,
         varies_share=out.varies_total / groups,

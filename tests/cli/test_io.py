@@ -213,3 +213,32 @@ def test_jsonl_whole_numbers_then_a_fraction_stay_with_pyarrow(tmp_path, monkeyp
     batch = read_rewards(path)
     assert batch.group_labels[:3] == ("0", "1", "2")  # whole-number labels stay whole
     assert batch.scores[-1, 0] == 0.5
+
+
+def test_group_labels_read_as_a_tuple_of_the_labels(write_csv):
+    batch = read_rewards(write_csv("group,r\n b ,1\na,2\nb,3\nc,0\n"))
+    labels = batch.group_labels
+    assert labels == ("b", "a", "c")
+    assert (len(labels), batch.n_groups) == (3, 3)
+    assert (labels[0], labels[-1], labels[1:]) == ("b", "c", ("a", "c"))
+    assert list(labels) == ["b", "a", "c"]
+    assert labels.index("c") == 2
+    assert ("a" in labels, "d" in labels, 3 in labels) == (True, False, False)
+    with pytest.raises(ValueError, match="'d' is not a group label"):
+        labels.index("d")
+    with pytest.raises(IndexError):
+        labels[3]
+
+
+def test_a_run_is_told_by_the_header_alone(write_csv, tmp_path):
+    from corrgrpo_core.cli.io import column_names
+    from corrgrpo_core.cli.runs import is_run
+
+    run = write_csv("step, group ,r\n1,a,1\n1,a,oops\n", name="run.csv")  # a bad value after the header
+    assert column_names(run) == ["step", "group", "r"]
+    assert is_run(run, step_col="step", file_format=None)
+    assert not is_run(write_csv("group,r\na,1\n"), step_col="step", file_format=None)
+    assert not is_run(run, step_col="", file_format=None)
+    assert not is_run(write_csv("", name="empty.csv"), step_col="step", file_format=None)
+    (tmp_path / "r.jsonl").write_text('{"step": 1, "group": "a", "r": 1}\n')
+    assert column_names(tmp_path / "r.jsonl") == ["step", "group", "r"]

@@ -82,3 +82,53 @@ def test_bad_group_ids_are_one_line_errors():
         cc.group_stats(np.ones((3, 2)), np.array([0.0, 1.0, 1.0]))
     with pytest.raises(ValueError, match=r"must lie in 0\.\.1"):
         cc.group_stats(np.ones((3, 2)), np.array([0, 1, 2]), n_groups=2)
+
+
+def _scattered(rng: np.random.Generator, n_groups: int, size: int) -> tuple[np.ndarray, np.ndarray]:
+    ids = rng.permutation(np.repeat(np.arange(n_groups), size))
+    scores = rng.normal(size=(ids.size, 3)) * [1.0, 1e-3, 10.0]
+    scores[ids % 5 == 0] *= 1e-120  # some groups far below the others: slices split by magnitude
+    return scores, ids
+
+
+def test_shown_rows_and_magnitudes_without_keeping_every_row():
+    rng = np.random.default_rng(3)
+    scores, ids = _scattered(rng, 40, 6)
+    est, shown = ("grpo", "corrgrpo", "gdpo", "rloo"), [0, 5, 7, 39]
+    full = cc.group_stats(scores, ids, estimators=est, chunk_rows=17)
+    lean = cc.group_stats(
+        scores, ids, estimators=est, chunk_rows=17, keep_advantages=False, matrices_for=shown
+    )
+    assert lean.advantages == {}
+    np.testing.assert_array_equal(lean.shown_rows, np.flatnonzero(np.isin(ids, shown)))
+    for name in est:
+        np.testing.assert_array_equal(lean.shown_advantages[name], full.advantages[name][lean.shown_rows])
+        magnitude = np.abs(full.advantages[name])
+        assert lean.advantage_magnitude[name] == pytest.approx((magnitude.mean(), magnitude.max()), rel=1e-12)
+    assert sorted(lean.matrices) == shown
+
+
+def test_rows_already_in_group_order_give_the_same_numbers():
+    rng = np.random.default_rng(4)
+    scores, ids = _scattered(rng, 30, 5)
+    order = np.argsort(ids, kind="stable")
+    est = ("grpo", "corrgrpo", "gdpo")
+    a = cc.group_stats(scores, ids, estimators=est, chunk_rows=11, matrices_for=[2])
+    b = cc.group_stats(scores[order], ids[order], estimators=est, chunk_rows=11, matrices_for=[2])
+    np.testing.assert_array_equal(b.order, np.arange(ids.size))
+    for name in ("covariance_sum", "correlation_sum", "c_q", "variance_share", "max_abs_advantage"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+    for name in est:  # gdpo's batch mean is summed in another order: equal to rounding
+        np.testing.assert_allclose(a.advantages[name][order], b.advantages[name], rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(a.matrices[2][1], b.matrices[2][1])
+
+
+def test_unit_weights_are_the_unweighted_numbers():
+    rng = np.random.default_rng(5)
+    scores, ids = _scattered(rng, 20, 4)
+    a = cc.group_stats(scores, ids, estimators=("gdpo", "corrgrpo"))
+    b = cc.group_stats(scores, ids, estimators=("gdpo", "corrgrpo"), weights=np.ones(3))
+    for name in ("covariance_sum", "correlation_sum", "c_q", "max_abs_advantage"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+    for name in ("gdpo", "corrgrpo"):
+        np.testing.assert_array_equal(a.advantages[name], b.advantages[name])

@@ -16,10 +16,10 @@ import json
 import math
 import re
 import stat
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -30,9 +30,11 @@ __all__ = [
     "FORMATS",
     "CliError",
     "Columns",
+    "GroupLabels",
     "RewardBatch",
     "batch_from_columns",
     "check_file",
+    "column_names",
     "file_format",
     "numeric_column",
     "parse_weights",
@@ -57,17 +59,73 @@ _BLOCK = 1 << 20  # bytes per pyarrow block, its default (grown for a longer fie
 _MISSING = "(pass --nan-policy ignore to leave it out of the statistics)"
 
 
+class GroupLabels(Sequence[str]):
+    """A file's group labels as one pyarrow string array: a Python string is made only for a label
+    that is read (10^6 groups are not 10^6 ``str`` objects). Equal to the tuple of its labels;
+    a slice is a tuple."""
+
+    __slots__ = ("_labels",)
+
+    def __init__(self, labels: Any) -> None:
+        self._labels = labels
+
+    def __len__(self) -> int:
+        return len(self._labels)
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+    @overload
+    def __getitem__(self, i: slice) -> tuple[str, ...]: ...
+    def __getitem__(self, i: int | slice) -> str | tuple[str, ...]:
+        if isinstance(i, slice):
+            return tuple(self._labels[i].to_pylist())
+        if not -len(self) <= i < len(self):
+            raise IndexError(f"group {i} of {len(self)}")
+        return str(self._labels[i % len(self)].as_py())
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._labels.to_pylist())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, GroupLabels | tuple):
+            return tuple(self) == tuple(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # equal to a tuple, so not hashable like one
+
+    def index(self, value: Any, start: int = 0, stop: int | None = None) -> int:
+        pc = importlib.import_module("pyarrow.compute")
+        found = (
+            int(pc.index(self._labels, value, start=start, end=stop).as_py())
+            if isinstance(value, str)
+            else -1
+        )
+        if found < 0:
+            raise ValueError(f"{value!r} is not a group label")
+        return found
+
+    def __contains__(self, value: object) -> bool:
+        try:
+            self.index(value)
+        except ValueError:
+            return False
+        return True
+
+    def __repr__(self) -> str:
+        return f"GroupLabels({len(self)} labels)"
+
+
 @dataclass(frozen=True)
 class RewardBatch:
     """A reward batch as the estimators take it.
 
     ``scores`` is ``(N, K)`` float64, ``group_ids`` ``(N,)`` int64 indexing ``group_labels`` (numbered
-    in order of first appearance).
+    in order of first appearance; a tuple, or the labels of a file as :class:`GroupLabels`).
     """
 
     scores: npt.NDArray[np.float64]
     group_ids: npt.NDArray[np.int64]
-    group_labels: tuple[str, ...]
+    group_labels: Sequence[str]
     components: tuple[str, ...]
     source: str
 
@@ -477,6 +535,18 @@ def _text(value: Any) -> str | None:
     return str(value)
 
 
+def column_names(path: str | Path, fmt: str | None = None) -> list[str]:
+    """The file's column names: a CSV/TSV header alone (no block parsed, nothing left in pyarrow's
+    pool), else those of :func:`probe_columns`."""
+    path = Path(path)
+    fmt = file_format(path, fmt)
+    if fmt not in _DELIMITER:
+        return list(probe_columns(path, fmt))
+    check_file(path)
+    _check_text(path, fmt)
+    return _csv_header(path, fmt)
+
+
 def probe_columns(path: str | Path, fmt: str | None = None) -> dict[str, str]:
     """Column name -> ``"number"`` (numbers or bools), ``"text"`` or ``"other"``, from the schema
     (Parquet), the first block (CSV/TSV) or the first rows (JSONL); cheap, for choosing what to read."""
@@ -535,6 +605,7 @@ def read_rewards(
     """
     want = None if components is None else [group_col, *components]
     cols = read_columns(path, fmt=file_format, want=want, text=[group_col])
+    _pa().default_memory_pool().release_unused()  # the reader's parse buffers, before any conversion
     names = [c for c in cols.header if c != group_col] if components is None else list(components)
     batch = batch_from_columns(cols, group_col=group_col, components=names, allow_nan=allow_nan, consume=True)
     del cols
@@ -575,11 +646,13 @@ def batch_from_columns(
     if len(set(names)) != len(names):
         raise CliError(f"{src}: reward columns repeat: {names}")
     n = cols.num_rows if rows is None else rows.size
+    pa = _pa()
     scores = np.empty((n, len(names)), dtype=np.float64)
     for k, name in enumerate(names):
         numeric_column(cols, name, allow_nan=allow_nan, rows=rows, out=scores[:, k])
         if consume:
             cols.data.pop(name, None)
+            pa.default_memory_pool().release_unused()
     ids, labels = group_codes(cols, group_col, rows=rows)
     return RewardBatch(scores=scores, group_ids=ids, group_labels=labels, components=tuple(names), source=src)
 
@@ -698,7 +771,7 @@ def _floats(
 
 def group_codes(
     cols: Columns, group_col: str, *, rows: npt.NDArray[np.int64] | None = None
-) -> tuple[npt.NDArray[np.int64], tuple[str, ...]]:
+) -> tuple[npt.NDArray[np.int64], Sequence[str]]:
     """Codes 0..G-1 in order of first appearance and the labels, vectorised: the column is
     dictionary-encoded by pyarrow, and labels are trimmed and checked on the dictionary, not on
     every row."""
@@ -751,7 +824,7 @@ def group_codes(
         merged = pc.dictionary_encode(labels)
         ids = np.asarray(merged.indices.to_numpy(zero_copy_only=False), dtype=np.int64)[ids]
         labels = merged.dictionary
-    return ids, tuple(labels.to_pylist())
+    return ids, GroupLabels(labels)
 
 
 def _short(text: str, limit: int = 60) -> str:

@@ -32,6 +32,7 @@ from .io import (
     Columns,
     RewardBatch,
     batch_from_columns,
+    column_names,
     numeric_column,
     probe_columns,
     read_columns,
@@ -100,7 +101,7 @@ def is_run(path: Path, *, step_col: str, file_format: str | None) -> bool:
     if not step_col or not path.is_file():
         return False
     try:
-        return step_col in probe_columns(path, file_format)
+        return step_col in column_names(path, file_format)
     except CliError:
         return False  # the batch reader reports the problem with the file
 
