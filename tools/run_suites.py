@@ -230,6 +230,7 @@ _TYPICAL_SECONDS = {
     "agents": 30,
     "plain": 30,
     "trl-oldest": 150,
+    "openrlhf-oldest": 120,
     "wheel": 40,
 }
 _SECONDS = VENVS / ".seconds.json"
