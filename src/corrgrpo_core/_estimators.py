@@ -353,7 +353,7 @@ def gdpo_corr(
     xp = batch.xp
     u = _weighted_zscores(batch, eps=eps, eps_placement=group_eps_placement, ddof=ddof, rtol=rtol).z
     valid = None if batch.row_valid is None else xp.broadcast_to(batch.row_valid, u.shape)
-    m = batch_moments(u, valid, batch.groups, ddof=ddof, rtol=rtol)
+    m = batch_moments(u, valid, batch.groups, ddof=ddof, rtol=rtol, own=True)  # (u: ours, read no further)
     # U is complete (a missing reward has z = 0, its group mean), so the z-score identity holds.
     corr, spread = correlation_sum(m, m.count_g[..., :1], ddof)
     div = corr_divisor(
@@ -378,9 +378,14 @@ def dara_weights(batch: Batch, varies: Array, *, max_weight: float) -> Array:
 
 
 def _dara_calibrate(values: Array, density: Array, variant: str, xp: Namespace) -> Array:
+    """Sym: d_k v_ik; Asym: d_k max(v_ik, 0) + min(v_ik, 0). A new array (two row-level temporaries
+    at a time, not three: the product and the sum are taken in place)."""
     if variant == "sym":
         return density * values
-    return density * xp.maximum(values, 0.0) + xp.minimum(values, 0.0)
+    calibrated = xp.maximum(values, 0.0)
+    calibrated *= density
+    calibrated += xp.minimum(values, 0.0)
+    return calibrated
 
 
 def dara(
@@ -404,10 +409,14 @@ def dara(
     if base == "gdpo":
         m = group_moments(batch.raw, batch.valid, batch.groups, ddof=ddof, rtol=rtol)
         density = dara_weights(batch, m.varies, max_weight=max_weight)
-        z = _zscores(m, eps, eps_placement, xp, batch.scale)
+        z = _zscores(m, eps, eps_placement, xp, batch.scale, consume=True)  # (m: read no further)
+        del m  # (its values are z now)
         calibrated = _dara_calibrate(z, density, variant, xp)
+        del z  # (before the weights' product)
         weighted = calibrated if batch.weights is None else batch.weights * calibrated
+        del calibrated
         s = unscaled(_sum_k(weighted, xp), batch.weight_scale)
+        del weighted  # (the row-level arrays are freed before the batch statistics)
         return batch_zscore(batch, s, eps=eps, eps_placement=eps_placement, ddof=ddof, rtol=rtol)
     parts = corr_parts(batch, ddof=ddof, rtol=rtol)
     density = dara_weights(batch, parts.components.varies, max_weight=max_weight)

@@ -305,7 +305,8 @@ def moments(
         sum_sq -= shift_sum
         sum_sq = xp.maximum(sum_sq, 0.0)
     else:  # large scopes: centre first (the error of one pass grows with the scope's size)
-        centred = scope.shift_divide(shifted, shifted_mean, None, ref=ref)
+        # (``own``: the shifted values are ours and read no further, centred where they lie)
+        centred = scope.shift_divide(shifted, shifted_mean, None, in_place=own and valid is None, ref=ref)
         if valid is not None:
             centred = xp.where(valid, centred, 0.0)
         sum_sq = scope.reduce_sq(centred)
@@ -371,11 +372,13 @@ def batch_scope(groups: Groups) -> BatchScope:
     return BatchScope(kernel=groups.kernel, axes=(0, 1) if groups.dense else (0,))
 
 
-def batch_moments(x: Array, valid: Array | None, groups: Groups, *, ddof: int, rtol: float) -> Moments:
-    """:func:`moments` over the whole batch (every row counts once)."""
+def batch_moments(
+    x: Array, valid: Array | None, groups: Groups, *, ddof: int, rtol: float, own: bool = False
+) -> Moments:
+    """:func:`moments` over the whole batch (every row counts once; ``own``: see there)."""
     xp = groups.xp
     n = 1
     for size in x.shape[:-1]:
         n *= size
     count = groups.kernel.constant(float(n), x.ndim, x.dtype, device(x))
-    return moments(x, valid, batch_scope(groups), count, ddof=ddof, rtol=rtol, xp=xp, size=n)
+    return moments(x, valid, batch_scope(groups), count, ddof=ddof, rtol=rtol, xp=xp, size=n, own=own)
