@@ -100,13 +100,16 @@ def collect(root: Path, docs: Path) -> list[Path]:
     """Copy every finished seed of the study parts under ``root`` that ``docs`` lacks, slim, into
     ``docs/parts/PART/seed-S``: run.json, evals.csv and the seed's provenance as they are, steps.csv
     with the report's columns and :data:`STUDY_KEPT` to 4 significant digits, gzip-compressed (about
-    65 kB a seed; the rollouts stay behind). ``docs`` is then a study root the harness reads
-    (``plan``, ``choose-lr``, ``analyse --root docs``). Returns the seed folders written."""
+    65 kB a seed), and the step-0 statistic of each arm from its rollouts (``step0.md`` and
+    ``step0_steps.csv``; the rollouts themselves, 1.4 MB a seed compressed, stay behind). ``docs`` is
+    then a study root the harness reads (``plan``, ``choose-lr``, ``analyse --root docs``). Returns
+    the seed folders written."""
     import csv
     import gzip
 
-    from corrgrpo_tasks.training import load_records
+    from corrgrpo_tasks.training import load_records, write_csv
     from corrgrpo_tasks.training import study as _study
+    from corrgrpo_tasks.training.step0 import step0, summary
 
     written = []
     for part in _study.parts():
@@ -130,6 +133,10 @@ def collect(root: Path, docs: Path) -> list[Path]:
                 writer = csv.DictWriter(handle, fieldnames=fields)
                 writer.writeheader()
                 writer.writerows(kept)
+            if (run / "rollouts").is_dir():  # the step-0 statistic of every arm, from its rollouts
+                groups, per_step = step0(run)
+                write_csv(copy / "step0_steps.csv", [{k: _round(v) for k, v in r.items()} for r in per_step])
+                (copy / "step0.md").write_text(summary(groups, per_step) + "\n")
             written.append(copy)
     return written
 
