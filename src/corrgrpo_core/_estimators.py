@@ -66,9 +66,11 @@ def divisor(den: Array, ok: Array, xp: Namespace) -> Array:
 
 
 def _zscore_den(m: Moments, eps: float, placement: str, xp: Namespace, unit: float = 1.0) -> Array:
-    """Scope level: the z-score denominator, inf where the z-score is 0 (no variation, or 0)."""
-    den = denominator(m.var_g, eps, placement, xp, unit)
-    return divisor(den, m.varies_g & (den > 0), xp)
+    """Scope level: the z-score denominator, inf where the z-score is 0 (no variation).
+
+    A component that varies has a positive variance (``varies_g`` includes ``var > 0``), so its
+    denominator is positive whatever eps >= 0 and its placement: no second test."""
+    return divisor(denominator(m.var_g, eps, placement, xp, unit), m.varies_g, xp)
 
 
 def _zscores(
