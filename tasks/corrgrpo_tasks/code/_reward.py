@@ -315,6 +315,9 @@ def _first_error(records: Mapping[str, Mapping[str, Any]], clean: bool) -> str:
         return "no run record (the job did not finish)"
     if run.get("status") != "passed":
         return f"{run.get('status')}: {run.get('error') or ''}".rstrip(": ")[:2000]
+    timing = records.get("timing") or {}
+    if timing.get("error"):  # passed, but no efficiency (a timed round failed, or its answers differed)
+        return f"timing: {timing.get('error')}"[:2000]
     return ""
 
 

@@ -310,3 +310,15 @@ def test_wire_refuses_objects_and_converts_subclasses_by_value() -> None:
     assert list(drained) == [1, 2]
     with pytest.raises(_wire.NotPlain):  # too long to cross at once, and no handle to the rest
         _wire.encode(iter(range(_wire.DRAIN + 1)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.none() | st.booleans() | st.integers() | st.text() | st.floats() | st.binary(max_size=4))
+def test_an_answers_short_path_writes_the_general_encoders_bytes(scalar: object) -> None:
+    """``("v", x)`` skips the general loop for the commonest scalars (a timed round's answers, and the
+    replay loop's own ``int`` path, issue 34): the bytes are those of the general encoder, which a list
+    around the same tuple takes (its items written between ``["l",1,`` and ``]``)."""
+    general = _wire.encode([("v", scalar)])
+    assert _wire.encode(("v", scalar)) == b"[" + general[len(b'["l",1,') :]
+    if type(scalar) is int and abs(scalar) < 1 << 53:
+        assert _wire.encode(("v", scalar)) == b'["t",2,"s","v","i",%d]' % scalar

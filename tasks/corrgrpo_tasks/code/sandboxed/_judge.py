@@ -23,7 +23,10 @@ record per line:
 * ``reference``: asks the scorer for the reference's sandbox (only after ``passed``, when timing).
 * ``timing``: per-round seconds of the test suite for the candidate and the reference, each round in a
   fresh process of its own sandbox (forked from a pristine server), alternating (ABBA). Before each round
-  the other sandbox's session is ended: every process of it killed and its ``/tmp`` wiped.
+  the other sandbox's session is ended: every process of it killed and its ``/tmp`` wiped. A module
+  suite's round *replays* its verdict run (``_Server.replay``): the requests the test code sent, as one
+  batch, and the answers must be the verdict run's byte for byte (else ``timing`` carries an error and
+  the sample gets no efficiency).
 """
 
 # The dataset's test code runs here by design; the judge's own sandbox is the boundary.
@@ -96,6 +99,10 @@ class _LaneFault(_Poison):
 
 class _WrongAnswer(Exception):
     pass
+
+
+class _Diverged(Exception):
+    """A timed round's answers are not the verdict run's, byte for byte: the sample gets no efficiency."""
 
 
 # What a builtin raises when the candidate's object lacks the protocol the test code used (``len`` of a
@@ -226,6 +233,20 @@ class _Server:
         session.send_raw(self.texts)
         return session
 
+    def replay(self, recording: tuple[bytes, bytes]) -> _Session:
+        """One timed round in replay mode: the verdict run's requests (``recording[0]``, frames back to
+        back) go as one batch, which the server reads before it forks the session, so none is pending
+        while the program runs; the session answers them all from memory and sends its answers (the
+        ready message first, one per line) as one frame after the last call, which must be
+        ``recording[1]`` byte for byte. The session is still open: its processor time comes with ``end()``."""
+        requests, expected = recording
+        session = self.session("replay")
+        session.send_raw(requests)
+        (size,) = _HEADER.unpack(session._recv(4))
+        if size != len(expected) or session._recv(size) != expected:
+            raise _Diverged("a timed round's answers differ from the verdict run's")
+        return session
+
     def end(self, session: _Session) -> float:
         """End ``session``: returns once every process of that sandbox but its server is gone, with the
         processor time all of the session's processes used (measured by the server)."""
@@ -260,6 +281,24 @@ class _Session:
         self.handles = 0
         self.attributes: dict[str, frozenset[str]] = {}
         self.passed = 0  # asserts of the test code passed so far
+        # What a timed round replays: every request frame sent and every reply received, in order (None
+        # once they pass ``_wire.MAX_BATCH``: such a suite is not timed).
+        self.sent: list[bytes] | None = []
+        self.received: list[bytes] | None = []
+        self.recorded = 0
+
+    def record(self, log: list[bytes] | None, frame: bytes) -> None:
+        self.recorded += len(frame)
+        if log is not None and self.recorded <= _wire.MAX_BATCH:
+            log.append(frame)
+        else:
+            self.sent = self.received = None
+
+    def recording(self) -> tuple[bytes, bytes]:
+        """The batch a timed round sends and the answers it must get back."""
+        if self.sent is None or self.received is None:
+            raise _Diverged("the suite's requests and answers are too large to replay")
+        return b"".join(self.sent), b"\n".join(self.received)
 
     def count(self) -> None:
         self.passed += 1
@@ -317,17 +356,20 @@ class _Session:
                 payload = _wire.encode(message, self.kinds, self.remote)
             except _wire.NotPlain as exc:
                 raise TypeError(f"argument is not plain data: {exc}") from None
+            frame = _HEADER.pack(len(payload)) + payload
             try:
-                self.sock.sendall(_HEADER.pack(len(payload)) + payload)
+                self.sock.sendall(frame)
             except OSError:
                 self.poison("the candidate's process ended")
-        (size,) = _HEADER.unpack(self._recv(4))
+            self.record(self.sent, frame)
+        header = self._recv(4)
+        (size,) = _HEADER.unpack(header)
         if size > _wire.MAX_BYTES:
             self.poison("oversized reply")
+        data = self._recv(size)
+        self.record(self.received, data)
         try:
-            reply = _wire.decode(
-                self._recv(size), self.classes, handle=self.proxy, attributes=self.attributes
-            )
+            reply = _wire.decode(data, self.classes, handle=self.proxy, attributes=self.attributes)
         except _wire.WireError as exc:
             self.poison(f"malformed reply: {exc}")
         if type(reply) is not tuple or not reply or type(reply[0]) is not str:
@@ -863,13 +905,20 @@ def _time(
     timing: dict[str, Any],
     reference: _Server | None,
 ) -> dict[str, list[float] | None]:
+    # A module suite's timed rounds replay its verdict run (``_Server.replay``); the stdio rounds rerun
+    # the cases (each session gets its whole input before the program runs, and answers once).
+    replays: dict[str, tuple[bytes, bytes] | None] = {"candidate": None, "reference": None}
+    if runner.kind == "check":
+        replays["candidate"] = sessions[-1].recording()
     for session in sessions:
         candidate.end(session)
     servers: dict[str, _Server | None] = {"candidate": candidate, "reference": None}
     if reference is not None:
         ref_sessions, ref_suite = runner.suite(reference)
-        try:  # the reference must pass its own tests (this also warms it up)
+        try:  # the reference must pass its own tests (this also warms it up, and is what it replays)
             ref_suite()
+            if runner.kind == "check":
+                replays["reference"] = ref_sessions[-1].recording()
             for session in ref_sessions:
                 reference.end(session)
             servers["reference"] = reference
@@ -895,10 +944,14 @@ def _time(
             server, bucket = servers[who], times[who]
             if server is None or bucket is None:
                 continue
-            round_sessions, suite = runner.suite(server)
-            cpu = suite() or 0.0
-            for session in round_sessions:
-                cpu += server.end(session)
+            recording = replays[who]
+            if recording is not None:
+                cpu = server.end(server.replay(recording))
+            else:
+                round_sessions, suite = runner.suite(server)
+                cpu = suite() or 0.0
+                for session in round_sessions:
+                    cpu += server.end(session)
             bucket.append(cpu)
         last_round = time.monotonic() - round_start
         if index + 1 >= min_rounds and time.perf_counter() - began > budget:

@@ -15,6 +15,13 @@ Unix sockets the scorer created:
 * per session, that fresh stream socket, carrying length-prefixed ``_wire`` frames between the judge and a
   session process forked from here.
 
+A timed round (``"mode": "replay"``) is the verdict run's requests again, with no traffic per call: this
+process reads the program's texts and the whole batch of requests from the session's socket *before* it
+forks the session (and decodes those that need neither the program's classes nor its handles), so none
+is pending while the program runs and none of that work is the session's processor time; the session
+answers them in order from memory (``_replay``) and sends every answer, one per line, in one frame after
+the last call. The judge compares them with the verdict run's, byte for byte.
+
 A session process is forked from this pristine process (nothing of the program has ever run here), runs
 the prompt and the program in a fresh namespace and serves the judge's requests: calls on handles (the
 program's top-level functions and classes, and every object it returns that is not plain data), with
@@ -73,6 +80,7 @@ _WARM = (
 )
 _STDOUT_CAP = 4 << 20
 _HEADER = struct.Struct(">I")
+_SMALL = 1 << 53  # _wire's bound on an int sent as one token
 _CONFIG = "session.json"  # beside this file: {"confine": bool, "tmp_bytes", "shm_bytes", "tmp_inodes", "shm_inodes"}
 _FILTER = "session.bpf"  # the session seccomp filter (struct sock_filter array); empty: none
 
@@ -91,11 +99,58 @@ def _recv_exact(sock: _socket.socket, size: int) -> bytes:
     return bytes(chunks)
 
 
-def _read_frame(sock: _socket.socket) -> bytes:
+def _read_frame(sock: _socket.socket, limit: int = _wire.MAX_BYTES) -> bytes:
     (size,) = _HEADER.unpack(_recv_exact(sock, 4))
-    if size > _wire.MAX_BYTES:
+    if size > limit:
         raise EOFError
     return _recv_exact(sock, size)
+
+
+# A request of at most this many bytes is decoded by the server before the session's fork; a bigger one
+# (rare: its call's own work dwarfs its decoding) stays bytes, decoded by the session when its turn comes.
+_PREDECODE = 1 << 16
+
+
+def _receive_replay(fd: int) -> tuple[bytes, list[Any]] | None:
+    """A timed round's texts and requests, read from its socket by the server *before* the session is
+    forked: the program's texts, and the verdict run's requests as one batch (frames back to back),
+    decoded here where they need neither the program's classes nor its handles (everything else is
+    decoded by the session in turn). None when the judge's frames do not arrive in time."""
+    sock = _socket.socket(fileno=fd)
+    try:
+        sock.settimeout(10.0)
+        texts = _read_frame(sock)
+        batch = _read_frame(sock, _wire.MAX_BATCH)
+        sock.setblocking(True)
+    except (OSError, EOFError):
+        return None
+    finally:
+        sock.detach()
+    requests: list[Any] = []
+    position, end = 0, len(batch)
+    while position + 4 <= end:
+        (size,) = _HEADER.unpack_from(batch, position)
+        frame = batch[position + 4 : position + 4 + size]
+        position += 4 + size
+        if size <= _PREDECODE:
+            try:
+                request = _wire.decode(frame)
+            except _wire.WireError:
+                request = frame  # a handle or a dataset object among the arguments: the session decodes it
+            if (
+                type(request) is tuple
+                and len(request) == 4
+                and request[0] == "call"
+                and type(request[1]) is int
+                and request[1] >= 0
+                and type(request[2]) is tuple
+                and request[3] == {}
+            ):
+                request = [request[1], request[2]]  # a plain call: _replay's short path
+            requests.append(request)
+            continue
+        requests.append(frame)
+    return texts, requests
 
 
 class _Sink(io.RawIOBase):
@@ -144,13 +199,17 @@ class _Session:
         self.prompt, self.program = prompt, program
         self.kinds: dict[type, str] = {}
         self.classes: dict[str, type] = {}
+        self.outbox: list[bytes] | None = None  # replay mode: the answers, sent after the last call
 
     def send(self, message: tuple[Any, ...]) -> None:
         try:  # anything that is not plain data goes as a handle: the judge only ever holds a number
             payload = _wire.encode(message, self.kinds, self.handle)
         except _wire.NotPlain as exc:
             payload = _wire.encode(("e", "NotPlain", str(exc)[:200]))
-        _frame(self.sock, payload)
+        if self.outbox is None:
+            _frame(self.sock, payload)
+        else:  # payloads are ASCII JSON: a newline never occurs in one
+            self.outbox.append(payload)
 
     def handle(self, value: Any) -> int:
         self.handles.append(value)
@@ -201,6 +260,20 @@ class _Session:
             except (EOFError, _wire.WireError):
                 return  # the judge closed the session (or, impossibly, sent garbage)
             self.send(_answer(request[0], target, request[2:]))
+
+    def request(self, item: Any) -> bool:
+        """One request of a timed round that is not a plain call (``_replay``'s general path)."""
+        request = item
+        try:
+            if type(item) is bytes:
+                request = _wire.decode(item, self.classes, handle=self.target)
+            if type(request) is not tuple or len(request) < 2:
+                return False
+            target = self.target(request[1])
+        except (EOFError, _wire.WireError):
+            return False  # the answers stop here, and differ from the verdict run's
+        self.send(_answer(request[0], target, request[2:]))
+        return True
 
     def run_stdio(self) -> None:
         data = _read_frame(self.sock)
@@ -276,7 +349,35 @@ def _answer(op: str, target: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
     return ("v", result)  # send() turns what is not plain data into handles
 
 
-def _session(sock_fd: int, mode: str, confinement: Any, ctl: _socket.socket) -> None:
+def _replay(session: _Session, requests: list[Any]) -> None:
+    """A timed round: the verdict run's requests, in order, from memory; each answer goes to the
+    session's outbox, which ``_session`` sends after the last one. A plain call (``[handle, args]``,
+    decoded by the server) takes the shortest path Python has -- look the handle up, call, and for a
+    small ``int`` format the answer -- so that a program that takes the loop over (it can: the batch is
+    in its memory) has no cheaper loop to replace it with; every other request takes ``_answer``'s.
+    The answers are the same bytes either way (``_wire.encode``'s own short path)."""
+    handles = session.handles
+    answer = session.outbox.append  # type: ignore[union-attr]
+    small = _SMALL
+    for item in requests:
+        if type(item) is list:
+            target = handles[item[0]]  # the server made [handle, args] only for a valid-looking handle
+            try:
+                result = target(*item[1])
+            except BaseException as exc:  # noqa: BLE001 - reported, as _answer does
+                session.send(_error(exc))
+                continue
+            if type(result) is int and -small < result < small:
+                answer(b'["t",2,"s","v","i",%d]' % result)
+            else:
+                session.send(("v", result))
+        elif not session.request(item):
+            return
+
+
+def _session(
+    sock_fd: int, mode: str, confinement: Any, ctl: _socket.socket, preload: tuple[bytes, list[Any]] | None
+) -> None:
     sock = _socket.socket(fileno=sock_fd)
     try:  # first of all, before the judge's texts are even read
         if confinement is not None:
@@ -297,7 +398,7 @@ def _session(sock_fd: int, mode: str, confinement: Any, ctl: _socket.socket) -> 
     os.dup2(null, 2)
     os.close(null)
     try:  # the judge sends the texts first; they are compiled here, never in the server itself
-        prompt_text, program_text = _wire.decode(_read_frame(sock))
+        prompt_text, program_text = _wire.decode(_read_frame(sock) if preload is None else preload[0])
         prompt = compile(prompt_text, "<prompt>", "exec", dont_inherit=True, optimize=0)
         program = compile(program_text, "<solution>", "exec", dont_inherit=True, optimize=0)
     except BaseException as exc:  # noqa: BLE001
@@ -312,12 +413,22 @@ def _session(sock_fd: int, mode: str, confinement: Any, ctl: _socket.socket) -> 
     for name in ("_wire", "_zygote"):
         sys.modules.pop(name, None)
     sys.modules["__main__"] = types.ModuleType("__main__")
+    if preload is not None:  # a timed round: every request is already in memory
+        session.outbox = []
     try:
         session.load()
     except BaseException as exc:  # noqa: BLE001
         session.send(("load_error", *_error(exc)))
-        return
-    session.serve()
+    else:
+        if preload is None:
+            session.serve()
+            return
+        _replay(session, preload[1])
+    if session.outbox is not None:
+        _frame(sock, b"\n".join(session.outbox))
+        session.outbox = None
+        while sock.recv(1 << 16):  # until the judge ends the round, as after the verdict run's last call
+            pass
 
 
 def _cpu() -> float:
@@ -424,6 +535,12 @@ def _main() -> None:
             return
         request = _wire.loads(message)
         if request.get("op") == "start" and fds:
+            mode = str(request.get("mode"))
+            preload = _receive_replay(fds[0]) if mode == "replay" else None
+            if mode == "replay" and preload is None:
+                for fd in fds:
+                    os.close(fd)  # the judge reads end-of-file: no round
+                continue
             used = _cpu()
             try:
                 if confinement is not None:
@@ -436,11 +553,12 @@ def _main() -> None:
                     # A session (and process group) of its own: kill(0, ...) reaches only itself, and so
                     # does a change of its scheduler autogroup (/proc/self/autogroup).
                     os.setsid()
-                    _session(fds[0], str(request.get("mode")), confinement, ctl)
+                    _session(fds[0], mode, confinement, ctl, preload)
                 finally:
                     os._exit(0)
             for fd in fds:
                 os.close(fd)
+            del preload  # the session has its own copy
             if confinement is not None:
                 confinement.after_fork()
             pidfd = os.pidfd_open(child)
