@@ -66,9 +66,20 @@ def _log_tail(log: Path, offset: int) -> str:
     return "\n".join(["    " + line for line in lines[-_FAILURE_LINES:]])
 
 
-@functools.cache
+_UV_LOCK = threading.Lock()
+
+
 def _uv() -> str | None:
-    """The uv executable: on PATH, or installed once into ``.venvs/.uv`` with pip; None if neither works."""
+    """The uv executable: on PATH, or installed once into ``.venvs/.uv`` with pip; None if neither works.
+
+    The install threads all ask at once: the lock makes the first one install it and the others wait
+    (without it, one thread's ``venv --clear`` ran under another's half-written binary)."""
+    with _UV_LOCK:
+        return _find_uv()
+
+
+@functools.cache
+def _find_uv() -> str | None:
     found = shutil.which("uv")
     if found:
         return found
