@@ -431,9 +431,20 @@ def _format(fenced: bool, code: str, name: str | None, syntax: Mapping[str, Any]
 
 
 def _times(values: Any) -> list[float]:
+    """The rounds' processor times, in round order (round k pairs with the other side's round k): a
+    time of 0 is a round faster than the server can tell from an empty session, not a missing one; a
+    list with any value that is not a finite time >= 0 is no measurement at all (dropping the value
+    alone would pair the rounds after it with the wrong ones)."""
     if not isinstance(values, list):
         return []
-    return [t for t in (_finite_positive(v) for v in values[:1000]) if t is not None]
+    times = [_finite_non_negative(v) for v in values[:1000]]
+    return [] if None in times else [t for t in times if t is not None]
+
+
+def _finite_non_negative(value: Any) -> float | None:
+    if type(value) not in (int, float):  # the judge's records are plain numbers: no bool, str or object
+        return None
+    return float(value) if math.isfinite(value) and value >= 0 else None
 
 
 def compute_score(

@@ -136,7 +136,17 @@ def tri(n):
         total += i
     return total
 """
-SLOW = "def tri(n):\n    total = 0\n    for i in range(n + 1):\n        total += i\n    return total\n"
+# The reference of the control below: O(n), twenty times over, so that an O(1) program's gain (about 0.9)
+# stands far above what a loaded machine does to five rounds of a few milliseconds each (with a single
+# O(n) pass the reference took 5 ms of CPU against the O(1) program's 3 ms of session cost, a gain of
+# 0.35 whose lower bound a loaded CI run once put at 0).
+SLOW = """def tri(n):
+    for _ in range(20):
+        total = 0
+        for i in range(n + 1):
+            total += i
+    return total
+"""
 
 
 def truth(reference: str) -> dict[str, Any]:

@@ -434,6 +434,18 @@ def test_efficiency_pays_nothing_for_symmetric_noise() -> None:
     assert efficiency([1.0, 1.0], [], 4.0) == 0.75  # a stored reference runtime: the paper's formula
 
 
+def test_timed_rounds_stay_paired() -> None:
+    """A round faster than the server can tell from an empty session reads 0 and still counts (it was
+    dropped, pairing every later round with the wrong one); a list with a value that is no time at all
+    is no measurement."""
+    from corrgrpo_tasks.code._reward import _times, efficiency
+
+    assert _times([0.0, 0.001, 0.0]) == [0.0, 0.001, 0.0]
+    assert efficiency(_times([0.0, 0.001, 0.0]), _times([0.01, 0.011, 0.01])) > 0.8
+    for broken in ([0.001, -1.0, 0.001], [0.001, float("nan")], [0.001, True], [0.001, "0.1"], "0.1"):
+        assert _times(broken) == [], broken
+
+
 def _report() -> None:
     """Per family: cheats that earn (accuracy or efficiency above 0, or a sandbox error) and honest
     controls that pass, on the tree this interpreter imports."""
