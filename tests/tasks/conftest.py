@@ -6,7 +6,9 @@ CI installs bubblewrap, so a missing sandbox is a broken environment, not an opt
 
 from __future__ import annotations
 
+import math
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -89,5 +91,27 @@ def host_left_clean(box: Sandbox) -> Callable[[str, set[str]], None]:
         assert strays == []
         assert set(os.listdir("/dev/shm")) <= shm_before
         assert box.run("print(1)").stdout == "1\n"
+
+    return check
+
+
+@pytest.fixture
+def assert_linear() -> Callable[[Callable[[str], object], Callable[[int], str], str], None]:
+    """``assert_linear(work, text_of, what)``: ``work`` is linear in its input, judged by a ratio of
+    processor times, never a threshold (a loaded machine slows both sides alike): ``work(text_of(n))``
+    against ``work(text_of(n / 4))`` at n = 512 Ki characters, each the smaller of two interleaved
+    runs, must stay under 8 (linear work gives about 4, quadratic 16, the hostile shapes of the
+    parsers' tests were quadratic before; 20 ms for the timer's resolution on tiny inputs)."""
+
+    def check(work: Callable[[str], object], text_of: Callable[[int], str], what: str) -> None:
+        size = 1 << 19
+        texts = {"quarter": text_of(size // 4), "whole": text_of(size)}
+        best = dict.fromkeys(texts, math.inf)
+        for _ in range(2):
+            for name, text in texts.items():
+                start = time.process_time()
+                work(text)
+                best[name] = min(best[name], time.process_time() - start)
+        assert best["whole"] < 8 * best["quarter"] + 0.02, (what, best)
 
     return check
