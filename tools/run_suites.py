@@ -241,6 +241,7 @@ _TYPICAL_SECONDS = {
     "agents": 30,
     "plain": 30,
     "trl-oldest": 150,
+    "verl-oldest": 250,
     "openrlhf-oldest": 120,
     "wheel": 40,
 }

@@ -61,7 +61,7 @@ class SupportedRange:
 #: framework -> the releases its adapter supports.
 RANGES: dict[str, SupportedRange] = {
     "trl": SupportedRange("trl", oldest="1.4.0", newest="1.16.0", below="1.17"),
-    "verl": SupportedRange("verl", oldest="0.9.1", newest="0.9.1", below="0.10"),
+    "verl": SupportedRange("verl", oldest="0.9.0", newest="0.9.1", below="0.10"),
     "openrlhf": SupportedRange("openrlhf", oldest="0.10.3", newest="0.11.2", below="0.12"),
 }
 

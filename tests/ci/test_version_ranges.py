@@ -86,6 +86,12 @@ def test_the_adapters_page_states_the_range(framework: str) -> None:
         ("openrlhf", "0.10.2", False),
         ("openrlhf", "0.10.1.post2", False),
         ("openrlhf", "0.12.0", False),
+        ("verl", "0.9.0", True),
+        ("verl", "0.9.1", True),
+        ("verl", "0.9.5", True),
+        ("verl", "0.8.0", False),
+        ("verl", "0.10.0", False),
+        ("verl", "0.10.0.dev0", False),
     ],
 )
 def test_a_version_outside_the_range_warns_naming_the_range(

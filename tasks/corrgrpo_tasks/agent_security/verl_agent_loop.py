@@ -163,13 +163,17 @@ class AgentDojoAgentLoop(ToolAgentLoop):  # type: ignore[misc,unused-ignore]  # 
     async def _handle_generating_state(
         self, agent_data: AgentData, sampling_params: dict[str, Any], ignore_termination: bool = False
     ) -> AgentState:
-        before = len(agent_data.messages)
+        parser = self.tool_parser if isinstance(self.tool_parser, AgentDojoToolParser) else None
+        if parser is not None:
+            parser.last = None
         state = await super()._handle_generating_state(agent_data, sampling_params, ignore_termination)
-        turn = self.tool_parser.last if isinstance(self.tool_parser, AgentDojoToolParser) else None
-        if len(agent_data.messages) > before and turn is not None:
-            # verl parsed this turn (it was not cut by a turn or length limit): its format counts, and
-            # its text without the call blocks is the answer so far. A cut turn is not checked, and
-            # its whole text is the answer, as in the paper's loop.
+        turn = parser.last if parser is not None else None
+        if turn is not None:
+            # verl parsed this turn (it calls the parser only for a turn no turn or length limit cut):
+            # its format counts, and its text without the call blocks is the answer so far. A cut turn
+            # is not checked, and its whole text is the answer, as in the paper's loop. (verl 0.9.0
+            # appends the parsed turn to agent_data.messages only with continuous tokens on, so the
+            # parser's call is the sign both releases give.)
             if self._episode is not None:
                 self._episode.record_validity(turn.format_valid)
             self._final_output = self._without_special_tokens(turn.content)

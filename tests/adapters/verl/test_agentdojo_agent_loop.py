@@ -1,6 +1,6 @@
 """The ``agentdojo_agent`` loop inside verl's own rollout and reward code, on real AgentDojo cases.
 
-What runs is verl 0.9.1's: ``RLHFDataset`` reads the parquet our ``prepare`` path writes,
+What runs is verl's: ``RLHFDataset`` reads the parquet our ``prepare`` path writes,
 ``AgentLoopWorker`` loads the loop from the shipped agent-loop config and runs it (chat template,
 hermes parsing, tool replies, masks), and ``RewardLoopWorker`` scores every trajectory with the
 recipe's reward file through the naive reward manager. The one stand-in is the vLLM server (GPU

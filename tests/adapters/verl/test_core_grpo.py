@@ -1,7 +1,7 @@
 """``core_grpo`` through verl's registry gives verl's own GRPO advantages, in verl's own input format.
 
 The speed paths of the estimator call (uid strings labelled without a sort, the fused token
-broadcast) must not change a number: these compare against verl 0.9.1's functions themselves.
+broadcast) must not change a number: these compare against verl's functions themselves.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``corrgrpo explain RUN`` on rollout dumps written by verl 0.9.1's own code.
+"""``corrgrpo explain RUN`` on rollout dumps written by verl's own code.
 
 The legacy trainer's ``RayPPOTrainer._log_rollout_data`` (with its ``_dump_generations`` executor and
 ``_write_generations``) writes the files from a DataProto, exactly as ``fit()`` does with

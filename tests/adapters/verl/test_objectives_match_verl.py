@@ -1,4 +1,4 @@
-"""Our objectives reproduce verl 0.9.1's policy losses, aggregation and KL on the same tensors.
+"""Our objectives reproduce verl's policy losses, aggregation and KL on the same tensors.
 
 Runs verl's own functions from ``verl.trainer.ppo.core_algos`` (no mocks): the loss value, the
 gradient with respect to the log-probabilities, and the logged clip fractions must agree.
@@ -127,12 +127,26 @@ def test_vanilla_ppo_and_dapo_clip_match_verl(mode: str, low: float, high: float
     assert theirs[2]["actor/pg_clipfrac_lower"] > 0
 
 
+def _gspo_aggregation(b: dict[str, Any], mode: str) -> str:
+    """The aggregation verl's GSPO applies when asked for ``mode``: verl 0.9.0 aggregates GSPO per
+    sequence (seq-mean-token-mean) whatever ``loss_agg_mode`` says, 0.9.1 honours it. Told by verl's own
+    losses on a batch where the two aggregations differ (ours must differ there too)."""
+    per_sequence = "seq-mean-token-mean"
+    if mode == per_sequence:
+        return mode
+    ours = [_ours(gspo_loss, b, eps_low=0.05, eps_high=0.08, aggregation=m)[0] for m in (mode, per_sequence)]
+    assert ours[0] != pytest.approx(ours[1], rel=1e-6)
+    theirs = [_verl("gspo", b, _config(0.05, 0.08, m, "gspo"), m)[0] for m in (mode, per_sequence)]
+    return per_sequence if theirs[0] == theirs[1] else mode
+
+
 @pytest.mark.parametrize("mode", ["seq-mean-token-mean", "token-mean"])
 def test_gspo_matches_verl(mode: str) -> None:
     b = _batch(2, spread=0.3)
     theirs = _verl("gspo", b, _config(0.05, 0.08, mode, "gspo"), mode)
-    ours = _ours(gspo_loss, b, eps_low=0.05, eps_high=0.08, aggregation=mode)
-    _assert_same(ours, theirs, mode)
+    applied = _gspo_aggregation(b, mode)
+    ours = _ours(gspo_loss, b, eps_low=0.05, eps_high=0.08, aggregation=applied)
+    _assert_same(ours, theirs, applied)
     assert ours[2]["clip_fraction"] == pytest.approx(theirs[2]["actor/pg_clipfrac"])
     assert 0 < theirs[2]["actor/pg_clipfrac"] < 1
 

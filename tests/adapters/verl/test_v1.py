@@ -211,6 +211,16 @@ def dapo_filtered(tq: Any, buffer: Any, partition: str) -> set[str]:
     return filtered
 
 
+def total_reward_metric() -> str:
+    """The ``filter_groups.metric`` for which verl's own DAPO filter reads each response's total reward:
+    ``reward``, where verl sums ``rm_scores`` for it (its ``FILTER_GROUPS_REWARD_METRIC``, from 0.9.1);
+    before, every metric names a ``reward_extra_info`` key, and the total is there as ``score``, where
+    verl's reward manager puts compute_score's ``score`` (and put_group_rollouts too)."""
+    from verl.trainer.ppo.v1 import replay_buffer
+
+    return str(getattr(replay_buffer, "FILTER_GROUPS_REWARD_METRIC", "score"))
+
+
 def test_dapo_filtering(tq: Any, compose: Any, recipes: Any, make_batch: Any) -> None:
     """verl's filter_groups on the total drops a group whose components trade off with a tied total; the
     component-aware metric keeps it and still drops groups where every component is constant."""
@@ -231,19 +241,14 @@ def test_dapo_filtering(tq: Any, compose: Any, recipes: Any, make_batch: Any) ->
     partition, _ = put_group_rollouts(tq, batch, prompts_finished=True)
     uid_of = {gid: uid for uid, gid in group.items()}
 
-    stock_config = compose(
-        [*recipes.grpo, "algorithm.filter_groups.enable=True", "algorithm.filter_groups.metric=reward"]
-    )
+    total = f"algorithm.filter_groups.metric={total_reward_metric()}"
+    stock_config = compose([*recipes.grpo, "algorithm.filter_groups.enable=True", total])
     stock = trainer("sync", stock_config)._build_replay_buffer()
     assert dapo_filtered(tq, stock, partition) == {uid_of[0], uid_of[1]}
     # verl's own metrics keep working unchanged under our trainer mode and estimator.
     plain = trainer(
         "corrgrpo",
-        compose(
-            recipes.grpo
-            + recipes.corrgrpo
-            + ["algorithm.filter_groups.enable=True", "algorithm.filter_groups.metric=reward"]
-        ),
+        compose(recipes.grpo + recipes.corrgrpo + ["algorithm.filter_groups.enable=True", total]),
     )._build_replay_buffer()
     assert type(plain) is type(stock)
     assert dapo_filtered(tq, plain, partition) == {uid_of[0], uid_of[1]}
