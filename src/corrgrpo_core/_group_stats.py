@@ -471,9 +471,10 @@ class _Sink:
             self.shown[name] = np.zeros(self.shown_rows.size)
             if self.keep:
                 self.full[name] = np.empty(self.n)
-        if values.size:
-            self.abs_sum[name] += float(np.sum(np.abs(values)))
-            self.abs_max[name] = max(self.abs_max[name], float(np.max(values)), -float(np.min(values)))
+        for a in range(0, values.size, CHUNK_ROWS):  # (a slice at a time: no temporary of the batch)
+            part = values[a : a + CHUNK_ROWS]
+            self.abs_sum[name] += float(np.sum(np.abs(part)))
+            self.abs_max[name] = max(self.abs_max[name], float(np.max(part)), -float(np.min(part)))
 
     def put_rows(self, name: str, values: F64) -> None:
         self._start(name, values)
@@ -526,6 +527,8 @@ class _Slices:
     starts: I64
     cut: list[tuple[int, int]]
     weights: F64
+    # each slice's pieces, for a later pass: the unit of a slice that is one piece (the usual)
+    plans: dict[int, float | list[_Piece]] = field(default_factory=dict)
 
     def __iter__(self) -> Iterator[tuple[int, int, int, _Piece, _Prepared]]:
         for lo, hi in self.cut:
@@ -533,7 +536,7 @@ class _Slices:
             # a view, or a copy of one slice (np.take: several times faster than indexing here)
             x = self.x[a:b] if self.order is None else np.take(self.x, self.order[a:b], axis=0)
             sizes = self.sizes[lo:hi]
-            for piece in _scale_pieces(x, sizes, self.weights):
+            for piece in self._plan(lo, x, sizes):
                 sub = x if piece.rows is None else x[piece.rows]
                 yield (
                     lo,
@@ -543,10 +546,23 @@ class _Slices:
                     _Prepared(sub, piece.ids, sizes if piece.groups is None else sizes[piece.groups]),
                 )
 
+    def _plan(self, lo: int, x: F64, sizes: I64) -> list[_Piece]:
+        """The slice's pieces (:func:`_scale_pieces`), split once and kept for the later passes."""
+        plan = self.plans.get(lo)
+        if plan is None:
+            pieces = _scale_pieces(x, sizes, self.weights)
+            self.plans[lo] = pieces[0].unit if len(pieces) == 1 else pieces
+            return pieces
+        if isinstance(plan, float):
+            return [_Piece(None, None, np.repeat(np.arange(sizes.size), sizes), plan)]
+        return plan
 
-def _first_pass(slices: _Slices, staged: list[_Estimator], sink: _Sink) -> None:
+
+def _first_pass(slices: _Slices, staged: list[_Estimator], sink: _Sink, ids: Ints) -> None:
     """Every batch-scope estimator's batch sums, and the row values of those that need none, each
-    finished once they are complete, the narrowest first (so that the widest is finished alone)."""
+    finished once they are complete, the narrowest first (so that the widest is finished alone).
+    Without every row's advantages kept, the group order is dropped while they are finished (the
+    call's peak of memory) and sorted again after."""
     summed = [e for e in staged if e.stage != "first"]
     first = [e for e in staged if e.stage == "first"]
     n = slices.x.shape[0]
@@ -555,8 +571,13 @@ def _first_pass(slices: _Slices, staged: list[_Estimator], sink: _Sink) -> None:
             prep.add_sums(e)
         for e in first:
             prep.rows(e, slice(a, b), piece.rows, n)
+    again = bool(first) and not sink.keep and slices.order is not None
+    if again:
+        slices.order = sink.order = None
     for e in sorted(first, key=lambda e: 0 if e.values is None else e.values.shape[-1]):
         sink.put_span(e.name, 0, n, _finish(e), None)
+    if again:
+        slices.order = sink.order = _group_order(ids)
 
 
 def group_stats(
@@ -621,14 +642,13 @@ def group_stats(
         if e.whole:
             sink.put_rows(e.name, _advantages(x_all, ids, e.name, e.opts))
     staged = [e for e in plan if e.passes is not None]
-    order = _group_order(ids)
     sizes = np.bincount(ids, minlength=g_count).astype(np.int64)
     starts = np.cumsum(sizes) - sizes
-    sink.in_group_order(order, np.flatnonzero(np.repeat(detail[:g_count], sizes)))
     cut = whole_group_ranges(sizes, CHUNK_ROWS if chunk_rows is None else chunk_rows)
-    slices = _Slices(x_all, order, sizes, starts, cut, w)
+    slices = _Slices(x_all, _group_order(ids), sizes, starts, cut, w)
+    sink.in_group_order(slices.order, np.flatnonzero(np.repeat(detail[:g_count], sizes)))
     if staged:
-        _first_pass(slices, staged, sink)
+        _first_pass(slices, staged, sink, ids)
     out = _Out.zeros(g_count, k)
     stat_opts = {
         **core,
@@ -649,7 +669,7 @@ def group_stats(
     return GroupStats(
         sizes=sizes,
         starts=starts,
-        order=np.arange(n) if order is None else order,
+        order=np.arange(n) if slices.order is None else slices.order,
         **out.fields,
         mean_correlation=out.corr_total / groups,
         varies_share=out.varies_total / groups,
