@@ -60,7 +60,7 @@ class GroupView:
     and the display matrices of its weighted components."""
 
     label: str
-    rows: npt.NDArray[np.int64]
+    rows: npt.NDArray[np.integer[Any]]
     scores: Array
     advantages: dict[str, Array]
     covariance: Array
@@ -106,7 +106,7 @@ def is_group_local(name: str, options: Mapping[str, Any] | None = None) -> bool:
 
 def group_table(
     scores: Array,
-    ids: npt.NDArray[np.int64],
+    ids: npt.NDArray[np.integer[Any]],
     n_groups: int,
     *,
     weights: Array,
