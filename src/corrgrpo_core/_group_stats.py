@@ -315,7 +315,7 @@ class _Estimator:
     rtol: float = 0.0
     passes: est.Passes | None = None
     sums: Any = None  # the batch sums so far
-    values: F64 | None = None  # every row's values, in group order
+    values: F64 | None = None  # every row's values, in group order, (m, N)
     row_valid: npt.NDArray[np.bool_] | None = None  # with values: the rows with a valid component
     template: Batch | None = None  # a piece's batch: the dtypes and weight scale of them all
 
@@ -407,10 +407,10 @@ class _Prepared:
         assert e.passes is not None
         batch = self[e]
         values = self.by_row(e.passes.rows(batch, e.sums))
-        if e.values is None:
-            e.values, e.template = np.empty((n, values.shape[1])), batch
+        if e.values is None:  # (one row per column: the batch's sums run along each, pairwise)
+            e.values, e.template = np.empty((values.shape[1], n)), batch
         at = slice(None) if pick is None else pick
-        e.values[span][at] = values
+        e.values[:, span][:, at] = values.T
         if batch.row_valid is not None:
             if e.row_valid is None:
                 e.row_valid = np.ones(n, np.bool_)
@@ -424,8 +424,8 @@ def _finish(e: _Estimator) -> F64:
     assert e.passes.finish is not None
     assert e.values is not None
     assert e.template is not None
-    n, m = e.values.shape
-    values, e.values = e.values.reshape(1, n, m), None
+    n = e.values.shape[1]
+    values, e.values = e.values.T[None], None  # (1, N, m), each column contiguous
     one = e.template
     batch = replace(
         one,
@@ -574,7 +574,7 @@ def _first_pass(slices: _Slices, staged: list[_Estimator], sink: _Sink, ids: Int
     again = bool(first) and not sink.keep and slices.order is not None
     if again:
         slices.order = sink.order = None
-    for e in sorted(first, key=lambda e: 0 if e.values is None else e.values.shape[-1]):
+    for e in sorted(first, key=lambda e: 0 if e.values is None else e.values.shape[0]):
         sink.put_span(e.name, 0, n, _finish(e), None)
     if again:
         slices.order = sink.order = _group_order(ids)
