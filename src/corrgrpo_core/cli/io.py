@@ -698,8 +698,29 @@ def numeric_column(
         result[:] = np.nan
         return result
     column = cols.data[name] if rows is None else _take(pa, cols.data[name], rows)
-    result[:] = _floats(pa, cols, name, column, where, rows, allow_nan=allow_nan)
+    if not _plain_numbers(pa, column, result):
+        result[:] = _floats(pa, cols, name, column, where, rows, allow_nan=allow_nan)
     return result
+
+
+def _plain_numbers(pa: Any, column: Any, out: npt.NDArray[np.float64]) -> bool:
+    """The common case of :func:`numeric_column`, written block by block into ``out`` (no cast, no
+    copy of the column, one pass to check): floats, bools or integers that float64 holds exactly, no
+    missing or infinite value. False where the column is anything else (``out`` then unspecified)."""
+    kind = column.type
+    if column.null_count or not (
+        pa.types.is_floating(kind) or pa.types.is_boolean(kind) or pa.types.is_integer(kind)
+    ):
+        return False
+    at = 0
+    for block in column.chunks if isinstance(column, pa.ChunkedArray) else [column]:
+        values = block.to_numpy(zero_copy_only=False)
+        if values.dtype.kind in "iu" and values.size and max(-int(values.min()), int(values.max())) > 2**53:
+            return False  # (not every such integer has a float64: the checked conversion says which)
+        out[at : at + len(block)] = values
+        at += len(block)
+    with np.errstate(over="ignore"):  # (a finite sum: every value finite; huge ones may sum to inf)
+        return math.isfinite(float(np.sum(out)))
 
 
 def _floats(
