@@ -279,7 +279,7 @@ def _piece_stats(
     local = piece.ids[first]  # the piece's groups that have rows
     at = lo + (local if piece.groups is None else piece.groups[local])
     for name in _PER_GROUP:
-        out.fields[name][at] = prep.by_row(getattr(st, name))[first]
+        out.fields[name][at] = prep.per_group(getattr(st, name), first)
     contribution = prep.by_row(st.advantage_contribution)
     del st
     out.fields["max_abs_advantage"][at] = np.maximum.reduceat(np.abs(contribution.sum(axis=1)), first)
@@ -371,6 +371,12 @@ class _Prepared:
         if self.size:
             return self.x.reshape(-1, self.size, self.x.shape[1]), None
         return self.x, self.ids
+
+    def per_group(self, values: Any, first: I64) -> npt.NDArray[Any]:
+        """A group-level field of the core's result on :meth:`layout` (broadcast to the rows): its
+        value on each group's first row (``first``: those rows in the piece's order)."""
+        a = np.asarray(values)
+        return a[:, 0] if self.size else a[first]  # (dense: no copy of the broadcast rows)
 
     def by_row(self, values: Any) -> F64:
         """A row-level result of the core on :meth:`layout`, as (rows, ...) in the piece's order."""
