@@ -238,13 +238,17 @@ def test_the_core_sees_slices_of_whole_groups_only(monkeypatch):
 
 
 def test_an_estimator_registered_elsewhere_gets_the_whole_batch():
+    from corrgrpo_core import _registry
+
     def batch_mean(scores, group_ids=None, *, weights=None, nan_policy="raise"):  # a batch statistic
         total = np.asarray(scores).sum(axis=1)
         return total - total.mean()
 
     name = "batch_mean_of_test_group_stats"
-    if name not in cc.estimator_names():
-        cc.register_estimator(name, batch_mean, "the total minus the batch's mean total")
-    scores, ids = _scattered(np.random.default_rng(9), 30, 4)
-    gs = cc.group_stats(scores, ids, estimators=[name, "gdpo"], chunk_rows=10)
-    np.testing.assert_array_equal(gs.advantages[name], batch_mean(scores))
+    cc.register_estimator(name, batch_mean, "the total minus the batch's mean total")
+    try:
+        scores, ids = _scattered(np.random.default_rng(9), 30, 4)
+        gs = cc.group_stats(scores, ids, estimators=[name, "gdpo"], chunk_rows=10)
+        np.testing.assert_array_equal(gs.advantages[name], batch_mean(scores))
+    finally:
+        del _registry._REGISTRY[name]
