@@ -8,7 +8,9 @@ group, z_ik = c_ik / s_k the group z-score (zero for a component that does not v
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 from ._batch import Batch, max_abs
@@ -323,9 +325,10 @@ def _weighted_zscores(batch: Batch, *, eps: float, eps_placement: str, ddof: int
 
 
 def batch_zscore(batch: Batch, h: Array, *, eps: float, eps_placement: str, ddof: int, rtol: float) -> Array:
-    """(h - mean_B h) / (std_B h + eps) over the rows that have a valid component."""
+    """(h - mean_B h) / (std_B h + eps) over the rows that have a valid component (written over
+    ``h``, an array of the caller's that it reads no further)."""
     xp = batch.xp
-    m = batch_moments(h, batch.row_valid, batch.groups, ddof=ddof, rtol=rtol)
+    m = batch_moments(h, batch.row_valid, batch.groups, ddof=ddof, rtol=rtol, own=True)
     return _rows_only(batch, _zscores(m, eps, eps_placement, xp, consume=True))
 
 
@@ -335,14 +338,46 @@ def mo_grpo(batch: Batch, *, eps: float, eps_placement: str, ddof: int, rtol: fl
     return _rows_only(batch, unscaled(m.z_row_sum(), batch.weight_scale))
 
 
+# --- batch-scope estimators as passes over pieces of whole groups -------------------------------
+
+
+# Treated as immutable (never assigned after it is made); not ``frozen`` (see CorrParts).
+@dataclass(eq=False)
+class Passes:
+    """A batch-scope estimator whose groups are coupled only through batch statistics, written as
+    passes that pieces of whole groups can take in turn (``corrgrpo_core.group_stats`` does, so
+    that a large batch is held as one or K numbers a row, not as the formula's temporaries).
+
+    ``sums(piece)`` are the batch sums a piece contributes (added over the pieces); ``rows(piece,
+    sums)`` each row's values from its own group and the batch's ``sums`` (None: no sums, or on a
+    whole batch, computed from it); ``finish(batch, values)`` the batch-level rest, on every row's
+    values at once, written over them (None: the values are the advantages). On a whole batch the
+    estimator is ``finish(batch, rows(batch, None))``: one formula, whole or in pieces.
+    """
+
+    rows: Callable[[Batch, Array | None], Array]
+    finish: Callable[[Batch, Array], Array] | None = None
+    sums: Callable[[Batch], Array] | None = None
+
+    def __call__(self, batch: Batch) -> Array:
+        values = self.rows(batch, None)
+        return values if self.finish is None else self.finish(batch, values)
+
+
+def gdpo_passes(*, eps: float, eps_placement: str, ddof: int, rtol: float) -> Passes:
+    """GDPO: H = MO-GRPO's sum_k w_k z_ik per row, then its batch z-score."""
+    return Passes(
+        rows=lambda piece, _: mo_grpo(piece, eps=eps, eps_placement=eps_placement, ddof=ddof, rtol=rtol),
+        finish=partial(batch_zscore, eps=eps, eps_placement=eps_placement, ddof=ddof, rtol=rtol),
+    )
+
+
 def gdpo(batch: Batch, *, eps: float, eps_placement: str, ddof: int, rtol: float) -> Array:
     """Batch z-score of sum_k w_k z_ik."""
-    h = mo_grpo(batch, eps=eps, eps_placement=eps_placement, ddof=ddof, rtol=rtol)
-    return batch_zscore(batch, h, eps=eps, eps_placement=eps_placement, ddof=ddof, rtol=rtol)
+    return gdpo_passes(eps=eps, eps_placement=eps_placement, ddof=ddof, rtol=rtol)(batch)
 
 
-def gdpo_corr(
-    batch: Batch,
+def gdpo_corr_passes(
     *,
     eps: float,
     group_eps_placement: str,
@@ -350,33 +385,63 @@ def gdpo_corr(
     ddof: int,
     rtol: float,
     min_correlation_sum: float,
-) -> Array:
-    """(H - mean_B H) / sqrt(Var_B(sum_k u_ik) + eps), u the batch z-scores of U_k = w_k z_k."""
+) -> Passes:
+    """GDPO-corr: U_k = w_k z_k per row (the group z-scores), then the batch's correlation norm."""
+
+    def rows(piece: Batch, _: Array | None) -> Array:
+        return _weighted_zscores(piece, eps=eps, eps_placement=group_eps_placement, ddof=ddof, rtol=rtol).z
+
+    def finish(batch: Batch, u: Array) -> Array:
+        xp = batch.xp
+        valid = None if batch.row_valid is None else xp.broadcast_to(batch.row_valid, u.shape)
+        # (u: ours, read no further: centred in place)
+        m = batch_moments(u, valid, batch.groups, ddof=ddof, rtol=rtol, own=True)
+        # U is complete (a missing reward has z = 0, its group mean), so the z-score identity holds.
+        corr, spread = correlation_sum(m, m.count_g[..., :1], ddof)
+        floor = min_correlation_sum
+        div = corr_divisor(
+            corr, spread, eps=eps, eps_placement=eps_placement, min_correlation_sum=floor, xp=xp
+        )
+        return _rows_only(batch, unscaled(m.row_sum(div=div, consume=True), batch.weight_scale))
+
+    return Passes(rows=rows, finish=finish)
+
+
+def gdpo_corr(batch: Batch, **options: Any) -> Array:
+    """(H - mean_B H) / sqrt(Var_B(sum_k u_ik) + eps), u the batch z-scores of U_k = w_k z_k (the
+    options of :func:`gdpo_corr_passes`)."""
+    return gdpo_corr_passes(**options)(batch)
+
+
+def dara_shares(batch: Batch, varies: Array) -> Array:
+    """DARA's batch sums, (K + 1,): the number of groups, then the number in which each component
+    varies (``varies``: a :class:`Moments`' broadcast, one row per group where groups are dense,
+    else one per row, which then counts 1 / its group's size). Sums over pieces of whole groups
+    add up to the whole batch's."""
     xp = batch.xp
-    u = _weighted_zscores(batch, eps=eps, eps_placement=group_eps_placement, ddof=ddof, rtol=rtol).z
-    valid = None if batch.row_valid is None else xp.broadcast_to(batch.row_valid, u.shape)
-    m = batch_moments(u, valid, batch.groups, ddof=ddof, rtol=rtol, own=True)  # (u: ours, read no further)
-    # U is complete (a missing reward has z = 0, its group mean), so the z-score identity holds.
-    corr, spread = correlation_sum(m, m.count_g[..., :1], ddof)
-    div = corr_divisor(
-        corr, spread, eps=eps, eps_placement=eps_placement, min_correlation_sum=min_correlation_sum, xp=xp
-    )
-    return _rows_only(batch, unscaled(m.row_sum(div=div, consume=True), batch.weight_scale))
+    if batch.groups.dense:  # (B, 1, K): each group once
+        ones = xp.ones_like(varies[..., :1], dtype=batch.dtype)
+        groups, varying = batch.groups.batch_sum(ones), batch.groups.batch_sum(xp.astype(varies, batch.dtype))
+    else:
+        per_row = 1.0 / batch.groups.count  # each group sums to 1 over its rows
+        groups = batch.groups.batch_sum(xp.broadcast_to(per_row, (*varies.shape[:-1], 1)))
+        varying = batch.groups.batch_sum(xp.astype(varies, per_row.dtype) * per_row)
+    return xp.reshape(xp.concat([groups, varying], axis=-1), (-1,))
 
 
-def dara_weights(batch: Batch, varies: Array, *, max_weight: float) -> Array:
-    """Density weights min(max_weight, sqrt(max_j pi_j / pi_k)), pi_k = share of groups where k varies.
+def dara_weights(batch: Batch, varies: Array, *, max_weight: float, shares: Array | None = None) -> Array:
+    """Density weights min(max_weight, sqrt(max_j pi_j / pi_k)), pi_k = share of groups where k varies
+    (from the batch's :func:`dara_shares`, or ``shares`` where given), broadcastable against ``varies``.
 
     Components that vary in no group (pi_k = 0) keep weight 1.
     """
     xp = batch.xp
-    per_row = 1.0 / batch.groups.count  # each group sums to 1 over its rows
-    groups = batch.groups.batch_sum(xp.broadcast_to(per_row, (*varies.shape[:-1], 1)))
-    pi = batch.groups.batch_sum(xp.astype(varies, per_row.dtype) * per_row) / groups
+    counts = dara_shares(batch, varies) if shares is None else shares
+    pi = counts[1:] / counts[:1]
     top = xp.max(pi, axis=-1, keepdims=True)
     has = pi > 0
     ratio = xp.where(has, top / xp.where(has, pi, 1.0), 1.0)
-    return xp.minimum(xp.sqrt(ratio), max_weight)
+    return xp.reshape(xp.minimum(xp.sqrt(ratio), max_weight), (1,) * (varies.ndim - 1) + (-1,))
 
 
 def _dara_calibrate(values: Array, density: Array, variant: str, xp: Namespace) -> Array:
@@ -390,8 +455,7 @@ def _dara_calibrate(values: Array, density: Array, variant: str, xp: Namespace) 
     return calibrated
 
 
-def dara(
-    batch: Batch,
+def dara_passes(
     *,
     variant: str,
     base: str,
@@ -401,29 +465,63 @@ def dara(
     ddof: int,
     rtol: float,
     min_correlation_sum: float,
-) -> Array:
-    """DARA: density-weighted components, Sym (w z) or Asym (w max(z, 0) + min(z, 0)).
+) -> Passes:
+    """DARA: the densities from the batch's shares of groups (:func:`dara_shares`), then each
+    row's calibrated components; base="gdpo" batch z-scores their weighted sum."""
+
+    def gdpo_rows(piece: Batch, shares: Array | None) -> Array:  # S_i = sum_k w_k calibrate(z_ik)
+        xp = piece.xp
+        m = group_moments(piece.raw, piece.valid, piece.groups, ddof=ddof, rtol=rtol)
+        density = dara_weights(piece, m.varies, max_weight=max_weight, shares=shares)
+        z = _zscores(m, eps, eps_placement, xp, piece.scale, consume=True)  # (m: read no further)
+        del m  # (its values are z now)
+        calibrated = _dara_calibrate(z, density, variant, xp)
+        del z  # (before the weights' product)
+        weighted = calibrated if piece.weights is None else piece.weights * calibrated
+        del calibrated  # (the row-level arrays are freed before the batch statistics)
+        return unscaled(_sum_k(weighted, xp), piece.weight_scale)
+
+    def corrgrpo_rows(piece: Batch, shares: Array | None) -> Array:
+        xp = piece.xp
+        parts = corr_parts(piece, ddof=ddof, rtol=rtol)
+        density = dara_weights(piece, parts.components.varies, max_weight=max_weight, shares=shares)
+        num = _sum_k(_dara_calibrate(parts.components.centred, density, variant, xp), xp)
+        floor = min_correlation_sum
+        adv = corr_advantage(
+            parts, num, eps=eps, eps_placement=eps_placement, min_correlation_sum=floor, xp=xp
+        )
+        return _rows_only(piece, unscaled(adv, piece.unit))
+
+    def sums(piece: Batch) -> Array:  # the varying components of the moments each base takes
+        x = piece.raw if base == "gdpo" else piece.weighted
+        return dara_shares(piece, group_moments(x, piece.valid, piece.groups, ddof=ddof, rtol=rtol).varies)
+
+    if base != "gdpo":
+        return Passes(rows=corrgrpo_rows, sums=sums)
+    finish = partial(batch_zscore, eps=eps, eps_placement=eps_placement, ddof=ddof, rtol=rtol)
+    return Passes(rows=gdpo_rows, finish=finish, sums=sums)
+
+
+def dara(batch: Batch, **options: Any) -> Array:
+    """DARA: density-weighted components, Sym (w z) or Asym (w max(z, 0) + min(z, 0)), with the
+    options of :func:`dara_passes`.
 
     base="gdpo": S_i = sum_k w_k calibrate(z_ik), then a batch z-score (the DARA paper).
     base="corrgrpo": sum_k calibrate(c_ik) over CorrGRPO's correlation-norm denominator.
     """
-    xp = batch.xp
-    if base == "gdpo":
-        m = group_moments(batch.raw, batch.valid, batch.groups, ddof=ddof, rtol=rtol)
-        density = dara_weights(batch, m.varies, max_weight=max_weight)
-        z = _zscores(m, eps, eps_placement, xp, batch.scale, consume=True)  # (m: read no further)
-        del m  # (its values are z now)
-        calibrated = _dara_calibrate(z, density, variant, xp)
-        del z  # (before the weights' product)
-        weighted = calibrated if batch.weights is None else batch.weights * calibrated
-        del calibrated
-        s = unscaled(_sum_k(weighted, xp), batch.weight_scale)
-        del weighted  # (the row-level arrays are freed before the batch statistics)
-        return batch_zscore(batch, s, eps=eps, eps_placement=eps_placement, ddof=ddof, rtol=rtol)
-    parts = corr_parts(batch, ddof=ddof, rtol=rtol)
-    density = dara_weights(batch, parts.components.varies, max_weight=max_weight)
-    num = _sum_k(_dara_calibrate(parts.components.centred, density, variant, xp), xp)
-    adv = corr_advantage(
-        parts, num, eps=eps, eps_placement=eps_placement, min_correlation_sum=min_correlation_sum, xp=xp
-    )
-    return _rows_only(batch, unscaled(adv, batch.unit))
+    return dara_passes(**options)(batch)
+
+
+# The batch-scope estimators' :class:`Passes`, by formula.
+_PASSES: dict[Callable[..., Array], Callable[..., Passes]] = {
+    gdpo: gdpo_passes,
+    gdpo_corr: gdpo_corr_passes,
+    dara: dara_passes,
+}
+
+
+def passes(formula: Callable[..., Array], rtol: float) -> Passes | None:
+    """The :class:`Passes` of a batch-scope estimator's formula bound to its options (a
+    ``functools.partial`` of :func:`gdpo`, :func:`gdpo_corr` or :func:`dara`), else None."""
+    make = _PASSES.get(getattr(formula, "func", None))  # type: ignore[arg-type]
+    return None if make is None else make(**getattr(formula, "keywords", {}), rtol=rtol)

@@ -5,25 +5,34 @@ sorts the rows by group once (not at all when they are already), hands the core 
 (so the core's temporaries are bounded by a slice, not by the batch), and keeps one value per group.
 The core scales each call by one power of two, so a slice whose groups lie more than
 :data:`SCALE_BITS` bits apart is split into calls of one magnitude each: every group's numbers are
-those of the group alone. Estimators' advantages come along: a group-local one (the registry's
-``scope``) over the same slices, any other (GDPO's batch z-score) on the whole batch in one call,
-in input order (the core holds less for scattered ids than for ids in runs). Unit weights reach the
-core as no weights: the same numbers, without a weighted copy of the batch.
+those of the group alone. Estimators' advantages come along over the same slices, each slice
+prepared once for all of them: a group-local one's (the registry's ``scope``) directly, a
+batch-scope one's in the passes its formula is written as (:class:`corrgrpo_core._estimators.Passes`:
+the batch sums first, then each row's values, one or K numbers a row, and the batch-level rest on
+those), so that no estimator holds temporaries of the whole batch; one without passes (a user's)
+runs on the whole batch in one call, in input order. Unit weights reach the core as no weights:
+the same numbers, without a weighted copy of the batch.
 """
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from . import _api
+from . import _estimators as est
 from ._api import advantage_stats
+from ._batch import Batch, prepare, resolve_rtol
 from ._diagnostics import DEGENERATE_THRESHOLD
+from ._groups import dense_groups
+from ._lib._compat import array_namespace
 from ._registry import compute_advantages, get_estimator
 from ._validation import NanPolicy
 
@@ -31,6 +40,7 @@ __all__ = ["CHUNK_ROWS", "SCALE_BITS", "GroupStats", "group_matrices", "group_st
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
+Ints = npt.NDArray[np.integer[Any]]  # group ids, rows: int32 or int64
 
 #: Rows per slice handed to the core at once (its temporaries are a few times a slice).
 CHUNK_ROWS = 1 << 16
@@ -61,7 +71,7 @@ class GroupStats:
 
     sizes: I64
     starts: I64
-    order: I64
+    order: Ints
     covariance_sum: F64
     correlation_sum: F64
     c_q: F64
@@ -80,7 +90,7 @@ class GroupStats:
     shown_advantages: dict[str, F64] = field(default_factory=dict)
     advantage_magnitude: dict[str, tuple[float, float]] = field(default_factory=dict)
 
-    def rows(self, g: int) -> I64:
+    def rows(self, g: int) -> Ints:
         """Group g's rows (input order)."""
         return self.order[self.starts[g] : self.starts[g] + self.sizes[g]]
 
@@ -254,7 +264,7 @@ _PER_GROUP = (
 
 
 def _piece_stats(
-    sub: F64,
+    prep: _Prepared,
     piece: _Piece,
     lo: int,
     out: _Out,
@@ -264,27 +274,178 @@ def _piece_stats(
 ) -> None:
     """advantage_stats of one piece, written into ``out`` at the piece's groups (``detail[g]``:
     keep group g's matrices; ``opts`` the core's options, ``weights`` for the matrices)."""
-    st = advantage_stats(sub, piece.ids, **opts)
+    st = advantage_stats(*prep.layout(), **opts)
     first = np.flatnonzero(np.diff(piece.ids, prepend=-1))
     local = piece.ids[first]  # the piece's groups that have rows
     at = lo + (local if piece.groups is None else piece.groups[local])
     for name in _PER_GROUP:
-        out.fields[name][at] = np.asarray(getattr(st, name))[first]
-    contribution = np.asarray(st.advantage_contribution, dtype=np.float64)
+        out.fields[name][at] = prep.per_group(getattr(st, name), first)
+    contribution = prep.by_row(st.advantage_contribution)
     del st
     out.fields["max_abs_advantage"][at] = np.maximum.reduceat(np.abs(contribution.sum(axis=1)), first)
     out.fields["abs_contribution_sum"][at] = np.add.reduceat(np.abs(contribution), first, axis=0)
     del contribution
     # scaled by a power of two (exact) so that tiny groups keep their correlations
-    cov, corr = group_matrices(sub * (weights / piece.unit), np.bincount(piece.ids)[local])
+    cov, corr = group_matrices(prep.x * (weights / piece.unit), np.bincount(piece.ids)[local])
     out.corr_total += corr.sum(axis=0)
     out.varies_total += np.sum(np.diagonal(corr, axis1=1, axis2=2) > 0, axis=0)
     for i in np.flatnonzero(detail[at]):
         out.matrices[int(at[i])] = (cov[i] * piece.unit * piece.unit, corr[i])
 
 
-def _advantages(x: F64, ids: I64, name: str, options: Mapping[str, Any]) -> F64:
+def _advantages(x: F64, ids: Ints, name: str, options: Mapping[str, Any]) -> F64:
     return np.asarray(compute_advantages(x, ids, estimator=name, **options), dtype=np.float64)
+
+
+# The options that say how a batch is read: estimators that read it alike share a prepared piece.
+_BATCH_OPTIONS = ("weights", "nan_policy", "singleton")
+
+
+@dataclass(eq=False)
+class _Estimator:
+    """One estimator of a call: its options, its formula bound to them (None: an estimator
+    registered elsewhere than :mod:`._api`, computed through ``compute_advantages``) and, for a
+    batch-scope one, its :class:`~._estimators.Passes` and what they have gathered so far."""
+
+    name: str
+    opts: dict[str, Any]
+    reads: dict[str, Any]  # the :data:`_BATCH_OPTIONS`, defaults filled in
+    local: bool
+    formula: Callable[..., Any] | None = None
+    rtol: float = 0.0
+    passes: est.Passes | None = None
+    sums: Any = None  # the batch sums so far
+    values: F64 | None = None  # every row's values, in group order, (m, N)
+    row_valid: npt.NDArray[np.bool_] | None = None  # with values: the rows with a valid component
+    template: Batch | None = None  # a piece's batch: the dtypes and weight scale of them all
+
+    @classmethod
+    def of(cls, name: str, opts: dict[str, Any], x: F64) -> _Estimator:
+        spec = get_estimator(name)
+        spec.check_options(opts)
+        params = inspect.signature(spec.fn).parameters
+        reads = {o: opts.get(o, params[o].default if o in params else None) for o in _BATCH_OPTIONS}
+        e = cls(name, opts, reads, spec.group_local(opts))
+        bind = inspect.unwrap(spec.fn)  # a built-in's binding of its options to its formula (``_api``)
+        if getattr(spec.fn, "__module__", None) != _api.__name__ or bind is spec.fn:
+            return e
+        e.formula = bind(x, None, **opts)
+        e.rtol = resolve_rtol(opts.get("zero_variance_rtol"), array_namespace(x), x.dtype)
+        if not e.local and x.shape[0]:  # (an empty batch: one call)
+            e.passes = est.passes(e.formula, e.rtol)
+        return e
+
+    @property
+    def key(self) -> tuple[Any, ...]:
+        """What a piece's prepared batch depends on (estimators with one key share it)."""
+        return (id(self.reads["weights"]), self.reads["nan_policy"], self.reads["singleton"])
+
+    @property
+    def whole(self) -> bool:
+        """Computed on the whole batch in one call (batch scope, no passes)."""
+        return not self.local and self.passes is None
+
+    @property
+    def stage(self) -> str:
+        """How its passes run: "first" (no batch sums: the values and the rest in the first pass),
+        "rows" (the sums first, then the values, then the rest), "direct" (the sums first, then
+        the advantages)."""
+        assert self.passes is not None
+        if self.passes.sums is None:
+            return "first"
+        return "direct" if self.passes.finish is None else "rows"
+
+
+class _Prepared:
+    """A piece of whole groups (rows in group order, groups numbered 0.. in runs), prepared once
+    for each set of batch options its estimators read. Groups of one size n >= 2 go to the core as
+    a dense ``(B, n, K)`` batch: what it makes of ids in such runs, without looking for them."""
+
+    def __init__(self, x: F64, ids: I64, sizes: I64) -> None:
+        self.x, self.ids, self.made = x, ids, dict[tuple[Any, ...], Batch]()
+        sizes = sizes[sizes > 0]  # (the piece's groups' sizes; ids are in runs)
+        self.size = int(sizes[0]) if sizes.size and sizes[0] >= 2 and bool(np.all(sizes == sizes[0])) else 0
+
+    def layout(self) -> tuple[F64, I64 | None]:
+        """(scores, group ids) as the core takes this piece."""
+        if self.size:
+            return self.x.reshape(-1, self.size, self.x.shape[1]), None
+        return self.x, self.ids
+
+    def per_group(self, values: Any, first: I64) -> npt.NDArray[Any]:
+        """A group-level field of the core's result on :meth:`layout` (broadcast to the rows): its
+        value on each group's first row (``first``: those rows in the piece's order)."""
+        a = np.asarray(values)
+        return a[:, 0] if self.size else a[first]  # (dense: no copy of the broadcast rows)
+
+    def by_row(self, values: Any) -> F64:
+        """A row-level result of the core on :meth:`layout`, as (rows, ...) in the piece's order."""
+        a = np.asarray(values, dtype=np.float64)
+        return a.reshape(self.x.shape[0], *a.shape[2 if self.size else 1 :])
+
+    def __getitem__(self, e: _Estimator) -> Batch:
+        """The piece as the estimator reads it: a batch of its own (a formula may cache or consume
+        what it derives from the scores, such as the weighted ones) over scores prepared once and
+        shared (no formula writes over them)."""
+        if e.key not in self.made:
+            (b,) = prepare(*self.layout(), **e.reads, xp=None, host=True).pieces()  # (the kernel's layout)
+            self.made[e.key] = b
+        return replace(self.made[e.key], owns_raw=False)
+
+    def advantages(self, e: _Estimator) -> F64:
+        """The estimator's advantages on this piece (group-local, or the last of its passes)."""
+        if e.formula is None:
+            return _advantages(self.x, self.ids, e.name, e.opts)
+        b = self[e]
+        out = b.output()  # (its check: an advantage beyond the dtype is an error)
+        out.add(e.formula(b, rtol=e.rtol) if e.passes is None else e.passes.rows(b, e.sums))
+        return self.by_row(out.result())
+
+    def add_sums(self, e: _Estimator) -> None:
+        assert e.passes is not None
+        assert e.passes.sums is not None
+        part = e.passes.sums(self[e])
+        e.sums = part if e.sums is None else e.sums + part
+
+    def rows(self, e: _Estimator, span: slice, pick: npt.NDArray[np.bool_] | None, n: int) -> None:
+        """The estimator's row values on this piece, into ``e.values`` at the group-order rows
+        ``span`` (those where ``pick``), and which of them have a valid component."""
+        assert e.passes is not None
+        batch = self[e]
+        values = self.by_row(e.passes.rows(batch, e.sums))
+        if e.values is None:  # (one row per column: the batch's sums run along each, pairwise)
+            e.values, e.template = np.empty((values.shape[1], n)), batch
+        at = slice(None) if pick is None else pick
+        e.values[:, span][:, at] = values.T
+        if batch.row_valid is not None:
+            if e.row_valid is None:
+                e.row_valid = np.ones(n, np.bool_)
+            e.row_valid[span][at] = np.reshape(batch.row_valid, -1)
+
+
+def _finish(e: _Estimator) -> F64:
+    """The batch-level rest of the estimator's passes on every row's values (group order; written
+    over and freed): the rows as one batch of N rows, all a batch statistic sees of them."""
+    assert e.passes is not None
+    assert e.passes.finish is not None
+    assert e.values is not None
+    assert e.template is not None
+    n = e.values.shape[1]
+    values, e.values = e.values.T[None], None  # (1, N, m), each column contiguous
+    one = e.template
+    batch = replace(
+        one,
+        raw=values,
+        groups=dense_groups(one.xp, values.shape, one.dtype, one.device),
+        valid=None,
+        row_valid=None if e.row_valid is None else e.row_valid.reshape(1, n, 1),
+        lead_shape=(n,),
+        owns_raw=True,
+    )
+    out = batch.output()  # (its check: an advantage beyond the dtype is an error)
+    out.add(e.passes.finish(batch, values))
+    del values, batch
+    return np.asarray(out.result(), dtype=np.float64)
 
 
 @dataclass
@@ -297,7 +458,7 @@ class _Sink:
     n: int
     keep: bool
     shown_rows: I64
-    order: I64 | None = None  # group order -> input row (None: the input is in group order)
+    order: Ints | None = None  # group order -> input row (None: the input is in group order)
     shown_pos: I64 = field(default_factory=lambda: np.zeros(0, np.int64))  # ascending
     shown_at: I64 = field(default_factory=lambda: np.zeros(0, np.int64))  # index in shown_rows
     full: dict[str, F64] = field(default_factory=dict)
@@ -305,7 +466,7 @@ class _Sink:
     abs_sum: dict[str, float] = field(default_factory=dict)
     abs_max: dict[str, float] = field(default_factory=dict)
 
-    def in_group_order(self, order: I64 | None, shown_pos: I64) -> None:
+    def in_group_order(self, order: Ints | None, shown_pos: I64) -> None:
         self.order, self.shown_pos = order, shown_pos
         rows = shown_pos if order is None else order[shown_pos]
         self.shown_at = np.searchsorted(self.shown_rows, rows)
@@ -316,9 +477,10 @@ class _Sink:
             self.shown[name] = np.zeros(self.shown_rows.size)
             if self.keep:
                 self.full[name] = np.empty(self.n)
-        if values.size:
-            self.abs_sum[name] += float(np.sum(np.abs(values)))
-            self.abs_max[name] = max(self.abs_max[name], float(np.max(values)), -float(np.min(values)))
+        for a in range(0, values.size, CHUNK_ROWS):  # (a slice at a time: no temporary of the batch)
+            part = values[a : a + CHUNK_ROWS]
+            self.abs_sum[name] += float(np.sum(np.abs(part)))
+            self.abs_max[name] = max(self.abs_max[name], float(np.max(part)), -float(np.min(part)))
 
     def put_rows(self, name: str, values: F64) -> None:
         self._start(name, values)
@@ -346,17 +508,82 @@ class _Sink:
         return {e: (self.abs_sum[e] / max(self.n, 1), self.abs_max[e]) for e in self.abs_sum}
 
 
-def _group_order(ids: I64) -> I64 | None:
-    """The rows sorted by group, stably; None when they are already (no copy then). Sorting the
-    distinct keys id * n + row is ~10x faster than a stable argsort (SIMD sort)."""
+def _group_order(ids: Ints) -> Ints | None:
+    """The rows sorted by group, stably (int32 up to 2**31 rows); None when they are already (no
+    copy then). Sorting the distinct keys id * n + row is ~10x faster than a stable argsort (SIMD sort)."""
     n = ids.size
     if n < 2 or bool(np.all(ids[1:] >= ids[:-1])):
         return None
-    key = ids * n
+    key = ids.astype(np.int64)
+    key *= n
     key += np.arange(n)
     key.sort()
     key %= n
-    return key
+    return key.astype(np.int32) if n <= np.iinfo(np.int32).max else key
+
+
+@dataclass
+class _Slices:
+    """The slices of whole groups (``cut``: group ranges) in group order, each split by magnitude
+    (:func:`_scale_pieces`): (first group, rows a..b of the group order, piece, its prepared batch)."""
+
+    x: F64
+    order: Ints | None
+    sizes: I64
+    starts: I64
+    cut: list[tuple[int, int]]
+    weights: F64
+    # each slice's pieces, for a later pass: the unit of a slice that is one piece (the usual)
+    plans: dict[int, float | list[_Piece]] = field(default_factory=dict)
+
+    def __iter__(self) -> Iterator[tuple[int, int, int, _Piece, _Prepared]]:
+        for lo, hi in self.cut:
+            a, b = int(self.starts[lo]), int(self.starts[hi - 1] + self.sizes[hi - 1])
+            # a view, or a copy of one slice (np.take: several times faster than indexing here)
+            x = self.x[a:b] if self.order is None else np.take(self.x, self.order[a:b], axis=0)
+            sizes = self.sizes[lo:hi]
+            for piece in self._plan(lo, x, sizes):
+                sub = x if piece.rows is None else x[piece.rows]
+                yield (
+                    lo,
+                    a,
+                    b,
+                    piece,
+                    _Prepared(sub, piece.ids, sizes if piece.groups is None else sizes[piece.groups]),
+                )
+
+    def _plan(self, lo: int, x: F64, sizes: I64) -> list[_Piece]:
+        """The slice's pieces (:func:`_scale_pieces`), split once and kept for the later passes."""
+        plan = self.plans.get(lo)
+        if plan is None:
+            pieces = _scale_pieces(x, sizes, self.weights)
+            self.plans[lo] = pieces[0].unit if len(pieces) == 1 else pieces
+            return pieces
+        if isinstance(plan, float):
+            return [_Piece(None, None, np.repeat(np.arange(sizes.size), sizes), plan)]
+        return plan
+
+
+def _first_pass(slices: _Slices, staged: list[_Estimator], sink: _Sink, ids: Ints) -> None:
+    """Every batch-scope estimator's batch sums, and the row values of those that need none, each
+    finished once they are complete, the narrowest first (so that the widest is finished alone).
+    Without every row's advantages kept, the group order is dropped while they are finished (the
+    call's peak of memory) and sorted again after."""
+    summed = [e for e in staged if e.stage != "first"]
+    first = [e for e in staged if e.stage == "first"]
+    n = slices.x.shape[0]
+    for _, a, b, piece, prep in slices:
+        for e in summed:
+            prep.add_sums(e)
+        for e in first:
+            prep.rows(e, slice(a, b), piece.rows, n)
+    again = bool(first) and not sink.keep and slices.order is not None
+    if again:
+        slices.order = sink.order = None
+    for e in sorted(first, key=lambda e: 0 if e.values is None else e.values.shape[0]):
+        sink.put_span(e.name, 0, n, _finish(e), None)
+    if again:
+        slices.order = sink.order = _group_order(ids)
 
 
 def group_stats(
@@ -382,7 +609,9 @@ def group_stats(
     :data:`CHUNK_ROWS`) rows of whole groups, so its temporaries are bounded by a slice.
     ``estimators``: their advantages too (``estimator_options[name]`` passed on), in input order
     (``keep_advantages=False``: only the ``matrices_for`` groups' rows and the magnitudes, so
-    memory does not grow by N per estimator). ``matrices_for``: groups whose covariance and
+    memory does not grow by N per estimator); a batch-scope built-in (GDPO, GDPO-corr, DARA) in
+    the passes its formula is written as, holding one or K numbers a row: equal to one call on the
+    batch to the rounding of its batch sums, which add the rows in another order. ``matrices_for``: groups whose covariance and
     correlation matrices are kept. Errors are the core's ``ValueError`` / ``TypeError``.
 
     Examples
@@ -401,7 +630,8 @@ def group_stats(
     ids = np.asarray(group_ids)
     if ids.shape != (x_all.shape[0],) or (ids.size and ids.dtype.kind not in "iu"):
         raise ValueError(f"group_stats: group_ids must be N integers 0..G-1, got {ids.dtype} {ids.shape}")
-    ids = ids.astype(np.int64, copy=False)
+    if ids.dtype.kind not in "iu":  # (no rows)
+        ids = ids.astype(np.int64)
     n, k = x_all.shape
     g_count = (int(ids.max()) + 1 if n else 0) if n_groups is None else n_groups
     if n and (int(ids.min()) < 0 or int(ids.max()) >= g_count):
@@ -413,36 +643,39 @@ def group_stats(
     detail = np.zeros(g_count + 1, np.bool_)  # +1: an id out of range is refused below, not here
     detail[[int(g) for g in matrices_for if 0 <= int(g) < g_count]] = True
     sink = _Sink(n, keep_advantages, np.flatnonzero(detail[ids]))
-    local = []
-    for name in dict.fromkeys(estimators):  # the batch estimators first, on the input order
-        opts = {**core, **per_estimator.get(name, {})}
-        if get_estimator(name).group_local(opts):
-            local.append((name, opts))
-        else:
-            sink.put_rows(name, _advantages(x_all, ids, name, opts))
-    order = _group_order(ids)  # after the batch estimators: their temporaries and it are not alive at once
+    plan = [_Estimator.of(m, {**core, **per_estimator.get(m, {})}, x_all) for m in dict.fromkeys(estimators)]
+    for e in plan:  # before the sort: their temporaries and the order are not alive at once
+        if e.whole:
+            sink.put_rows(e.name, _advantages(x_all, ids, e.name, e.opts))
+    staged = [e for e in plan if e.passes is not None]
     sizes = np.bincount(ids, minlength=g_count).astype(np.int64)
     starts = np.cumsum(sizes) - sizes
-    sink.in_group_order(order, np.flatnonzero(np.repeat(detail[:g_count], sizes)))
+    cut = whole_group_ranges(sizes, CHUNK_ROWS if chunk_rows is None else chunk_rows)
+    slices = _Slices(x_all, _group_order(ids), sizes, starts, cut, w)
+    sink.in_group_order(slices.order, np.flatnonzero(np.repeat(detail[:g_count], sizes)))
+    if staged:
+        _first_pass(slices, staged, sink, ids)
     out = _Out.zeros(g_count, k)
     stat_opts = {
         **core,
         "min_correlation_sum": min_correlation_sum,
         "degenerate_threshold": degenerate_threshold,
     }
-    for lo, hi in whole_group_ranges(sizes, CHUNK_ROWS if chunk_rows is None else chunk_rows):
-        a, b = int(starts[lo]), int(starts[hi - 1] + sizes[hi - 1])
-        x = x_all[a:b] if order is None else x_all[order[a:b]]  # a view, or a copy of one slice
-        for piece in _scale_pieces(x, sizes[lo:hi], w):
-            sub = x if piece.rows is None else x[piece.rows]
-            for name, opts in local:
-                sink.put_span(name, a, b, _advantages(sub, piece.ids, name, opts), piece.rows)
-            _piece_stats(sub, piece, lo, out, detail, w, stat_opts)
+    direct = [e for e in plan if e.local or (e.passes is not None and e.stage == "direct")]
+    rows = [e for e in staged if e.stage == "rows"]
+    for lo, a, b, piece, prep in slices:
+        for e in direct:
+            sink.put_span(e.name, a, b, prep.advantages(e), piece.rows)
+        for e in rows:
+            prep.rows(e, slice(a, b), piece.rows, n)
+        _piece_stats(prep, piece, lo, out, detail, w, stat_opts)
+    for e in rows:
+        sink.put_span(e.name, 0, n, _finish(e), None)
     groups = max(g_count, 1)
     return GroupStats(
         sizes=sizes,
         starts=starts,
-        order=np.arange(n) if order is None else order,
+        order=np.arange(n) if slices.order is None else slices.order,
         **out.fields,
         mean_correlation=out.corr_total / groups,
         varies_share=out.varies_total / groups,

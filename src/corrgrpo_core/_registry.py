@@ -124,6 +124,15 @@ class EstimatorSpec:
     def _option_set(self) -> frozenset[str]:
         return frozenset(self.options)
 
+    def check_options(self, options: Mapping[str, Any]) -> None:
+        """A ``TypeError`` naming the ``options`` that ``fn`` does not take, if any."""
+        if options and not self._option_set.issuperset(options):
+            unknown = sorted(set(options) - self._option_set)
+            raise TypeError(
+                f"estimator {self.name!r} takes no option(s) {', '.join(unknown)}; "
+                f"its options: {', '.join(self.options)}"
+            )
+
     @property
     def config_options(self) -> tuple[str, ...]:
         """The options a framework config may set: all but ``weights`` and ``xp``, which an adapter
@@ -276,10 +285,5 @@ def compute_advantages(
     array([-1.0954,  0.5477,  1.0954, -0.5477])
     """
     spec = get_estimator(estimator)
-    if options and not spec._option_set.issuperset(options):
-        unknown = sorted(set(options) - spec._option_set)
-        raise TypeError(
-            f"estimator {estimator!r} takes no option(s) {', '.join(unknown)}; "
-            f"its options: {', '.join(spec.options)}"
-        )
+    spec.check_options(options)
     return spec.fn(scores, group_ids, **options)

@@ -57,6 +57,8 @@ def test_nan_allowed_only_when_asked(write_csv):
         ("group,r1\ng,1,5\n", r"row 1 \(line 2\): 3 fields, but the header has 2"),
         ("group,r1\ng,inf\n", r"row 1 \(line 2\): column 'r1': 'inf' is infinite"),
         ("group,r1\ng,nan\n", r"row 1 \(line 2\): column 'r1': NaN"),
+        ("group,r1\ng,1e308\ng,1e308\ng,inf\n", r"row 3 \(line 4\): column 'r1': 'inf' is infinite"),
+        ("group,r1\ng,1\ng,9007199254740993\n", r"column 'r1': cannot read as numbers"),
         ("group,r1\n", r"no data rows"),
         ("", r"the file is empty"),
         ("group\ng\n", r"no reward columns besides the group column 'group'"),
@@ -65,6 +67,16 @@ def test_nan_allowed_only_when_asked(write_csv):
 def test_csv_errors_name_the_row(write_csv, text, message):
     with pytest.raises(CliError, match=message):
         read_rewards(write_csv(text))
+
+
+def test_numbers_of_every_plain_type_read_exactly(write_csv):
+    path = write_csv(
+        "group,f,i,b\ng,0.1,9007199254740992,true\ng,1e308,-3,false\nh,1e308,7,true\nh,2,0,false\n"
+    )
+    batch = read_rewards(path)
+    np.testing.assert_array_equal(batch.scores[:, 0], [0.1, 1e308, 1e308, 2.0])  # (their sum is inf)
+    np.testing.assert_array_equal(batch.scores[:, 1], [2.0**53, -3, 7, 0])
+    np.testing.assert_array_equal(batch.scores[:, 2], [1, 0, 1, 0])
 
 
 def test_missing_requested_component(write_csv):

@@ -132,3 +132,123 @@ def test_unit_weights_are_the_unweighted_numbers():
         np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
     for name in ("gdpo", "corrgrpo"):
         np.testing.assert_array_equal(a.advantages[name], b.advantages[name])
+
+
+# Batch-scope estimators run in passes (their batch sums, each row's values, the batch-level rest on
+# those): the same formula, whose sums add the rows in another order than one call on the batch
+# (group by group, each group's values from a slice): equal to that rounding, a few ulps of the
+# largest |A| (on the 1.9M-row benchmark file 4-8, where the group-local estimators differ by 2-10).
+BATCH_SCOPE = {
+    "gdpo": [{}],
+    "gdpo_corr": [{}, {"min_correlation_sum": 1.0, "group_eps_placement": "inside"}],
+    "dara": [{}, {"variant": "sym"}, {"base": "corrgrpo"}, {"base": "corrgrpo", "variant": "sym"}],
+}
+
+
+def _rounding_close(actual, expected, what=""):
+    top = float(np.max(np.abs(expected), initial=0.0))
+    np.testing.assert_allclose(actual, expected, rtol=0, atol=1e-14 * top, err_msg=what)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    batch=reward_batches(max_groups=8),
+    chunk=st.integers(1, 20),
+    weights=st.sampled_from([None, "mixed"]),
+    nan=st.booleans(),
+)
+def test_batch_scope_estimators_in_passes_give_the_whole_batch_numbers(batch, chunk, weights, nan):
+    ids, scores = _labels(batch.group_ids), batch.scores.copy()
+    k = scores.shape[1]
+    w = None if weights is None else np.resize([0.5, -1.0, 2.0, 0.0], k)
+    if nan and scores.size:
+        scores[:: max(scores.shape[0] // 3, 1), 0] = np.nan
+    policy = "ignore" if nan else "raise"
+    for name, variants in BATCH_SCOPE.items():
+        for options in variants:
+            gs = cc.group_stats(
+                scores,
+                ids,
+                weights=w,
+                nan_policy=policy,
+                estimators=[name],
+                estimator_options={name: options},
+                chunk_rows=chunk,
+            )
+            whole = cc.compute_advantages(
+                scores, ids, estimator=name, weights=w, nan_policy=policy, **options
+            )
+            _rounding_close(gs.advantages[name], whole, f"{name} {options}")
+
+
+def test_large_scattered_batches_in_passes():
+    rng = np.random.default_rng(6)
+    scores, ids = _scattered(rng, 3000, 7)
+    scores[rng.random(scores.shape) < 0.01] = np.nan
+    for policy in ("ignore",):
+        for name, variants in BATCH_SCOPE.items():
+            for options in variants:
+                gs = cc.group_stats(
+                    scores, ids, nan_policy=policy, estimators=[name], estimator_options={name: options}
+                )
+                whole = cc.compute_advantages(scores, ids, estimator=name, nan_policy=policy, **options)
+                _rounding_close(gs.advantages[name], whole, f"{name} {options}")
+
+
+def test_each_estimator_alone_or_with_the_others():
+    """The estimators of one call share each prepared slice; none sees what another derived from it
+    (CorrGRPO centres the weighted scores of one component where they lie)."""
+    rng = np.random.default_rng(7)
+    every = cc.estimator_names()
+    for k in (1, 3):
+        scores, ids = _scattered(rng, 40, 6)
+        scores = scores[:, :k]
+        scores[rng.random(scores.shape) < 0.05] = np.nan
+        w = np.resize([2.0, 0.5, -1.0], k)
+        options = {"weights": w, "nan_policy": "ignore", "chunk_rows": 30}
+        together = cc.group_stats(scores, ids, estimators=every, **options)
+        for name in every:
+            alone = cc.group_stats(scores, ids, estimators=[name], **options)
+            np.testing.assert_array_equal(together.advantages[name], alone.advantages[name], err_msg=name)
+
+
+def test_the_core_sees_slices_of_whole_groups_only(monkeypatch):
+    """Every estimator, batch-scope ones included, is computed on slices: no call to the core holds
+    the batch (the batch-level rest of GDPO's passes takes one or K numbers a row, not the scores)."""
+    import corrgrpo_core._group_stats as gsm
+
+    rows = []
+
+    def seen(call):
+        def record(scores, *args, **kwargs):
+            rows.append(int(np.prod(np.shape(scores)[:-1])))
+            return call(scores, *args, **kwargs)
+
+        return record
+
+    monkeypatch.setattr(gsm, "prepare", seen(gsm.prepare))
+    monkeypatch.setattr(gsm, "compute_advantages", seen(gsm.compute_advantages))
+    monkeypatch.setattr(gsm, "advantage_stats", seen(gsm.advantage_stats))
+    scores, ids = _scattered(np.random.default_rng(8), 100, 6)
+    gs = cc.group_stats(scores, ids, estimators=cc.estimator_names(), chunk_rows=50)
+    assert rows
+    assert max(rows) < 50 + 6
+    for name in cc.estimator_names():
+        _rounding_close(gs.advantages[name], cc.compute_advantages(scores, ids, estimator=name), name)
+
+
+def test_an_estimator_registered_elsewhere_gets_the_whole_batch():
+    from corrgrpo_core import _registry
+
+    def batch_mean(scores, group_ids=None, *, weights=None, nan_policy="raise"):  # a batch statistic
+        total = np.asarray(scores).sum(axis=1)
+        return total - total.mean()
+
+    name = "batch_mean_of_test_group_stats"
+    cc.register_estimator(name, batch_mean, "the total minus the batch's mean total")
+    try:
+        scores, ids = _scattered(np.random.default_rng(9), 30, 4)
+        gs = cc.group_stats(scores, ids, estimators=[name, "gdpo"], chunk_rows=10)
+        np.testing.assert_array_equal(gs.advantages[name], batch_mean(scores))
+    finally:
+        del _registry._REGISTRY[name]

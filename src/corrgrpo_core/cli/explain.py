@@ -1,10 +1,11 @@
 """``corrgrpo explain``: what GRPO's and CorrGRPO's denominators see in a reward batch.
 
-Every number that feeds an advantage comes from the core: the diagnostics from
-:func:`corrgrpo_core.advantage_stats`, the advantages from :func:`corrgrpo_core.compute_advantages`
-(a group-local estimator on slices of whole groups, any other on the whole batch in one call). The
-K x K covariance and correlation matrices are computed here for display only; the tests check that
-their sums equal the core's covariance and correlation sums.
+Every number comes from the core's :func:`corrgrpo_core.group_stats`: the diagnostics of
+:func:`corrgrpo_core.advantage_stats` and each estimator's advantages, on slices of whole groups (a
+group-local estimator directly, GDPO, GDPO-corr and DARA in the passes of their formulas, an
+estimator registered elsewhere with batch scope on the whole batch in one call), and the K x K
+covariance and correlation matrices for display (the tests check that their sums equal the core's
+covariance and correlation sums). This module reads, chooses and renders.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ class GroupView:
     and the display matrices of its weighted components."""
 
     label: str
-    rows: npt.NDArray[np.int64]
+    rows: npt.NDArray[np.integer[Any]]
     scores: Array
     advantages: dict[str, Array]
     covariance: Array
@@ -106,7 +107,7 @@ def is_group_local(name: str, options: Mapping[str, Any] | None = None) -> bool:
 
 def group_table(
     scores: Array,
-    ids: npt.NDArray[np.int64],
+    ids: npt.NDArray[np.integer[Any]],
     n_groups: int,
     *,
     weights: Array,

@@ -119,12 +119,13 @@ class GroupLabels(Sequence[str]):
 class RewardBatch:
     """A reward batch as the estimators take it.
 
-    ``scores`` is ``(N, K)`` float64, ``group_ids`` ``(N,)`` int64 indexing ``group_labels`` (numbered
-    in order of first appearance; a tuple, or the labels of a file as :class:`GroupLabels`).
+    ``scores`` is ``(N, K)`` float64, ``group_ids`` ``(N,)`` integers (int32 from a file) indexing
+    ``group_labels`` (numbered in order of first appearance; a tuple, or the labels of a file as
+    :class:`GroupLabels`).
     """
 
     scores: npt.NDArray[np.float64]
-    group_ids: npt.NDArray[np.int64]
+    group_ids: npt.NDArray[np.integer[Any]]
     group_labels: Sequence[str]
     components: tuple[str, ...]
     source: str
@@ -135,13 +136,19 @@ class RewardBatch:
 
 
 def _pa() -> Any:
+    """pyarrow, its allocations made with the system's allocator (set once): freed parse buffers
+    go back to the system, where pyarrow's default allocator keeps some 20-40 MB of a large file's
+    for the rest of the process (``python -m benchmarks.explain_file``: peak and resident memory)."""
     try:
-        return importlib.import_module("pyarrow")
+        pa = importlib.import_module("pyarrow")
     except ImportError:
         raise CliError(
             "reading reward files needs pyarrow, which is not installed; "
             "run `pip install 'corrgrpo-core[cli]'` (or `pip install pyarrow`)"
         ) from None
+    if pa.default_memory_pool().backend_name != "system":
+        pa.set_memory_pool(pa.system_memory_pool())
+    return pa
 
 
 def file_format(path: Path, given: str | None) -> str:
@@ -691,8 +698,29 @@ def numeric_column(
         result[:] = np.nan
         return result
     column = cols.data[name] if rows is None else _take(pa, cols.data[name], rows)
-    result[:] = _floats(pa, cols, name, column, where, rows, allow_nan=allow_nan)
+    if not _plain_numbers(pa, column, result):
+        result[:] = _floats(pa, cols, name, column, where, rows, allow_nan=allow_nan)
     return result
+
+
+def _plain_numbers(pa: Any, column: Any, out: npt.NDArray[np.float64]) -> bool:
+    """The common case of :func:`numeric_column`, written block by block into ``out`` (no cast, no
+    copy of the column, one pass to check): floats, bools or integers that float64 holds exactly, no
+    missing or infinite value. False where the column is anything else (``out`` then unspecified)."""
+    kind = column.type
+    if column.null_count or not (
+        pa.types.is_floating(kind) or pa.types.is_boolean(kind) or pa.types.is_integer(kind)
+    ):
+        return False
+    at = 0
+    for block in column.chunks if isinstance(column, pa.ChunkedArray) else [column]:
+        values = block.to_numpy(zero_copy_only=False)
+        if values.dtype.kind in "iu" and values.size and max(-int(values.min()), int(values.max())) > 2**53:
+            return False  # (not every such integer has a float64: the checked conversion says which)
+        out[at : at + len(block)] = values
+        at += len(block)
+    with np.errstate(over="ignore"):  # (a finite sum: every value finite; huge ones may sum to inf)
+        return math.isfinite(float(np.sum(out)))
 
 
 def _floats(
@@ -771,8 +799,8 @@ def _floats(
 
 def group_codes(
     cols: Columns, group_col: str, *, rows: npt.NDArray[np.int64] | None = None
-) -> tuple[npt.NDArray[np.int64], Sequence[str]]:
-    """Codes 0..G-1 in order of first appearance and the labels, vectorised: the column is
+) -> tuple[npt.NDArray[np.int32], Sequence[str]]:
+    """Codes 0..G-1 (int32) in order of first appearance and the labels, vectorised: the column is
     dictionary-encoded by pyarrow, and labels are trimmed and checked on the dictionary, not on
     every row."""
     pa = _pa()
@@ -787,7 +815,7 @@ def group_codes(
     column = cols.data[group_col]
     arr = _take(pa, column, rows) if rows is not None else column
     if isinstance(arr, pa.ChunkedArray) and arr.num_chunks == 0:
-        return np.zeros(0, dtype=np.int64), ()
+        return np.zeros(0, dtype=np.int32), ()
     kind = arr.type.value_type if pa.types.is_dictionary(arr.type) else arr.type
     if pa.types.is_dictionary(arr.type):
         arr = (
@@ -802,7 +830,7 @@ def group_codes(
             raise CliError(f"{src}: group column {group_col!r} holds {kind} values, not labels") from None
     encoded = pc.dictionary_encode(arr)
     chunks = encoded.chunks if isinstance(encoded, pa.ChunkedArray) else [encoded]
-    ids = np.empty(len(arr), dtype=np.int64)
+    ids = np.empty(len(arr), dtype=np.int32)  # (pyarrow's dictionary indices: int32)
     offset = 0
     for chunk in chunks:
         part = chunk.indices
@@ -822,7 +850,7 @@ def group_codes(
         raise CliError(f"{src} {where(i)}: empty group label in column {group_col!r}")
     if not pc.all(pc.equal(labels, dictionary)).as_py():  # " a" and "a" are one group
         merged = pc.dictionary_encode(labels)
-        ids = np.asarray(merged.indices.to_numpy(zero_copy_only=False), dtype=np.int64)[ids]
+        ids = np.asarray(merged.indices.to_numpy(zero_copy_only=False), dtype=np.int32)[ids]
         labels = merged.dictionary
     return ids, GroupLabels(labels)
 

@@ -18,6 +18,7 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -240,7 +241,7 @@ def _ranks(x: Array) -> Array:
     return out
 
 
-def _change(adv: Array, base: Array, ids: npt.NDArray[np.int64], n_groups: int) -> Change:
+def _change(adv: Array, base: Array, ids: npt.NDArray[np.integer[Any]], n_groups: int) -> Change:
     flips = float(np.mean(np.sign(adv) * np.sign(base) < 0)) if adv.size else 0.0
     base_mean = float(np.mean(np.abs(base)))
     scale = float(np.mean(np.abs(adv))) / base_mean if base_mean > 0 else float("nan")
