@@ -97,11 +97,14 @@ def _run(
         xp=options["xp"],
         host=True,
     )
-    out = batch.output()
     if batch.empty:
-        out.add(batch.xp.zeros((*batch.raw.shape[:-1], 1), dtype=batch.dtype, device=batch.device))
-        return out.result()
+        return batch.handed_back(
+            batch.xp.zeros((*batch.raw.shape[:-1], 1), dtype=batch.dtype, device=batch.device)
+        )
     rtol = resolve_rtol(options["zero_variance_rtol"], batch.xp, batch.dtype)
+    if batch.whole:  # (most calls: no pieces to join)
+        return batch.handed_back(formula(batch, rtol=rtol))
+    out = batch.output()
     for piece in batch.pieces(group_local=spec.group_local(options)):
         out.add(formula(piece, rtol=rtol))  # the formula, on the batch whole or a piece of whole groups
     return out.result()

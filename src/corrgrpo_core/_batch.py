@@ -58,6 +58,9 @@ class Batch:
     weight_scale: float = 1.0
     # The advantages back in the caller's type (a numpy result as a torch tensor: see host_route).
     to_caller: Callable[[Array], Array] | None = None
+    # ``raw`` is in the working dtype and layout already and the batch is never cut (:func:`prepare`
+    # converted it): the batch is its own one piece, and its advantages the whole result.
+    whole: bool = False
 
     @property
     def unit(self) -> float:
@@ -78,6 +81,8 @@ class Batch:
         estimator whose groups are computed independently) in pieces of whole groups where the
         batch lies in host memory (see :meth:`_cut`), each piece's working copy made as it is
         reached (so that only one is alive at a time)."""
+        if self.whole:
+            return iter((self,))
         parts = self._cut() if group_local else None
         return (part._working() for part in (parts or [self]))
 
@@ -147,6 +152,36 @@ class Batch:
         """An empty :class:`Output` for the advantages of this batch's :meth:`pieces`."""
         return Output(self, self.groups.kernel.joined(self.raw.shape[0], self.out_dtype))
 
+    def handed_back(self, adv: Array) -> Array:
+        """The advantages of a :attr:`whole` batch, ``(rows..., 1)`` as the formula gives them, as the
+        result (what an :class:`Output` of one piece gives, without joining anything)."""
+        check_fits(adv, self)
+        return self.in_callers_shape(self.groups.kernel.output(adv, self.out_dtype))
+
+    def in_callers_shape(self, out: Array) -> Array:
+        """Joined advantages in the scores' leading shape and type."""
+        out = self.xp.reshape(out, self.lead_shape)
+        return out if self.to_caller is None else self.to_caller(out)
+
+
+def check_fits(adv: Array, batch: Batch) -> None:
+    """Refuse by name advantages beyond the output dtype's range (never a silent inf)."""
+    if is_lazy_array(adv) or not math.prod(adv.shape):
+        return
+    kernel = batch.groups.kernel
+    largest = limits(batch.xp, batch.out_dtype).max
+    # one pass decides the common case: the root of a finite sum of squares bounds every entry
+    ss = kernel.sum_of_squares(adv)
+    if ss is not None and math.isfinite(ss) and math.sqrt(ss) <= largest:
+        return
+    top = kernel.max_abs(adv)
+    if not top <= largest:  # NaN included
+        raise ValueError(
+            f"the advantages overflow {batch.out_dtype}: the largest is {top:.4g}, beyond "
+            f"its largest finite value {largest:.4g}; pass the scores in a wider dtype or "
+            "rescale them"
+        )
+
 
 class Output:
     """The advantages of a batch's pieces, added in order as they are computed, and handed back
@@ -157,30 +192,14 @@ class Output:
 
     def __init__(self, batch: Batch, joined: Joined) -> None:
         self.batch, self.joined = batch, joined
-        self.largest = limits(batch.xp, batch.out_dtype).max
 
     def add(self, adv: Array) -> None:
         """The (rows..., 1) advantages of the next piece, refused by name if beyond the output dtype."""
-        kernel = self.batch.groups.kernel
-        if not is_lazy_array(adv) and math.prod(adv.shape):
-            # one pass decides the common case: the root of a finite sum of squares bounds every entry
-            ss = kernel.sum_of_squares(adv)
-            if ss is not None and math.isfinite(ss) and math.sqrt(ss) <= self.largest:
-                self.joined.add(adv)
-                return
-            top = kernel.max_abs(adv)
-            if not top <= self.largest:  # NaN included
-                raise ValueError(
-                    f"the advantages overflow {self.batch.out_dtype}: the largest is {top:.4g}, beyond "
-                    f"its largest finite value {self.largest:.4g}; pass the scores in a wider dtype or "
-                    "rescale them"
-                )
+        check_fits(adv, self.batch)
         self.joined.add(adv)
 
     def result(self) -> Array:
-        b = self.batch
-        out = b.xp.reshape(self.joined.result(), b.lead_shape)
-        return out if b.to_caller is None else b.to_caller(out)
+        return self.batch.in_callers_shape(self.joined.result())
 
 
 @dataclass(frozen=True)
@@ -243,21 +262,9 @@ def prepare(
     if route is not None:
         scores, to_caller = route
         xp = None
-    if xp is None:
-        xp = array_namespace(scores)
-    dev = device(scores)
-    lazy = is_lazy_array(scores)
-    kind = dtype_kind(xp, scores.dtype)
-    floating = kind == "real floating"
-    if not kind:
-        raise TypeError(f"scores must have a real numeric dtype, got {scores.dtype}")
+    xp, dev, lazy, floating, out_dtype, dtype = _facts(scores, xp)
     _check_shape(scores, ragged=group_ids is not None)
     k = scores.shape[-1]
-    if floating:
-        out_dtype = scores.dtype
-    else:
-        out_dtype = xp.__array_namespace_info__().default_dtypes(device=dev)["real floating"]
-    dtype = work_dtype(xp, dev)
     lead = tuple(scores.shape[:-1]) if scores.ndim != 2 or group_ids is not None else (scores.shape[0],)
 
     w = None if weights is None else _weights(weights, k, xp, dtype, dev, lazy)
@@ -297,7 +304,8 @@ def prepare(
         x, valid, row_valid, groups = _ragged_layout(x, valid, row_valid, group_ids, xp, dtype, lazy=lazy)
     if singleton == "raise" and not lazy:
         _check_no_singletons(groups, x, group_ids is None, xp)
-    if math.prod(x.shape[:-1]) <= CHUNK_ROWS or not groups.kernel.in_host_memory(x):  # never cut: convert now
+    whole = math.prod(x.shape[:-1]) <= CHUNK_ROWS or not groups.kernel.in_host_memory(x)
+    if whole:  # never cut: convert now
         staged, x = x, groups.kernel.working(x, dtype)
         owned = owned or x is not staged
     return Batch(
@@ -315,7 +323,35 @@ def prepare(
         scale=scale,
         weight_scale=weight_scale,
         to_caller=to_caller,
+        whole=whole,
     )
+
+
+# What a numpy array's dtype decides (see :func:`_facts`), found once per dtype.
+_NUMPY_FACTS: dict[Any, tuple[Namespace, Any, bool, bool, Any, Any]] = {}
+
+
+def _facts(scores: Array, xp: Namespace | None) -> tuple[Namespace, Any, bool, bool, Any, Any]:
+    """(namespace, device, lazy, floating, output dtype, working dtype) of ``scores``: for a plain
+    numpy array a lookup by dtype (the same answers, without five helper calls on every call)."""
+    numpy = xp is None and type(scores) is np.ndarray
+    if numpy and (found := _NUMPY_FACTS.get(scores.dtype)) is not None:
+        return found
+    if xp is None:
+        xp = array_namespace(scores)
+    dev = device(scores)
+    kind = dtype_kind(xp, scores.dtype)
+    if not kind:
+        raise TypeError(f"scores must have a real numeric dtype, got {scores.dtype}")
+    floating = kind == "real floating"
+    if floating:
+        out_dtype = scores.dtype
+    else:
+        out_dtype = xp.__array_namespace_info__().default_dtypes(device=dev)["real floating"]
+    facts = (xp, dev, is_lazy_array(scores), floating, out_dtype, work_dtype(xp, dev))
+    if numpy:
+        _NUMPY_FACTS[scores.dtype] = facts
+    return facts
 
 
 def _check_shape(scores: Array, *, ragged: bool) -> None:

@@ -12,6 +12,7 @@ groups are built, and :class:`Groups` holds it.
 
 from __future__ import annotations
 
+import functools
 import warnings
 from dataclasses import dataclass
 from typing import Any
@@ -163,10 +164,21 @@ class Groups:
 
 
 def dense_groups(xp: Namespace, shape: tuple[int, ...], dtype: Any, dev: Any) -> Groups:
-    """Groups for an internal ``(B, n, K)`` array."""
+    """Groups for an internal ``(B, n, K)`` array (where the kernel's constants may be shared, one
+    instance per namespace, group size and dtype: it holds no array of the batch's, and nothing
+    writes to it)."""
     kernel = kernel_for(xp)
-    count = kernel.constant(float(shape[1]), 3, dtype, dev)
-    return Groups(kernel=kernel, count_g=count, size=shape[1], small=shape[1] <= SMALL_GROUP)
+    if kernel.shares_constants:
+        return _shared_dense_groups(kernel, shape[1], dtype, dev)
+    return _dense_groups(kernel, shape[1], dtype, dev)
+
+
+def _dense_groups(kernel: Kernel, n: int, dtype: Any, dev: Any) -> Groups:
+    count = kernel.constant(float(n), 3, dtype, dev)
+    return Groups(kernel=kernel, count_g=count, size=n, small=n <= SMALL_GROUP)
+
+
+_shared_dense_groups = functools.lru_cache(maxsize=256)(_dense_groups)
 
 
 def find_runs(xp: Namespace, group_ids: Array) -> Runs | None:

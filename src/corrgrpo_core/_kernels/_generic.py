@@ -71,6 +71,10 @@ class Kernel:
     the trailing component axis.
     """
 
+    #: Whether an array made once by :meth:`constant` may serve every later call (never where a call
+    #: may be traced, as under ``jax.jit``: a constant made in one trace must not leak into another).
+    shares_constants = False
+
     def __init__(self, xp: Namespace) -> None:
         self.xp = xp
 

@@ -39,6 +39,8 @@ _PIECE = 1 << 14
 class NumpyKernel(Kernel):
     """Group kernels for numpy arrays (see the module docstring)."""
 
+    shares_constants = True  # (its constants are read-only arrays, see _constant)
+
     def __init__(self, xp: Namespace) -> None:
         super().__init__(xp)
 
@@ -49,9 +51,8 @@ class NumpyKernel(Kernel):
             return x.astype(dtype, copy=False)
         if x.dtype == dtype and _position_major(x):
             return x
-        block = np.empty(x.shape[1:] + x.shape[:1], dtype=dtype)
-        np.copyto(block, x.transpose(1, 2, 0))  # written in the block's order: a contiguous write
-        return block.transpose(2, 0, 1)
+        # a C-ordered copy of the (n, K, B) view: written in the block's order, a contiguous write
+        return x.transpose(1, 2, 0).astype(dtype, order="C").transpose(2, 0, 1)
 
     def in_host_memory(self, x: Array) -> bool:
         return True
