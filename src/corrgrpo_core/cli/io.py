@@ -56,6 +56,7 @@ FORMATS = {
 _DELIMITER = {"csv": ",", "tsv": "\t"}
 _TRUE = {"true", "yes"}
 _FALSE = {"false", "no"}
+_CHUNK = 1 << 16  # rows per slice of a temporary over every row
 _BLOCK = 1 << 20  # bytes per pyarrow block, its default (grown for a longer field or line)
 _MISSING = "(pass --nan-policy ignore to leave it out of the statistics)"
 
@@ -976,19 +977,25 @@ def _label_runs(pa: Any, arr: Any) -> tuple[npt.NDArray[np.int64], npt.NDArray[n
             key *= radix
             key += digit
     key <<= bits
-    key |= np.arange(n)
+    index: type[np.integer[Any]] = np.int32 if bits < 32 else np.int64  # (rows: int32 up to 2^31)
+    for a in range(0, n, _CHUNK):  # (a slice at a time: the only temporary of N int64 is the key)
+        key[a : a + _CHUNK] |= np.arange(a, min(a + _CHUNK, n))
     key.sort()
-    rows = key & ((1 << bits) - 1)
+    rows: npt.NDArray[np.integer[Any]] = key.astype(index)  # (the low bits: the row)
+    rows &= (1 << bits) - 1
     key >>= bits
-    starts = np.flatnonzero(np.diff(key, prepend=-1))  # each label's run, labels in key order
+    new = np.empty(n, np.bool_)
+    new[0] = True
+    np.not_equal(key[1:], key[:-1], out=new[1:])
     del key
+    starts = np.flatnonzero(new)  # each label's run, labels in key order
     first = rows[starts]
     rank = np.argsort(first)  # the runs in order of first appearance
     sizes = np.diff(starts, append=n)[rank]
-    at = np.repeat(starts[rank] - (np.cumsum(sizes) - sizes), sizes)
-    at += np.arange(n)
-    order = rows[at].astype(np.int32) if n <= np.iinfo(np.int32).max else rows[at]
-    return sizes, order, arr.take(pa.array(first[rank]))
+    at = np.repeat((starts[rank] - (np.cumsum(sizes) - sizes)).astype(index), sizes)
+    for a in range(0, n, _CHUNK):
+        at[a : a + _CHUNK] += np.arange(a, min(a + _CHUNK, n), dtype=index)
+    return sizes, rows[at], arr.take(pa.array(first[rank]))
 
 
 def _byte_digit(
