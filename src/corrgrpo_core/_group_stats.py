@@ -163,15 +163,23 @@ def group_matrices(x: F64, sizes: I64) -> tuple[F64, F64]:
     >>> np.round(corr[0], 12).tolist(), corr[1].tolist()
     ([[1.0, -1.0], [-1.0, 1.0]], [[1.0, 0.0], [0.0, 0.0]])
     """
-    k, present = x.shape[1], sizes > 0
+    return _matrices(np.ascontiguousarray(x.T), sizes)
+
+
+def _matrices(xt: F64, sizes: I64) -> tuple[F64, F64]:
+    """:func:`group_matrices` of ``xt``, the (K, N) transpose of the rows (one contiguous row per
+    component)."""
+    k, present = xt.shape[0], sizes > 0
     starts = (np.cumsum(sizes) - sizes)[present]
+    every = bool(present.all())
 
     def sums(v: npt.NDArray[Any]) -> F64:  # per group, over its rows (reduceat: rows are sorted)
+        if every and starts.size:
+            return np.add.reduceat(v, starts, dtype=np.float64)
         out = np.zeros(sizes.size)
         out[present] = np.add.reduceat(v, starts) if starts.size else 0.0
         return out
 
-    xt = np.ascontiguousarray(x.T)  # one contiguous row per component
     valid = ~np.isnan(xt)
     has_nan = not bool(valid.all())
     clean = np.where(valid, xt, 0.0) if has_nan else xt
@@ -283,22 +291,72 @@ def _piece_stats(
     """advantage_stats of one piece, written into ``out`` at the piece's groups (``detail[g]``:
     keep group g's matrices; ``opts`` the core's options, ``weights`` for the matrices)."""
     st = advantage_stats(*prep.layout(), **opts)
-    first = np.flatnonzero(np.diff(piece.ids, prepend=-1))
+    n = prep.x.shape[0]
+    first = np.arange(0, n, prep.size) if prep.size else np.flatnonzero(np.diff(piece.ids, prepend=-1))
     local = piece.ids[first]  # the piece's groups that have rows
     at = lo + (local if piece.groups is None else piece.groups[local])
     for name in _PER_GROUP:
         out.fields[name][at] = prep.per_group(getattr(st, name), first)
-    contribution = prep.by_row(st.advantage_contribution)
+    top, size = _contributions(prep, st.advantage_contribution, first)
     del st
-    out.fields["max_abs_advantage"][at] = np.maximum.reduceat(np.abs(contribution.sum(axis=1)), first)
-    out.fields["abs_contribution_sum"][at] = np.add.reduceat(np.abs(contribution), first, axis=0)
-    del contribution
-    # scaled by a power of two (exact) so that tiny groups keep their correlations
-    cov, corr = group_matrices(prep.x * (weights / piece.unit), np.bincount(piece.ids)[local])
+    out.fields["max_abs_advantage"][at], out.fields["abs_contribution_sum"][at] = top, size
+    # scaled by a power of two (exact) so that tiny groups keep their correlations; the transpose
+    # that the matrices take, written once
+    xt = np.empty((prep.x.shape[1], n))
+    np.multiply(prep.x.T, (weights / piece.unit)[:, None], out=xt)
+    cov, corr = _matrices(xt, np.bincount(piece.ids)[local])
+    del xt
     out.corr_total += corr.sum(axis=0)
     out.varies_total += np.sum(np.diagonal(corr, axis1=1, axis2=2) > 0, axis=0)
     for i in np.flatnonzero(detail[at]):
         out.matrices[int(at[i])] = (cov[i] * piece.unit * piece.unit, corr[i])
+
+
+def _contributions(prep: _Prepared, values: Any, first: I64) -> tuple[F64, F64]:
+    """Per group of a piece, from the core's (rows..., K) contributions: the largest |sum over k|
+    and each component's sum of |contribution| over the group's rows, as ``np.maximum.reduceat``
+    and ``np.add.reduceat`` over the rows (``first``: each group's first row) give them.
+
+    A dense piece is read in the core's own layout (one contiguous (K, B) block per position in
+    the group), without the copy into rows: the same numbers, added in the order numpy adds them
+    along a row (fewer than 8 components: in order) and along a group's rows (``reduceat``: the
+    first row plus numpy's pairwise sum of the rest, :func:`_pairwise`).
+    """
+    c = np.asarray(values, dtype=np.float64)
+    if not (prep.size and c.ndim == 3 and c.shape[-1] < 8):
+        rows = prep.by_row(c)
+        return np.maximum.reduceat(np.abs(rows.sum(axis=1)), first), np.add.reduceat(
+            np.abs(rows), first, axis=0
+        )
+    top: F64 = np.abs(c.sum(axis=2)).max(axis=1)
+    a = np.abs(c)
+    if a.shape[1] == 1:
+        return top, a[:, 0, :]
+    return top, a[:, 0, :] + _pairwise([a[:, i, :] for i in range(1, a.shape[1])])
+
+
+def _pairwise(parts: Sequence[F64]) -> F64:
+    """The elementwise sum of ``parts`` (none of them -0.0) in the order of numpy's pairwise
+    summation (its ``pairwise_sum``: in order below 8 terms, 8 running sums up to 128, halves
+    above; numpy's start from 0.0 adds nothing to such terms)."""
+    m = len(parts)
+    if m < 8:
+        total = parts[0].copy()
+        for p in parts[1:]:
+            total += p
+        return total
+    if m > 128:
+        half = m // 2 - (m // 2) % 8
+        return _pairwise(parts[:half]) + _pairwise(parts[half:])
+    r = [p.copy() for p in parts[:8]]
+    end = m - m % 8
+    for i in range(8, end, 8):
+        for j in range(8):
+            r[j] += parts[i + j]
+    total = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
+    for p in parts[end:]:
+        total += p
+    return total
 
 
 def _advantages(x: F64, ids: Ints, name: str, options: Mapping[str, Any]) -> F64:
@@ -506,9 +564,9 @@ class _Sink:
             if self.keep:
                 self.full[name] = np.empty(self.n)
         for a in range(0, values.size, CHUNK_ROWS):  # (a slice at a time: no temporary of the batch)
-            part = values[a : a + CHUNK_ROWS]
-            self.abs_sum[name] += float(np.sum(np.abs(part)))
-            self.abs_max[name] = max(self.abs_max[name], float(np.max(part)), -float(np.min(part)))
+            part = np.abs(values[a : a + CHUNK_ROWS])
+            self.abs_sum[name] += float(np.sum(part))
+            self.abs_max[name] = max(self.abs_max[name], float(np.max(part)))
 
     def put_rows(self, name: str, values: F64) -> None:
         self._start(name, values)
