@@ -145,8 +145,8 @@ def whole_group_ranges(sizes: I64, rows: int) -> list[tuple[int, int]]:
     n_groups = sizes.size
     ends = np.cumsum(sizes)
     total = int(ends[-1]) if n_groups else 0
-    cuts = np.unique(np.searchsorted(ends, np.arange(rows, total, rows)))
-    bounds = [0, *[int(c) + 1 for c in cuts if c + 1 < n_groups], n_groups]
+    cuts = np.searchsorted(ends, np.arange(rows, total, rows))  # (ascending: repeats dropped below)
+    bounds = [0, *dict.fromkeys(int(c) + 1 for c in cuts if c + 1 < n_groups), n_groups]
     return [(lo, hi) for lo, hi in itertools.pairwise(bounds) if hi > lo]
 
 

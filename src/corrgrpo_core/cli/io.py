@@ -873,7 +873,6 @@ def label_groups(
     grouped by a sort (:func:`_label_runs`), the others dictionary-encoded by pyarrow.
     ``consume`` drops the column from ``cols``."""
     pa = _pa()
-    pc = importlib.import_module("pyarrow.compute")
     src = str(cols.source)
 
     def where(i: int) -> str:
@@ -882,7 +881,7 @@ def label_groups(
     if group_col not in cols.data:
         raise CliError(f"{src} {where(0)}: empty group label in column {group_col!r}")
     column = cols.data.pop(group_col) if consume else cols.data[group_col]
-    arr = _label_text(pa, pc, src, group_col, _take(pa, column, rows))
+    arr = _label_text(pa, src, group_col, _take(pa, column, rows))
     del column  # (consumed: the joined copy is all that is left of it)
     if len(arr) == 0:
         return GroupCodes(
@@ -892,7 +891,10 @@ def label_groups(
     if runs is not None:
         sizes, order, dictionary = runs
         codes = GroupCodes(GroupLabels(dictionary), sizes, found_order=order)
-    else:
+        if _plain_labels(pa, dictionary):
+            return codes  # (nothing to trim, none empty: the checks below would pass)
+    pc = importlib.import_module("pyarrow.compute")
+    if runs is None:
         encoded = pc.dictionary_encode(arr)
         if encoded.indices.null_count:
             i = int(np.argmax(np.asarray(encoded.indices.is_null().to_numpy(zero_copy_only=False))))
@@ -920,18 +922,52 @@ def label_groups(
     return codes
 
 
-def _label_text(pa: Any, pc: Any, src: str, group_col: str, arr: Any) -> Any:
+def _label_text(pa: Any, src: str, group_col: str, arr: Any) -> Any:
     """A column of labels as one pyarrow string array (chunks joined, dictionaries decoded,
     numbers written as text); an empty label is a null there."""
     kind = arr.type.value_type if pa.types.is_dictionary(arr.type) else arr.type
     if pa.types.is_dictionary(arr.type):
         arr = arr.cast(kind)
     if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+        pc = importlib.import_module("pyarrow.compute")
         try:
             arr = pc.cast(arr, pa.string())
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             raise CliError(f"{src}: group column {group_col!r} holds {kind} values, not labels") from None
     return arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
+
+
+def _string_buffers(pa: Any, arr: Any) -> tuple[npt.NDArray[np.integer[Any]], npt.NDArray[np.uint8]]:
+    """A pyarrow string array's offsets (N + 1, into the data) and data bytes, as numpy views."""
+    wide = pa.types.is_large_string(arr.type)
+    _, offset_buffer, data_buffer = arr.buffers()
+    offsets: npt.NDArray[np.integer[Any]] = np.frombuffer(
+        offset_buffer, np.int64 if wide else np.int32, len(arr) + 1, arr.offset * (8 if wide else 4)
+    )
+    data = np.frombuffer(data_buffer, np.uint8) if data_buffer is not None else np.zeros(1, np.uint8)
+    return offsets, data
+
+
+def _strings_at(pa: Any, arr: Any, rows: npt.NDArray[np.integer[Any]]) -> Any:
+    """``arr.take(rows)`` for a string array, built from its buffers (without pyarrow.compute)."""
+    offsets, data = _string_buffers(pa, arr)
+    starts = offsets[rows].astype(np.int64)
+    lengths = offsets[rows + 1] - starts
+    ends = np.cumsum(lengths)
+    at = np.repeat(starts - (ends - lengths), lengths) + np.arange(int(ends[-1]) if ends.size else 0)
+    out = np.zeros(rows.size + 1, np.int64 if pa.types.is_large_string(arr.type) else np.int32)
+    out[1:] = ends
+    return pa.Array.from_buffers(arr.type, rows.size, [None, pa.py_buffer(out), pa.py_buffer(data[at])])
+
+
+def _plain_labels(pa: Any, labels: Any) -> bool:
+    """Whether every label starts and ends with a printable ASCII character other than a space:
+    none is empty, starts with NUL or has white space to trim (as pyarrow's checks would find)."""
+    offsets, data = _string_buffers(pa, labels)
+    if len(labels) == 0 or bool(np.any(offsets[1:] == offsets[:-1])):
+        return False
+    edges = np.concatenate([data[offsets[:-1]], data[offsets[1:] - 1]])
+    return bool(np.all((edges > 0x20) & (edges < 0x7F)))
 
 
 def _label_runs(pa: Any, arr: Any) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.integer[Any]], Any] | None:
@@ -952,12 +988,7 @@ def _label_runs(pa: Any, arr: Any) -> tuple[npt.NDArray[np.int64], npt.NDArray[n
     n = len(arr)
     if arr.null_count or n == 0:
         return None
-    wide = pa.types.is_large_string(arr.type)
-    _, offset_buffer, data_buffer = arr.buffers()
-    offsets: npt.NDArray[np.integer[Any]] = np.frombuffer(
-        offset_buffer, np.int64 if wide else np.int32, n + 1, arr.offset * (8 if wide else 4)
-    )
-    data = np.frombuffer(data_buffer, np.uint8) if data_buffer is not None else np.zeros(1, np.uint8)
+    offsets, data = _string_buffers(pa, arr)
     lengths = np.diff(offsets)
     width, bits = int(lengths.max()), n.bit_length()
     if width > 64:
@@ -995,7 +1026,7 @@ def _label_runs(pa: Any, arr: Any) -> tuple[npt.NDArray[np.int64], npt.NDArray[n
     at = np.repeat((starts[rank] - (np.cumsum(sizes) - sizes)).astype(index), sizes)
     for a in range(0, n, _CHUNK):
         at[a : a + _CHUNK] += np.arange(a, min(a + _CHUNK, n), dtype=index)
-    return sizes, rows[at], arr.take(pa.array(first[rank]))
+    return sizes, rows[at], _strings_at(pa, arr, first[rank])
 
 
 def _byte_digit(
