@@ -336,9 +336,9 @@ def _contributions(prep: _Prepared, values: Any, first: I64) -> tuple[F64, F64]:
 
 
 def _pairwise(parts: Sequence[F64]) -> F64:
-    """The elementwise sum of ``parts`` (none of them -0.0) in the order of numpy's pairwise
-    summation (its ``pairwise_sum``: in order below 8 terms, 8 running sums up to 128, halves
-    above; numpy's start from 0.0 adds nothing to such terms)."""
+    """The elementwise sum of ``parts`` in the order of numpy's pairwise summation as a
+    reduction along an axis adds them (its ``pairwise_sum``: in order below 8 terms, 8 running
+    sums up to 128, halves above; -0.0 kept)."""
     m = len(parts)
     if m < 8:
         total = parts[0].copy()
@@ -498,11 +498,14 @@ class _Prepared:
         ``span`` (those where ``pick``), and which of them have a valid component."""
         assert e.passes is not None
         batch = self[e]
-        values = self.by_row(e.passes.rows(batch, e.sums))
+        found = np.asarray(e.passes.rows(batch, e.sums), dtype=np.float64)
         if e.values is None:  # (one row per column: the batch's sums run along each, pairwise)
-            e.values, e.template = np.empty((values.shape[1], n)), batch
+            e.values, e.template = np.empty((found.shape[-1], n)), batch
         at = slice(None) if pick is None else pick
-        e.values[:, span][:, at] = values.T
+        if pick is None and self.size:  # a dense piece: (B, n, m) into (m, B, n), in one copy
+            np.copyto(e.values[:, span].reshape(found.shape[-1], -1, self.size), found.transpose(2, 0, 1))
+        else:
+            e.values[:, span][:, at] = self.by_row(found).T
         if batch.row_valid is not None:
             if e.row_valid is None:
                 e.row_valid = np.ones(n, np.bool_)
