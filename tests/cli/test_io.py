@@ -328,3 +328,21 @@ def test_one_blas_thread_inside_the_block_unless_the_environment_says(monkeypatc
             assert get() == 2
     finally:
         put(before)
+
+
+def test_a_quoted_line_break_across_pyarrows_blocks(write_csv, monkeypatch):
+    # a file without a double quote is split into blocks at every line end (no value can hold
+    # one); with a quote, a line break inside a value stays in its value across a block boundary
+    import corrgrpo_core.cli.io as cio
+
+    monkeypatch.setattr(cio, "_BLOCK", 64)
+    rows = [f"g{i % 3},{i}" for i in range(40)]
+    plain = write_csv("group,r\n" + "\n".join(rows) + "\n", name="plain.csv")
+    assert not cio._has_quote(plain)
+    rows[20] = '"two\nlines",20'
+    quoted = write_csv("group,r\n" + "\n".join(rows) + "\n", name="quoted.csv")
+    assert cio._has_quote(quoted)
+    batch = read_rewards(quoted)
+    assert batch.group_labels == ("g0", "g1", "g2", "two\nlines")
+    np.testing.assert_array_equal(batch.scores[:, 0], np.arange(40))
+    np.testing.assert_array_equal(read_rewards(plain).scores[:, 0], np.arange(40))
