@@ -750,8 +750,8 @@ def numeric_column(
 
 def _plain_numbers(pa: Any, column: Any, out: npt.NDArray[np.float64]) -> bool:
     """The common case of :func:`numeric_column`, written block by block into ``out`` (no cast, no
-    copy of the column, one pass to check): floats, bools or integers that float64 holds exactly, no
-    missing or infinite value. False where the column is anything else (``out`` then unspecified)."""
+    copy of the column, one pass over each block to check): floats, bools or integers that float64
+    holds exactly, no missing or infinite value. False where the column is anything else (``out`` then unspecified)."""
     kind = column.type
     if column.null_count or not (
         pa.types.is_floating(kind) or pa.types.is_boolean(kind) or pa.types.is_integer(kind)
@@ -762,10 +762,13 @@ def _plain_numbers(pa: Any, column: Any, out: npt.NDArray[np.float64]) -> bool:
         values = block.to_numpy(zero_copy_only=False)
         if values.dtype.kind in "iu" and values.size and max(-int(values.min()), int(values.max())) > 2**53:
             return False  # (not every such integer has a float64: the checked conversion says which)
+        if values.dtype.kind == "f":  # a finite sum: every value finite (huge ones may sum to inf)
+            with np.errstate(over="ignore", invalid="ignore"):
+                if not math.isfinite(float(np.sum(values))):
+                    return False
         out[at : at + len(block)] = values
         at += len(block)
-    with np.errstate(over="ignore"):  # (a finite sum: every value finite; huge ones may sum to inf)
-        return math.isfinite(float(np.sum(out)))
+    return True
 
 
 def _floats(
