@@ -36,7 +36,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -112,6 +114,82 @@ def child_env(cache: Path | None, threads: str = "default") -> dict[str, str]:
 
 Run = tuple[float, float, int, float, str]  # (wall s, the call's wall s, peak bytes, CPU s, stdout)
 
+_STAGES = (  # the command's CPU seconds by stage, in one process (``--stages``)
+    "import sys, time; t = time.process_time(); from corrgrpo_core.cli import main;"
+    "imports = time.process_time() - t; from benchmarks.explain_file import stage_times;"
+    "stage_times(main, imports, sys.argv[1:])"
+)
+
+
+def stage_times(main: Callable[[list[str]], int], imports: float, argv: list[str]) -> None:
+    """Run ``main(argv)`` with its stages timed (CPU seconds of the process: pyarrow's threads
+    too), printed one per line after ``@@``: the reader's parts, ``group_stats`` and its parts
+    (the core's calls, each with the little around it)."""
+    import contextlib
+    import io as text
+
+    import corrgrpo_core as cc
+    import corrgrpo_core._group_stats as gs
+    import corrgrpo_core.cli.io as cio
+
+    spent = {"imports": imports}
+    # (patched before the command imports cli.explain, which takes read_rewards by name)
+
+    def timed(owner: Any, name: str, label: str) -> None:
+        inner = getattr(owner, name)
+
+        def run(*args: Any, **kwargs: Any) -> Any:
+            start = time.process_time()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                spent[label] = spent.get(label, 0.0) + time.process_time() - start
+
+        setattr(owner, name, run)
+
+    stages = (
+        (cio, "read_rewards", "reading, all"),
+        (cio, "read_columns", "  the read (pyarrow)"),
+        (cio, "numeric_column", "  the numbers"),
+        (cio, "label_groups", "  the group labels and order"),
+        (cc, "group_stats", "group_stats, all"),
+        (gs, "advantage_stats", "  advantage_stats (the core)"),
+        (gs, "prepare", "  prepare (the core; within the next four too)"),
+        (gs._Prepared, "advantages", "  group-local estimators (with their output)"),
+        (gs._Prepared, "add_sums", "  the passes' batch sums"),
+        (gs._Prepared, "rows", "  the passes' row values (with their copy)"),
+        (gs, "_finish", "  the passes' batch-level rest"),
+        (gs, "_matrices", "  display matrices"),
+    )
+    for owner, name, label in stages:
+        timed(owner, name, label)
+    start = time.process_time()
+    with contextlib.redirect_stdout(text.StringIO()):
+        main(argv)
+    spent["the command (main), all"] = time.process_time() - start
+    for label in ["imports", *(label for *_, label in stages), "the command (main), all"]:
+        print(f"@@ {label}\t{spent.get(label, 0.0):.3f}", file=sys.stderr)
+
+
+def run_stages(path: Path, env: dict[str, str], repeats: int) -> None:
+    """:func:`stage_times` in ``repeats`` fresh processes: the min of each stage."""
+    found: dict[str, list[float]] = {}
+    for _ in range(repeats):
+        proc = subprocess.run(
+            [sys.executable, "-c", _STAGES, "explain", str(path), "--max-groups", "3"],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=True,
+        )
+        for line in proc.stderr.splitlines():
+            if line.startswith("@@ "):
+                label, seconds = line[3:].split("\t")
+                found.setdefault(label, []).append(float(seconds))
+    print(f"CPU seconds by stage, min of {repeats} processes (load average {os.getloadavg()[0]:.2f}):")
+    for label, values in found.items():
+        print(f"  {label:40s} {min(values):.3f}")
+
 
 def run_once(code: str, *argv: str, env: dict[str, str]) -> Run:
     """Wall seconds (from the first import, and of the read alone), peak RSS bytes and CPU seconds
@@ -164,6 +242,11 @@ def main(argv: list[str] | None = None) -> int:
         default="both",
         help="thread counts in the environment: none (default, as a user runs it), OMP_NUM_THREADS=1, or both",
     )
+    parser.add_argument(
+        "--stages",
+        action="store_true",
+        help="then the command's CPU seconds by stage (one process each repeat)",
+    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / f"rewards.{args.format}"
@@ -205,6 +288,8 @@ def main(argv: list[str] | None = None) -> int:
         for name, (reads, explains) in runs.items():
             summarise(name, reads, explains, size)
         print(explains[-1][4].splitlines()[0])
+        if args.stages:
+            run_stages(path, envs[next(iter(envs))], args.repeats)
     return 0
 
 
