@@ -2,11 +2,11 @@
 
 The core's only BLAS calls on numpy arrays are single passes over a slice (``np.vdot`` in its
 finiteness checks). OpenBLAS runs each on every core, and its worker threads then spin waiting for
-the next call: with the machine's other cores busy, ``group_stats`` on the 1.9M-row file of
-``python -m benchmarks.explain_file`` took 4.1 CPU seconds and 4.1 s wall instead of 1.5 (load 5,
-2 cores). ``OMP_NUM_THREADS=1`` avoids it only when set before numpy loads; a user runs the command
-without it, so the command sets OpenBLAS's own thread count (its C function, the library found
-among the process's loaded ones) and sets it back after. A thread count in the environment
+the next call: on the 1.9M-row file of ``python -m benchmarks.explain_file`` the command took 5.8-6.9
+CPU seconds, and as much wall time, without a thread count against 4.0 with ``OMP_NUM_THREADS=1``
+(load 5, 2 cores, before this setting). ``OMP_NUM_THREADS=1`` avoids it only when set before numpy
+loads; a user runs the command without it, so the command sets OpenBLAS's own thread count (its C
+function, the library found among the process's loaded ones) and sets it back after. A thread count in the environment
 (``OPENBLAS_NUM_THREADS``, ``OMP_NUM_THREADS``, ``GOTO_NUM_THREADS``) is the user's choice and is
 left alone, as is any other BLAS (MKL, Accelerate) and a system without ``/proc/self/maps``.
 """

@@ -394,8 +394,7 @@ def _has_quote(path: Path) -> bool:
     """Whether the file holds a double quote, the only way a CSV/TSV value can hold a line break.
 
     pyarrow splits a file into blocks at line ends; told that no value holds one
-    (``newlines_in_values=False``), it finds them without tracking quotes: a quarter less time on
-    the 1.9M-row file of ``python -m benchmarks.explain_file`` (0.35 s against 0.46), but a quoted
+    (``newlines_in_values=False``), it finds them without tracking quotes, faster, but a quoted
     line break at a block boundary is then misread without an error, so only a file without a
     quote is read so."""
     with path.open("rb") as handle:
@@ -1006,9 +1005,9 @@ def _label_runs(pa: Any, arr: Any) -> tuple[npt.NDArray[np.int64], npt.NDArray[n
     its own), exact while the radices' product times 2^bits(N) fits 63 bits. One sort of the
     distinct integers ``label << bits(N) | row`` (numpy's vectorised sort) puts each group's rows
     together in file order, and each group's first row gives its place in order of first
-    appearance: several times faster than pyarrow's hashing of the labels (238,000 groups in 1.9M
-    rows, ``python -m benchmarks.explain_file``), and it is the order :func:`corrgrpo_core.group_stats`
-    would otherwise sort for.
+    appearance: a third of the time of pyarrow's hashing of the labels (238,000 groups in 1.9M
+    rows, ``python -m benchmarks.explain_file --stages``), and it is the order
+    :func:`corrgrpo_core.group_stats` would otherwise sort for.
     """
     n = len(arr)
     if arr.null_count or n == 0:
