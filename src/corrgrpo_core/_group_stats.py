@@ -36,7 +36,15 @@ from ._lib._compat import array_namespace
 from ._registry import compute_advantages, get_estimator
 from ._validation import NanPolicy
 
-__all__ = ["CHUNK_ROWS", "SCALE_BITS", "GroupStats", "group_matrices", "group_stats", "whole_group_ranges"]
+__all__ = [
+    "CHUNK_ROWS",
+    "SCALE_BITS",
+    "GroupStats",
+    "group_matrices",
+    "group_stats",
+    "in_slices",
+    "whole_group_ranges",
+]
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -137,8 +145,8 @@ def whole_group_ranges(sizes: I64, rows: int) -> list[tuple[int, int]]:
     n_groups = sizes.size
     ends = np.cumsum(sizes)
     total = int(ends[-1]) if n_groups else 0
-    cuts = np.unique(np.searchsorted(ends, np.arange(rows, total, rows)))
-    bounds = [0, *[int(c) + 1 for c in cuts if c + 1 < n_groups], n_groups]
+    cuts = np.searchsorted(ends, np.arange(rows, total, rows))  # (ascending: repeats dropped below)
+    bounds = [0, *dict.fromkeys(int(c) + 1 for c in cuts if c + 1 < n_groups), n_groups]
     return [(lo, hi) for lo, hi in itertools.pairwise(bounds) if hi > lo]
 
 
@@ -155,15 +163,23 @@ def group_matrices(x: F64, sizes: I64) -> tuple[F64, F64]:
     >>> np.round(corr[0], 12).tolist(), corr[1].tolist()
     ([[1.0, -1.0], [-1.0, 1.0]], [[1.0, 0.0], [0.0, 0.0]])
     """
-    k, present = x.shape[1], sizes > 0
+    return _matrices(np.ascontiguousarray(x.T), sizes)
+
+
+def _matrices(xt: F64, sizes: I64) -> tuple[F64, F64]:
+    """:func:`group_matrices` of ``xt``, the (K, N) transpose of the rows (one contiguous row per
+    component)."""
+    k, present = xt.shape[0], sizes > 0
     starts = (np.cumsum(sizes) - sizes)[present]
+    every = bool(present.all())
 
     def sums(v: npt.NDArray[Any]) -> F64:  # per group, over its rows (reduceat: rows are sorted)
+        if every and starts.size:
+            return np.add.reduceat(v, starts, dtype=np.float64)
         out = np.zeros(sizes.size)
         out[present] = np.add.reduceat(v, starts) if starts.size else 0.0
         return out
 
-    xt = np.ascontiguousarray(x.T)  # one contiguous row per component
     valid = ~np.isnan(xt)
     has_nan = not bool(valid.all())
     clean = np.where(valid, xt, 0.0) if has_nan else xt
@@ -275,26 +291,96 @@ def _piece_stats(
     """advantage_stats of one piece, written into ``out`` at the piece's groups (``detail[g]``:
     keep group g's matrices; ``opts`` the core's options, ``weights`` for the matrices)."""
     st = advantage_stats(*prep.layout(), **opts)
-    first = np.flatnonzero(np.diff(piece.ids, prepend=-1))
+    n = prep.x.shape[0]
+    first = np.arange(0, n, prep.size) if prep.size else np.flatnonzero(np.diff(piece.ids, prepend=-1))
     local = piece.ids[first]  # the piece's groups that have rows
     at = lo + (local if piece.groups is None else piece.groups[local])
     for name in _PER_GROUP:
         out.fields[name][at] = prep.per_group(getattr(st, name), first)
-    contribution = prep.by_row(st.advantage_contribution)
+    top, size = _contributions(prep, st.advantage_contribution, first)
     del st
-    out.fields["max_abs_advantage"][at] = np.maximum.reduceat(np.abs(contribution.sum(axis=1)), first)
-    out.fields["abs_contribution_sum"][at] = np.add.reduceat(np.abs(contribution), first, axis=0)
-    del contribution
-    # scaled by a power of two (exact) so that tiny groups keep their correlations
-    cov, corr = group_matrices(prep.x * (weights / piece.unit), np.bincount(piece.ids)[local])
+    out.fields["max_abs_advantage"][at], out.fields["abs_contribution_sum"][at] = top, size
+    # scaled by a power of two (exact) so that tiny groups keep their correlations; the transpose
+    # that the matrices take, written once
+    xt = np.empty((prep.x.shape[1], n))
+    np.multiply(prep.x.T, (weights / piece.unit)[:, None], out=xt)
+    cov, corr = _matrices(xt, np.bincount(piece.ids)[local])
+    del xt
     out.corr_total += corr.sum(axis=0)
     out.varies_total += np.sum(np.diagonal(corr, axis1=1, axis2=2) > 0, axis=0)
     for i in np.flatnonzero(detail[at]):
         out.matrices[int(at[i])] = (cov[i] * piece.unit * piece.unit, corr[i])
 
 
+def _contributions(prep: _Prepared, values: Any, first: I64) -> tuple[F64, F64]:
+    """Per group of a piece, from the core's (rows..., K) contributions: the largest |sum over k|
+    and each component's sum of |contribution| over the group's rows, as ``np.maximum.reduceat``
+    and ``np.add.reduceat`` over the rows (``first``: each group's first row) give them.
+
+    A dense piece is read in the core's own layout (one contiguous (K, B) block per position in
+    the group), without the copy into rows: the same numbers, added in the order numpy adds them
+    along a row (fewer than 8 components: in order) and along a group's rows (``reduceat``: the
+    first row plus numpy's pairwise sum of the rest, :func:`_pairwise`).
+    """
+    c = np.asarray(values, dtype=np.float64)
+    if not (prep.size and c.ndim == 3 and c.shape[-1] < 8):
+        rows = prep.by_row(c)
+        return np.maximum.reduceat(np.abs(rows.sum(axis=1)), first), np.add.reduceat(
+            np.abs(rows), first, axis=0
+        )
+    top: F64 = np.abs(c.sum(axis=2)).max(axis=1)
+    a = np.abs(c)
+    if a.shape[1] == 1:
+        return top, a[:, 0, :]
+    return top, a[:, 0, :] + _pairwise([a[:, i, :] for i in range(1, a.shape[1])])
+
+
+def _pairwise(parts: Sequence[F64]) -> F64:
+    """The elementwise sum of ``parts`` in the order of numpy's pairwise summation as a
+    reduction along an axis adds them (its ``pairwise_sum``: in order below 8 terms, 8 running
+    sums up to 128, halves above; -0.0 kept)."""
+    m = len(parts)
+    if m < 8:
+        total = parts[0].copy()
+        for p in parts[1:]:
+            total += p
+        return total
+    if m > 128:
+        half = m // 2 - (m // 2) % 8
+        return _pairwise(parts[:half]) + _pairwise(parts[half:])
+    r = [p.copy() for p in parts[:8]]
+    end = m - m % 8
+    for i in range(8, end, 8):
+        for j in range(8):
+            r[j] += parts[i + j]
+    total = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
+    for p in parts[end:]:
+        total += p
+    return total
+
+
 def _advantages(x: F64, ids: Ints, name: str, options: Mapping[str, Any]) -> F64:
     return np.asarray(compute_advantages(x, ids, estimator=name, **options), dtype=np.float64)
+
+
+def _binding(fn: Callable[..., Any]) -> Callable[..., Any] | None:
+    """A built-in's binding of its options to its formula (``_api``), None for an estimator
+    registered elsewhere."""
+    bind = inspect.unwrap(fn)
+    return None if getattr(fn, "__module__", None) != _api.__name__ or bind is fn else bind
+
+
+def in_slices(name: str, options: Mapping[str, Any] | None = None) -> bool:
+    """Whether :func:`group_stats` computes estimator ``name`` (called with ``options``) over slices
+    of whole groups, rows in group order: a group-local one, or a built-in written as passes. An
+    estimator registered elsewhere with batch scope gets the whole batch in one call, rows in input
+    order (so a caller that sorts the rows by group first changes the order its sums add them in).
+
+    >>> in_slices("gdpo"), in_slices("grpo")
+    (True, True)
+    """
+    spec = get_estimator(name)
+    return spec.group_local(options) or _binding(spec.fn) is not None
 
 
 # The options that say how a batch is read: estimators that read it alike share a prepared piece.
@@ -326,8 +412,8 @@ class _Estimator:
         params = inspect.signature(spec.fn).parameters
         reads = {o: opts.get(o, params[o].default if o in params else None) for o in _BATCH_OPTIONS}
         e = cls(name, opts, reads, spec.group_local(opts))
-        bind = inspect.unwrap(spec.fn)  # a built-in's binding of its options to its formula (``_api``)
-        if getattr(spec.fn, "__module__", None) != _api.__name__ or bind is spec.fn:
+        bind = _binding(spec.fn)
+        if bind is None:
             return e
         e.formula = bind(x, None, **opts)
         e.rtol = resolve_rtol(opts.get("zero_variance_rtol"), array_namespace(x), x.dtype)
@@ -412,11 +498,14 @@ class _Prepared:
         ``span`` (those where ``pick``), and which of them have a valid component."""
         assert e.passes is not None
         batch = self[e]
-        values = self.by_row(e.passes.rows(batch, e.sums))
+        found = np.asarray(e.passes.rows(batch, e.sums), dtype=np.float64)
         if e.values is None:  # (one row per column: the batch's sums run along each, pairwise)
-            e.values, e.template = np.empty((values.shape[1], n)), batch
+            e.values, e.template = np.empty((found.shape[-1], n)), batch
         at = slice(None) if pick is None else pick
-        e.values[:, span][:, at] = values.T
+        if pick is None and self.size:  # a dense piece: (B, n, m) into (m, B, n), in one copy
+            np.copyto(e.values[:, span].reshape(found.shape[-1], -1, self.size), found.transpose(2, 0, 1))
+        else:
+            e.values[:, span][:, at] = self.by_row(found).T
         if batch.row_valid is not None:
             if e.row_valid is None:
                 e.row_valid = np.ones(n, np.bool_)
@@ -478,9 +567,9 @@ class _Sink:
             if self.keep:
                 self.full[name] = np.empty(self.n)
         for a in range(0, values.size, CHUNK_ROWS):  # (a slice at a time: no temporary of the batch)
-            part = values[a : a + CHUNK_ROWS]
-            self.abs_sum[name] += float(np.sum(np.abs(part)))
-            self.abs_max[name] = max(self.abs_max[name], float(np.max(part)), -float(np.min(part)))
+            part = np.abs(values[a : a + CHUNK_ROWS])
+            self.abs_sum[name] += float(np.sum(part))
+            self.abs_max[name] = max(self.abs_max[name], float(np.max(part)))
 
     def put_rows(self, name: str, values: F64) -> None:
         self._start(name, values)

@@ -106,3 +106,21 @@ def test_argument_errors_come_before_heavy_imports(tmp_path):
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path
     )
     assert proc.stdout.strip() == "[]"
+
+
+def test_explaining_a_plain_file_loads_only_what_it_uses(tmp_path, write_csv):
+    # every start pays its imports: a file of plain labels and numbers needs neither pyarrow's
+    # compute functions, nor the package index (plugins), nor numpy's masked arrays
+    import subprocess
+
+    path = write_csv("group,r1,r2\np1,1,0\np2,0,1\np1,2,1\np2,1,1\n")
+    code = (
+        "import sys; from corrgrpo_core.cli import main\n"
+        f"assert main(['explain', {str(path)!r}]) == 0\n"
+        "heavy = ('pyarrow.compute', 'importlib.metadata', 'numpy.ma', 'numpy.random', 'numpy.testing')\n"
+        "print(sorted(m for m in heavy if type(sys.modules.get(m)).__name__ == 'module'))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path
+    )
+    assert proc.stdout.strip().splitlines()[-1] == "[]"

@@ -254,3 +254,95 @@ def test_a_run_is_told_by_the_header_alone(write_csv, tmp_path):
     assert not is_run(write_csv("", name="empty.csv"), step_col="step", file_format=None)
     (tmp_path / "r.jsonl").write_text('{"step": 1, "group": "a", "r": 1}\n')
     assert column_names(tmp_path / "r.jsonl") == ["step", "group", "r"]
+
+
+def _label_shapes(rng: np.random.Generator, shape: int, groups: int) -> list[str]:
+    """Zero-padded ids, plain integers, short names of several lengths (UTF-8 included), long names."""
+    if shape == 0:
+        return [f"p{int(v):06d}" for v in rng.integers(0, 10**6, groups)]
+    if shape == 1:
+        return [str(int(v)) for v in rng.integers(0, 10 ** int(rng.integers(1, 9)), groups)]
+    if shape == 2:
+        pieces = ["a", "b", "0", "9", "_", "é", "Ω"]
+        return ["x" + "".join(rng.choice(pieces, size=int(rng.integers(0, 4)))) for _ in range(groups)]
+    return ["".join(rng.choice(list("abcdefghijklmnopqrstuvwxyz0123456789"), size=30)) for _ in range(groups)]
+
+
+@pytest.mark.parametrize("shape", range(4))
+def test_labels_grouped_by_a_sort_equal_pyarrows_dictionary_encoding(shape):
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from corrgrpo_core.cli.io import GroupCodes, _label_runs
+
+    rng = np.random.default_rng(shape)
+    for trial in range(40):
+        labels = _label_shapes(rng, shape, int(rng.integers(1 if shape < 3 else 5, 30)))
+        arr = pa.array([labels[i] for i in rng.integers(0, len(labels), int(rng.integers(1, 300)))])
+        if trial % 3 == 1:
+            arr = arr.slice(1) if len(arr) > 1 else arr  # an array with an offset
+        if trial % 3 == 2:
+            arr = arr.cast(pa.large_string())
+        encoded = pc.dictionary_encode(arr)
+        runs = _label_runs(pa, arr)
+        if shape == 3:  # 30 bytes of 36 values each: too varied for one 63-bit key
+            assert runs is None
+            continue
+        assert runs is not None
+        sizes, order, dictionary = runs
+        codes = GroupCodes(dictionary, sizes, found_order=order)
+        assert dictionary.to_pylist() == encoded.dictionary.to_pylist()  # first appearance order
+        ids = encoded.indices.to_numpy()
+        np.testing.assert_array_equal(codes.ids(), ids)
+        np.testing.assert_array_equal(order, np.lexsort((np.arange(ids.size), ids)))  # stable
+
+
+def test_a_batch_read_in_group_order_is_the_file_batch_sorted(write_csv):
+    text = "group,r1,r2\nb,1,2\n a,3,4\nb,5,6\nc,7,8\na,9,10\n"
+    batch = read_rewards(write_csv(text))
+    sorted_batch = read_rewards(write_csv(text), group_order=True)
+    assert sorted_batch.group_labels == batch.group_labels == ("b", "a", "c")
+    np.testing.assert_array_equal(sorted_batch.rows, [0, 2, 1, 4, 3])
+    np.testing.assert_array_equal(sorted_batch.group_ids, [0, 0, 1, 1, 2])
+    np.testing.assert_array_equal(sorted_batch.scores, batch.scores[sorted_batch.rows])
+    assert batch.rows is None
+
+
+def test_one_blas_thread_inside_the_block_unless_the_environment_says(monkeypatch):
+    from corrgrpo_core.cli.blas import one_blas_thread, openblas_threads
+
+    libs = openblas_threads()
+    if not libs:
+        pytest.skip("no OpenBLAS loaded in this process (numpy built with another BLAS, or no /proc)")
+    for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "GOTO_NUM_THREADS"):
+        monkeypatch.delenv(name, raising=False)
+    get, put = libs[0]
+    before = get()
+    put(2)
+    try:
+        with one_blas_thread():
+            assert get() == 1
+        assert get() == 2
+        monkeypatch.setenv("OPENBLAS_NUM_THREADS", "2")
+        with one_blas_thread():
+            assert get() == 2
+    finally:
+        put(before)
+
+
+def test_a_quoted_line_break_across_pyarrows_blocks(write_csv, monkeypatch):
+    # a file without a double quote is split into blocks at every line end (no value can hold
+    # one); with a quote, a line break inside a value stays in its value across a block boundary
+    import corrgrpo_core.cli.io as cio
+
+    monkeypatch.setattr(cio, "_BLOCK", 64)
+    rows = [f"g{i % 3},{i}" for i in range(40)]
+    plain = write_csv("group,r\n" + "\n".join(rows) + "\n", name="plain.csv")
+    assert not cio._has_quote(plain)
+    rows[20] = '"two\nlines",20'
+    quoted = write_csv("group,r\n" + "\n".join(rows) + "\n", name="quoted.csv")
+    assert cio._has_quote(quoted)
+    batch = read_rewards(quoted)
+    assert batch.group_labels == ("g0", "g1", "g2", "two\nlines")
+    np.testing.assert_array_equal(batch.scores[:, 0], np.arange(40))
+    np.testing.assert_array_equal(read_rewards(plain).scores[:, 0], np.arange(40))

@@ -252,3 +252,23 @@ def test_an_estimator_registered_elsewhere_gets_the_whole_batch():
         np.testing.assert_array_equal(gs.advantages[name], batch_mean(scores))
     finally:
         del _registry._REGISTRY[name]
+
+
+@pytest.mark.parametrize("k", [1, 3, 7])
+@pytest.mark.parametrize("n", [2, 5, 9, 17, 130, 300])
+def test_dense_pieces_read_in_the_cores_layout_add_as_reduceat_does(n, k):
+    # the per-group contribution fields of a dense piece, read without the copy into rows, are the
+    # numbers np.add.reduceat / np.maximum.reduceat give over the rows, bit for bit
+    from corrgrpo_core._group_stats import _contributions, _Prepared
+
+    rng = np.random.default_rng(n * 10 + k)
+    groups = 3 + 2000 // n
+    block = rng.normal(size=(n, k, groups)) * np.exp(rng.normal(size=(n, k, groups)) * 8)
+    values = block.transpose(2, 0, 1)  # (B, n, K) over a position-major block, as the core returns
+    prep = _Prepared(np.zeros((groups * n, k)), np.repeat(np.arange(groups), n), np.full(groups, n))
+    assert prep.size == n
+    first = np.arange(0, groups * n, n)
+    top, total = _contributions(prep, values, first)
+    rows = np.ascontiguousarray(values).reshape(-1, k)
+    np.testing.assert_array_equal(top, np.maximum.reduceat(np.abs(rows.sum(axis=1)), first))
+    np.testing.assert_array_equal(total, np.add.reduceat(np.abs(rows), first, axis=0))

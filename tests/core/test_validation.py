@@ -195,6 +195,22 @@ def test_import_pulls_in_no_backend_or_test_dependency():
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def test_import_defers_numpys_heavy_submodules_until_used():
+    # array-api-compat's numpy namespace copies every name of numpy: the submodules numpy loads on
+    # first use (f2py, testing, ma, ...) are loaded when something reads from them, not at import
+    code = (
+        "import sys, corrgrpo_core, numpy as np; from corrgrpo_core._lib._compat import _NUMPY\n"
+        "heavy = ('numpy.f2py', 'numpy.testing', 'numpy.ma', 'numpy.polynomial', 'numpy.random')\n"
+        "loaded = [m for m in heavy if type(sys.modules.get(m)).__name__ == 'module']\n"
+        "assert not loaded, loaded\n"
+        "assert _NUMPY.random is np.random and _NUMPY.ma is np.ma\n"
+        "assert np.random.default_rng(0).integers(10) == 8 and np.ma.masked_array([1, 2], [0, 1]).sum() == 1\n"
+        "from numpy.testing import assert_array_equal; assert_array_equal(np.polynomial.Polynomial([1, 2])(3), 7)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [

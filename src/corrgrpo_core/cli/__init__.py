@@ -156,7 +156,7 @@ def _attach_plugins(
     sub: argparse._SubParsersAction[argparse.ArgumentParser], plugins: Sequence[str]
 ) -> dict[str, plugin.Command]:
     """Load the named plugin commands ("*": every installed one) and attach them to ``sub``."""
-    installed = plugin.entry_points()
+    installed = plugin.entry_points() if plugins else {}  # (a core command reads no package index)
     wanted = sorted(set(installed) | set(plugin.INSTALL_HINTS)) if "*" in plugins else list(plugins)
     commands: dict[str, plugin.Command] = {}
     for name in wanted:

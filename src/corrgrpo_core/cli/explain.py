@@ -20,7 +20,9 @@ import numpy as np
 import numpy.typing as npt
 
 import corrgrpo_core as cc
+from corrgrpo_core._group_stats import in_slices
 
+from .blas import one_blas_thread
 from .facts import default_estimators, in_reward_units
 from .io import CliError, RewardBatch, read_rewards
 from .tables import markdown_table
@@ -117,32 +119,40 @@ def group_table(
     estimators: Sequence[str] = (),
     keep_advantages: bool = True,
 ) -> cc.GroupStats:
-    """:func:`corrgrpo_core.group_stats` of a batch, its errors as one-line :class:`CliError`."""
+    """:func:`corrgrpo_core.group_stats` of a batch, its errors as one-line :class:`CliError`;
+    numpy's OpenBLAS on one thread meanwhile (:func:`~corrgrpo_core.cli.blas.one_blas_thread`)."""
     try:
-        return cc.group_stats(
-            scores,
-            ids,
-            n_groups=n_groups,
-            weights=weights,
-            nan_policy=nan_policy,
-            min_correlation_sum=min_correlation_sum,
-            estimators=estimators,
-            matrices_for=detail,
-            chunk_rows=SLICE_ROWS,
-            keep_advantages=keep_advantages,
-        )
+        with one_blas_thread():
+            return cc.group_stats(
+                scores,
+                ids,
+                n_groups=n_groups,
+                weights=weights,
+                nan_policy=nan_policy,
+                min_correlation_sum=min_correlation_sum,
+                estimators=estimators,
+                matrices_for=detail,
+                chunk_rows=SLICE_ROWS,
+                keep_advantages=keep_advantages,
+            )
     except (ValueError, TypeError, OverflowError) as err:
         raise CliError(f"cannot compute the diagnostics: {err}") from None
 
 
 def overflow_check(
-    source: str, components: Sequence[str], scores: Array, weights: Array, values: Sequence[Array]
+    source: str,
+    components: Sequence[str],
+    scores: Array,
+    weights: Array,
+    values: Sequence[Array],
+    rows: npt.NDArray[np.integer[Any]] | None = None,
 ) -> None:
     """A clear error instead of NaN or inf tables when huge values overflow float64 statistics.
 
     Results must be finite, and NaN only where an input is missing (``inf - inf`` is an overflow).
     Called before anything is computed (``values`` empty), it refuses weighted values whose squares
     overflow: the core would refuse their covariance sum with a message that cannot name the file.
+    ``rows``: the file row of each row of ``scores`` (None: file order), for the message.
     """
     too_big = _squares_overflow(scores, weights)
     if not too_big and all(math.isfinite(float(np.sum(v))) for v in values):
@@ -151,8 +161,10 @@ def overflow_check(
     if not too_big and all(bool(np.all(np.isfinite(v) | (np.isnan(v) & missing))) for v in values):
         return
     magnitude = np.abs(np.nan_to_num(scores * weights, nan=0.0))
-    row, col = np.unravel_index(int(np.argmax(magnitude)), magnitude.shape)
-    big = float(magnitude[row, col])
+    at, cols = np.nonzero(magnitude == np.max(magnitude))
+    first = 0 if rows is None else int(np.lexsort((cols, rows[at]))[0])  # the first in the file
+    row, col = int(at[first] if rows is None else rows[at[first]]), int(cols[first])
+    big = float(magnitude[at[first], col])
     name = components[int(col)]
     hint = f"--weights {name}={2.0 ** -np.floor(np.log2(big)):.3g}" if big > 0 else "--weights"
     raise CliError(
@@ -209,7 +221,7 @@ def explain(
     shown = list(range(batch.n_groups)) if detail is None else sorted(set(detail))
     scores, ids = batch.scores, batch.group_ids
     with np.errstate(all="ignore"):
-        overflow_check(batch.source, batch.components, scores, w, [])
+        overflow_check(batch.source, batch.components, scores, w, [], batch.rows)
         table = group_table(
             scores,
             ids,
@@ -228,7 +240,12 @@ def explain(
             *map(np.asarray, magnitude.values()),
         ]
         overflow_check(
-            batch.source, batch.components, scores, w, results + [m for g in shown for m in table.matrices[g]]
+            batch.source,
+            batch.components,
+            scores,
+            w,
+            results + [m for g in shown for m in table.matrices[g]],
+            batch.rows,
         )
     views = []
     for g in shown:
@@ -238,7 +255,7 @@ def explain(
         views.append(
             GroupView(
                 label=batch.group_labels[g],
-                rows=rows,
+                rows=rows if batch.rows is None else batch.rows[rows],
                 scores=scores[rows],
                 advantages={e: table.shown_advantages[e][at] for e in estimators},
                 covariance=covariance,
@@ -263,9 +280,20 @@ def explain(
         summary=table.summary(batch.components),
         mean_correlation=table.mean_correlation,
         magnitude=magnitude,
-        advantages=table.advantages,
+        advantages=_in_file_order(table.advantages, batch.rows),
         max_group_size=int(table.sizes.max(initial=0)),
     )
+
+
+def _in_file_order(values: dict[str, Array], rows: npt.NDArray[np.integer[Any]] | None) -> dict[str, Array]:
+    """Every row's values of a batch whose rows are the file's ``rows`` (None: in file order), in file order."""
+    if rows is None:
+        return values
+    out = {}
+    for name, v in values.items():
+        out[name] = np.empty_like(v)
+        out[name][rows] = v
+    return out
 
 
 def explain_file(
@@ -283,13 +311,18 @@ def explain_file(
 ) -> tuple[Explanation, int]:
     """:func:`explain_shown` of a reward file read whole (only the needed columns); returns the
     report and the index (in ``report.groups``) of ``plot_group`` (default: the first group).
-    ``weights(names)`` gives the weights once the component names are known."""
+    ``weights(names)`` gives the weights once the component names are known. The rows are read
+    sorted by group (:func:`corrgrpo_core.group_stats` then neither sorts nor gathers them) unless
+    an estimator takes the batch whole, in file order."""
+    names = default_estimators() if estimators is None else tuple(estimators)
+    known = set(cc.estimator_names())
     batch = read_rewards(
         path,
         group_col=group_col,
         components=components,
         file_format=file_format,
         allow_nan=nan_policy == "ignore",
+        group_order=all(e in known and in_slices(e, {"nan_policy": nan_policy}) for e in names),
     )
     if batch.n_groups and batch.n_groups == batch.group_ids.size:
         raise CliError(

@@ -14,6 +14,7 @@ import csv
 import importlib
 import json
 import math
+import mmap
 import re
 import stat
 from collections.abc import Callable, Iterator, Sequence
@@ -24,6 +25,7 @@ from typing import Any, TextIO, overload
 import numpy as np
 import numpy.typing as npt
 
+from .._group_stats import _group_order
 from .plugin import CliError
 
 __all__ = [
@@ -55,6 +57,7 @@ FORMATS = {
 _DELIMITER = {"csv": ",", "tsv": "\t"}
 _TRUE = {"true", "yes"}
 _FALSE = {"false", "no"}
+_CHUNK = 1 << 16  # rows per slice of a temporary over every row
 _BLOCK = 1 << 20  # bytes per pyarrow block, its default (grown for a longer field or line)
 _MISSING = "(pass --nan-policy ignore to leave it out of the statistics)"
 
@@ -121,7 +124,8 @@ class RewardBatch:
 
     ``scores`` is ``(N, K)`` float64, ``group_ids`` ``(N,)`` integers (int32 from a file) indexing
     ``group_labels`` (numbered in order of first appearance; a tuple, or the labels of a file as
-    :class:`GroupLabels`).
+    :class:`GroupLabels`). ``rows``: the file row of each row, for a batch whose rows are not in
+    file order (``read_rewards(..., group_order=True)``: sorted by group); None when they are.
     """
 
     scores: npt.NDArray[np.float64]
@@ -129,6 +133,7 @@ class RewardBatch:
     group_labels: Sequence[str]
     components: tuple[str, ...]
     source: str
+    rows: npt.NDArray[np.integer[Any]] | None = None
 
     @property
     def n_groups(self) -> int:
@@ -347,12 +352,14 @@ def _csv_header(path: Path, fmt: str) -> list[str]:
     return names
 
 
-def _csv_options(pcsv: Any, fmt: str, header: list[str], block: int, **convert: Any) -> dict[str, Any]:
+def _csv_options(
+    pcsv: Any, fmt: str, header: list[str], block: int, *, newlines: bool = True, **convert: Any
+) -> dict[str, Any]:
     """pyarrow's options for a CSV/TSV file whose (trimmed) header is ``header``: an empty cell is
-    missing, a quoted empty string is text."""
+    missing, a quoted empty string is text; ``newlines``: a value may hold a line break."""
     return {
         "read_options": pcsv.ReadOptions(block_size=block, column_names=header, skip_rows=1),
-        "parse_options": pcsv.ParseOptions(delimiter=_DELIMITER[fmt], newlines_in_values=True),
+        "parse_options": pcsv.ParseOptions(delimiter=_DELIMITER[fmt], newlines_in_values=newlines),
         "convert_options": pcsv.ConvertOptions(
             null_values=[""], strings_can_be_null=True, quoted_strings_can_be_null=False, **convert
         ),
@@ -365,8 +372,12 @@ def _read_csv(pa: Any, path: Path, fmt: str, want: Sequence[str] | None, text: S
     cols = [c for c in (want if want is not None else header) if c in header]
     types = {c: pa.string() for c in text if c in cols}
 
+    newlines = _has_quote(path)  # (without a quote no value holds a line break: faster blocks)
+
     def read(block: int) -> Any:
-        options = _csv_options(pcsv, fmt, header, block, include_columns=cols, column_types=types)
+        options = _csv_options(
+            pcsv, fmt, header, block, newlines=newlines, include_columns=cols, column_types=types
+        )
         return pcsv.read_csv(path, **options)
 
     try:
@@ -377,6 +388,20 @@ def _read_csv(pa: Any, path: Path, fmt: str, want: Sequence[str] | None, text: S
     except (pa.ArrowException, OSError) as err:
         raise CliError(f"{path}: unreadable {fmt.upper()} ({_arrow_problem(err)})") from None
     return Columns(path, fmt, header, {c: table.column(c) for c in cols}, table.num_rows)
+
+
+def _has_quote(path: Path) -> bool:
+    """Whether the file holds a double quote, the only way a CSV/TSV value can hold a line break.
+
+    pyarrow splits a file into blocks at line ends; told that no value holds one
+    (``newlines_in_values=False``), it finds them without tracking quotes, faster, but a quoted
+    line break at a block boundary is then misread without an error, so only a file without a
+    quote is read so."""
+    with path.open("rb") as handle:
+        if path.stat().st_size == 0:
+            return False
+        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            return data.find(b'"') >= 0
 
 
 def _diagnose_csv(path: Path, fmt: str, header: list[str]) -> None:
@@ -603,18 +628,28 @@ def read_rewards(
     components: Sequence[str] | None = None,
     file_format: str | None = None,
     allow_nan: bool = False,
+    group_order: bool = False,
 ) -> RewardBatch:
     """Read a reward batch from ``path``.
 
     ``components`` picks the reward columns (default: every column except ``group_col``, in file
     order). ``file_format`` is ``"csv"``, ``"tsv"``, ``"jsonl"`` or ``"parquet"`` (default: from the
     suffix). Missing values are an error unless ``allow_nan``, which turns them into NaN.
+    ``group_order``: the rows sorted by group (file order within each; ``RewardBatch.rows`` their
+    file rows), as :func:`corrgrpo_core.group_stats` takes them without a sort or a gather.
     """
     want = None if components is None else [group_col, *components]
     cols = read_columns(path, fmt=file_format, want=want, text=[group_col])
     _pa().default_memory_pool().release_unused()  # the reader's parse buffers, before any conversion
     names = [c for c in cols.header if c != group_col] if components is None else list(components)
-    batch = batch_from_columns(cols, group_col=group_col, components=names, allow_nan=allow_nan, consume=True)
+    batch = batch_from_columns(
+        cols,
+        group_col=group_col,
+        components=names,
+        allow_nan=allow_nan,
+        consume=True,
+        group_order=group_order,
+    )
     del cols
     _pa().default_memory_pool().release_unused()  # the file's buffers are numpy arrays now
     return batch
@@ -629,10 +664,12 @@ def batch_from_columns(
     rows: npt.NDArray[np.int64] | None = None,
     source: str | None = None,
     consume: bool = False,
+    group_order: bool = False,
 ) -> RewardBatch:
     """The batch of ``rows`` (default: all) of ``cols``; every bad value is named by row and column.
 
-    ``consume`` drops each column from ``cols`` once converted (less peak memory for one big file).
+    ``consume`` drops each column from ``cols`` once converted (less peak memory for one big file);
+    ``group_order`` sorts the rows by group (see :func:`read_rewards`; ``rows`` must be None).
     """
     src = source or str(cols.source)
     if cols.num_rows == 0:
@@ -660,8 +697,15 @@ def batch_from_columns(
         if consume:
             cols.data.pop(name, None)
             pa.default_memory_pool().release_unused()
-    ids, labels = group_codes(cols, group_col, rows=rows)
-    return RewardBatch(scores=scores, group_ids=ids, group_labels=labels, components=tuple(names), source=src)
+    codes = label_groups(cols, group_col, rows=rows, consume=consume)
+    if not group_order:
+        return RewardBatch(scores, codes.ids(), codes.labels, tuple(names), src)
+    assert rows is None
+    order = codes.order()
+    codes.found_ids = None  # (the file order's ids: not needed)
+    scores = np.take(scores, order, axis=0)  # (the file order's matrix is freed)
+    ids = np.repeat(np.arange(codes.sizes.size, dtype=np.int32), codes.sizes)
+    return RewardBatch(scores, ids, codes.labels, tuple(names), src, rows=order)
 
 
 def _take(pa: Any, column: Any, rows: npt.NDArray[np.int64] | None) -> Any:
@@ -705,8 +749,8 @@ def numeric_column(
 
 def _plain_numbers(pa: Any, column: Any, out: npt.NDArray[np.float64]) -> bool:
     """The common case of :func:`numeric_column`, written block by block into ``out`` (no cast, no
-    copy of the column, one pass to check): floats, bools or integers that float64 holds exactly, no
-    missing or infinite value. False where the column is anything else (``out`` then unspecified)."""
+    copy of the column, one pass over each block to check): floats, bools or integers that float64
+    holds exactly, no missing or infinite value. False where the column is anything else (``out`` then unspecified)."""
     kind = column.type
     if column.null_count or not (
         pa.types.is_floating(kind) or pa.types.is_boolean(kind) or pa.types.is_integer(kind)
@@ -717,10 +761,13 @@ def _plain_numbers(pa: Any, column: Any, out: npt.NDArray[np.float64]) -> bool:
         values = block.to_numpy(zero_copy_only=False)
         if values.dtype.kind in "iu" and values.size and max(-int(values.min()), int(values.max())) > 2**53:
             return False  # (not every such integer has a float64: the checked conversion says which)
+        if values.dtype.kind == "f":  # a finite sum: every value finite (huge ones may sum to inf)
+            with np.errstate(over="ignore", invalid="ignore"):
+                if not math.isfinite(float(np.sum(values))):
+                    return False
         out[at : at + len(block)] = values
         at += len(block)
-    with np.errstate(over="ignore"):  # (a finite sum: every value finite; huge ones may sum to inf)
-        return math.isfinite(float(np.sum(out)))
+    return True
 
 
 def _floats(
@@ -800,11 +847,56 @@ def _floats(
 def group_codes(
     cols: Columns, group_col: str, *, rows: npt.NDArray[np.int64] | None = None
 ) -> tuple[npt.NDArray[np.int32], Sequence[str]]:
-    """Codes 0..G-1 (int32) in order of first appearance and the labels, vectorised: the column is
-    dictionary-encoded by pyarrow, and labels are trimmed and checked on the dictionary, not on
-    every row."""
+    """Codes 0..G-1 (int32) in order of first appearance and the labels (see :func:`label_groups`)."""
+    codes = label_groups(cols, group_col, rows=rows)
+    return codes.ids(), codes.labels
+
+
+@dataclass
+class GroupCodes:
+    """A column of group labels as groups 0..G-1 in order of first appearance: the ``labels``,
+    each group's row count, and the file's rows sorted by group (stable) and each row's group,
+    each found on the way or computed when first asked for."""
+
+    labels: Sequence[str]
+    sizes: npt.NDArray[np.int64]
+    found_order: npt.NDArray[np.integer[Any]] | None = None
+    found_ids: npt.NDArray[np.int32] | None = None
+
+    def ids(self) -> npt.NDArray[np.int32]:
+        """Each row's group (file order)."""
+        if self.found_ids is None:
+            assert self.found_order is not None
+            ids = np.empty(self.found_order.size, np.int32)
+            ids[self.found_order] = np.repeat(np.arange(self.sizes.size, dtype=np.int32), self.sizes)
+            self.found_ids = ids
+        return self.found_ids
+
+    def order(self) -> npt.NDArray[np.integer[Any]]:
+        """The rows sorted by group, in file order within each group."""
+        if self.found_order is None:
+            order = _group_order(self.ids())
+            self.found_order = np.arange(self.sizes.sum()) if order is None else order
+        return self.found_order
+
+    def first_rows(self) -> npt.NDArray[np.int64]:
+        """Each group's first row."""
+        if self.found_order is not None:
+            return np.asarray(self.found_order[np.cumsum(self.sizes) - self.sizes], dtype=np.int64)
+        ids = self.ids()
+        first = np.full(self.sizes.size, ids.size, np.int64)
+        np.minimum.at(first, ids, np.arange(ids.size))
+        return first
+
+
+def label_groups(
+    cols: Columns, group_col: str, *, rows: npt.NDArray[np.int64] | None = None, consume: bool = False
+) -> GroupCodes:
+    """The groups of column ``group_col`` (of ``rows``, default all): labels trimmed (`` a`` and
+    ``a`` are one group), checked on the labels, not on every row. Common label shapes are
+    grouped by a sort (:func:`_label_runs`), the others dictionary-encoded by pyarrow.
+    ``consume`` drops the column from ``cols``."""
     pa = _pa()
-    pc = importlib.import_module("pyarrow.compute")
     src = str(cols.source)
 
     def where(i: int) -> str:
@@ -812,47 +904,173 @@ def group_codes(
 
     if group_col not in cols.data:
         raise CliError(f"{src} {where(0)}: empty group label in column {group_col!r}")
-    column = cols.data[group_col]
-    arr = _take(pa, column, rows) if rows is not None else column
-    if isinstance(arr, pa.ChunkedArray) and arr.num_chunks == 0:
-        return np.zeros(0, dtype=np.int32), ()
-    kind = arr.type.value_type if pa.types.is_dictionary(arr.type) else arr.type
-    if pa.types.is_dictionary(arr.type):
-        arr = (
-            arr.cast(kind)
-            if not isinstance(arr, pa.ChunkedArray)
-            else pa.chunked_array([c.dictionary_decode() for c in arr.chunks], type=kind)
+    column = cols.data.pop(group_col) if consume else cols.data[group_col]
+    arr = _label_text(pa, src, group_col, _take(pa, column, rows))
+    del column  # (consumed: the joined copy is all that is left of it)
+    if len(arr) == 0:
+        return GroupCodes(
+            GroupLabels(pa.array([], pa.string())), np.zeros(0, np.int64), np.zeros(0, np.int64)
         )
-    if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
-        try:
-            arr = pc.cast(arr, pa.string())
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            raise CliError(f"{src}: group column {group_col!r} holds {kind} values, not labels") from None
-    encoded = pc.dictionary_encode(arr)
-    chunks = encoded.chunks if isinstance(encoded, pa.ChunkedArray) else [encoded]
-    ids = np.empty(len(arr), dtype=np.int32)  # (pyarrow's dictionary indices: int32)
-    offset = 0
-    for chunk in chunks:
-        part = chunk.indices
-        if part.null_count:
-            i = offset + int(np.argmax(np.asarray(part.is_null().to_numpy(zero_copy_only=False))))
+    runs = _label_runs(pa, arr)
+    if runs is not None:
+        sizes, order, dictionary = runs
+        codes = GroupCodes(GroupLabels(dictionary), sizes, found_order=order)
+        if _plain_labels(pa, dictionary):
+            return codes  # (nothing to trim, none empty: the checks below would pass)
+    pc = importlib.import_module("pyarrow.compute")
+    if runs is None:
+        encoded = pc.dictionary_encode(arr)
+        if encoded.indices.null_count:
+            i = int(np.argmax(np.asarray(encoded.indices.is_null().to_numpy(zero_copy_only=False))))
             raise CliError(f"{src} {where(i)}: empty group label in column {group_col!r}")
-        ids[offset : offset + len(part)] = part.to_numpy(zero_copy_only=False)
-        offset += len(part)
-    dictionary = chunks[0].dictionary if chunks else pa.array([], pa.string())
+        ids = np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int32)
+        dictionary = encoded.dictionary
+        codes = GroupCodes(
+            GroupLabels(dictionary), np.bincount(ids, minlength=len(dictionary)), found_ids=ids
+        )
     labels = pc.utf8_trim_whitespace(dictionary)
     bad = np.asarray(
         pc.or_(pc.equal(labels, ""), pc.starts_with(labels, "\x00")).to_numpy(zero_copy_only=False),
         dtype=bool,
     )
     if bad.any():
-        i = int(np.argmax(np.isin(ids, np.flatnonzero(bad))))
-        raise CliError(f"{src} {where(i)}: empty group label in column {group_col!r}")
+        raise CliError(
+            f"{src} {where(int(codes.first_rows()[bad].min()))}: empty group label in column {group_col!r}"
+        )
     if not pc.all(pc.equal(labels, dictionary)).as_py():  # " a" and "a" are one group
         merged = pc.dictionary_encode(labels)
-        ids = np.asarray(merged.indices.to_numpy(zero_copy_only=False), dtype=np.int32)[ids]
-        labels = merged.dictionary
-    return ids, GroupLabels(labels)
+        ids = np.asarray(merged.indices.to_numpy(zero_copy_only=False), dtype=np.int32)[codes.ids()]
+        codes = GroupCodes(
+            GroupLabels(merged.dictionary), np.bincount(ids, minlength=len(merged.dictionary)), found_ids=ids
+        )
+    return codes
+
+
+def _label_text(pa: Any, src: str, group_col: str, arr: Any) -> Any:
+    """A column of labels as one pyarrow string array (chunks joined, dictionaries decoded,
+    numbers written as text); an empty label is a null there."""
+    kind = arr.type.value_type if pa.types.is_dictionary(arr.type) else arr.type
+    if pa.types.is_dictionary(arr.type):
+        arr = arr.cast(kind)
+    if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+        pc = importlib.import_module("pyarrow.compute")
+        try:
+            arr = pc.cast(arr, pa.string())
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            raise CliError(f"{src}: group column {group_col!r} holds {kind} values, not labels") from None
+    return arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
+
+
+def _string_buffers(pa: Any, arr: Any) -> tuple[npt.NDArray[np.integer[Any]], npt.NDArray[np.uint8]]:
+    """A pyarrow string array's offsets (N + 1, into the data) and data bytes, as numpy views."""
+    wide = pa.types.is_large_string(arr.type)
+    _, offset_buffer, data_buffer = arr.buffers()
+    offsets: npt.NDArray[np.integer[Any]] = np.frombuffer(
+        offset_buffer, np.int64 if wide else np.int32, len(arr) + 1, arr.offset * (8 if wide else 4)
+    )
+    data = np.frombuffer(data_buffer, np.uint8) if data_buffer is not None else np.zeros(1, np.uint8)
+    return offsets, data
+
+
+def _strings_at(pa: Any, arr: Any, rows: npt.NDArray[np.integer[Any]]) -> Any:
+    """``arr.take(rows)`` for a string array, built from its buffers (without pyarrow.compute)."""
+    offsets, data = _string_buffers(pa, arr)
+    starts = offsets[rows].astype(np.int64)
+    lengths = offsets[rows + 1] - starts
+    ends = np.cumsum(lengths)
+    at = np.repeat(starts - (ends - lengths), lengths) + np.arange(int(ends[-1]) if ends.size else 0)
+    out = np.zeros(rows.size + 1, np.int64 if pa.types.is_large_string(arr.type) else np.int32)
+    out[1:] = ends
+    return pa.Array.from_buffers(arr.type, rows.size, [None, pa.py_buffer(out), pa.py_buffer(data[at])])
+
+
+def _plain_labels(pa: Any, labels: Any) -> bool:
+    """Whether every label starts and ends with a printable ASCII character other than a space:
+    none is empty, starts with NUL or has white space to trim (as pyarrow's checks would find)."""
+    offsets, data = _string_buffers(pa, labels)
+    if len(labels) == 0 or bool(np.any(offsets[1:] == offsets[:-1])):
+        return False
+    edges = np.concatenate([data[offsets[:-1]], data[offsets[1:] - 1]])
+    return bool(np.all((edges > 0x20) & (edges < 0x7F)))
+
+
+def _label_runs(pa: Any, arr: Any) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.integer[Any]], Any] | None:
+    """The groups of a string array without a hash table, for the common label shapes (numbers,
+    ``prompt_00042``, short names): (each group's row count, the rows sorted by group in file order
+    within each, the labels), groups in order of first appearance; None for a missing label, or
+    labels too long or too varied for this.
+
+    Each label becomes one integer over its bytes (at byte j the byte's offset from the smallest
+    there, one digit of a mixed radix over the bytes that vary; a label without byte j a digit of
+    its own), exact while the radices' product times 2^bits(N) fits 63 bits. One sort of the
+    distinct integers ``label << bits(N) | row`` (numpy's vectorised sort) puts each group's rows
+    together in file order, and each group's first row gives its place in order of first
+    appearance: a third of the time of pyarrow's hashing of the labels (238,000 groups in 1.9M
+    rows, ``python -m benchmarks.explain_file --stages``), and it is the order
+    :func:`corrgrpo_core.group_stats` would otherwise sort for.
+    """
+    n = len(arr)
+    if arr.null_count or n == 0:
+        return None
+    offsets, data = _string_buffers(pa, arr)
+    lengths = np.diff(offsets)
+    width, bits = int(lengths.max()), n.bit_length()
+    if width > 64:
+        return None
+    fixed = (
+        np.asarray(data[int(offsets[0]) : int(offsets[-1])]).reshape(n, width)
+        if width == int(lengths.min())
+        else None
+    )
+    key, space = np.zeros(n, np.int64), 1
+    for j in range(width):
+        digit, radix = _byte_digit(data, offsets, lengths, fixed, j)
+        if radix > 1:
+            space *= radix
+            if space >= 1 << (63 - bits):
+                return None
+            key *= radix
+            key += digit
+    key <<= bits
+    index: type[np.integer[Any]] = np.int32 if bits < 32 else np.int64  # (rows: int32 up to 2^31)
+    for a in range(0, n, _CHUNK):  # (a slice at a time: the only temporary of N int64 is the key)
+        key[a : a + _CHUNK] |= np.arange(a, min(a + _CHUNK, n))
+    key.sort()
+    rows: npt.NDArray[np.integer[Any]] = key.astype(index)  # (the low bits: the row)
+    rows &= (1 << bits) - 1
+    key >>= bits
+    new = np.empty(n, np.bool_)
+    new[0] = True
+    np.not_equal(key[1:], key[:-1], out=new[1:])
+    del key
+    starts = np.flatnonzero(new)  # each label's run, labels in key order
+    first = rows[starts]
+    rank = np.argsort(first)  # the runs in order of first appearance
+    sizes = np.diff(starts, append=n)[rank]
+    at = np.repeat((starts[rank] - (np.cumsum(sizes) - sizes)).astype(index), sizes)
+    for a in range(0, n, _CHUNK):
+        at[a : a + _CHUNK] += np.arange(a, min(a + _CHUNK, n), dtype=index)
+    return sizes, rows[at], _strings_at(pa, arr, first[rank])
+
+
+def _byte_digit(
+    data: npt.NDArray[np.uint8],
+    offsets: npt.NDArray[np.integer[Any]],
+    lengths: npt.NDArray[np.integer[Any]],
+    fixed: npt.NDArray[np.uint8] | None,
+    j: int,
+) -> tuple[npt.NDArray[Any], int]:
+    """Byte j of every label as a digit 0..radix-1 (for :func:`_label_runs`), and the radix."""
+    if fixed is not None:  # labels of one length: byte j is a column of the block
+        column = fixed[:, j]
+        low, high = int(column.min()), int(column.max())
+        return (column - np.uint8(low) if low else column), high - low + 1
+    has = lengths > j
+    column = data[np.minimum(offsets[:-1] + j, data.size - 1)]
+    low, high = int(column[has].min(initial=255)), int(column[has].max(initial=0))
+    if bool(has.all()):
+        return column - np.uint8(low), high - low + 1
+    return np.where(has, column.astype(np.int64) - (low - 1), 0), max(high - low + 2, 2)
 
 
 def _short(text: str, limit: int = 60) -> str:

@@ -31,8 +31,10 @@ import argparse
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from importlib import metadata
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from importlib import metadata
 
 __all__ = ["GROUP", "CliError", "Command", "names", "progress"]
 
@@ -81,6 +83,8 @@ class Command:
 
 def entry_points() -> dict[str, metadata.EntryPoint]:
     """The installed commands by name (nothing is imported)."""
+    from importlib import metadata  # (here: a core command's start does not read the package index)
+
     return {ep.name: ep for ep in metadata.entry_points(group=GROUP)}
 
 
