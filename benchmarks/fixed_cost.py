@@ -13,11 +13,22 @@ adapter) prints, for ``grpo`` (K = 1 and 3) and ``corrgrpo`` (K = 3) through
 
 and then every registered estimator called directly on a ``(B, n, K)`` batch (K = 3) as a numpy
 float64 array and as a torch float32 CPU tensor, in the tight loop.
+
+``--instructions`` counts instead the CPU instructions that one numpy float64 call of each estimator
+executes (valgrind's callgrind, only the loop of calls collected, the mean over 200 calls after 20
+warm-up calls; not torch, whose import alone takes minutes under valgrind): a figure that does not
+move with the load of the machine (times on a shared 2-core machine move by tens of percent), for
+comparing two trees (``PYTHONPATH`` set to the other tree's ``src`` and ``adapters``). About 20 s a row.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -115,13 +126,68 @@ def profile(name: str, k: int, n: int = 64, group: int = 8, calls: int = 3000) -
     return lines
 
 
+# The loop callgrind counts: the calls run through itertools.starmap, whose C function ``starmap_next``
+# toggles collection on and off around each call (nothing before or after the loop is counted).
+_LOOP = """
+import itertools, sys, numpy as np
+import corrgrpo_core as cc
+name, calls = sys.argv[1], int(sys.argv[2])
+x = np.random.default_rng(0).random((8, 8, 3))
+x[..., 1::2] = x[..., 1::2] < 0.5
+fn = cc.get_estimator(name).fn
+for _ in range(20):
+    fn(x)
+for _ in itertools.starmap(fn, itertools.repeat((x,), calls)):
+    pass
+"""
+
+
+def instructions(name: str, calls: int = 200) -> float:
+    """CPU instructions per call of estimator ``name`` on an ``(8, 8, 3)`` numpy float64 batch.
+    (numpy only: torch's import alone takes minutes under valgrind.)"""
+    cmd = ["valgrind", "--tool=callgrind", "--collect-atstart=no", "--toggle-collect=starmap_next"]
+    cmd += ["--callgrind-out-file=/dev/null", sys.executable, "-c", _LOOP, name, str(calls)]
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="")
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stderr
+    found = re.search(r"Collected : (\d+)", out)
+    if found is None:
+        raise RuntimeError(f"callgrind reported no count: {out[-500:]}")
+    return int(found.group(1)) / calls
+
+
+def instruction_table() -> list[str]:
+    """:func:`instructions` of every registered estimator."""
+    import corrgrpo_core as cc
+
+    if shutil.which("valgrind") is None:
+        raise SystemExit("--instructions needs valgrind (apt-get install valgrind)")
+    lines = ["| estimator | instructions per call, numpy float64 (8, 8, 3) |", "|---|---|"]
+    print("\n".join(lines))
+    for name in cc.estimator_names():
+        lines.append(f"| {name} | {instructions(name) / 1e3:.0f}k |")
+        print(lines[-1])
+    return lines
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--n", type=int, default=64, help="rows (default 64)")
     p.add_argument("--group", type=int, default=8, help="group size (default 8)")
     p.add_argument("--markdown", type=Path, help="also write the table, with load, date and tree, here")
     p.add_argument("--profile", action="store_true", help="only profile a 64-row grpo and corrgrpo call")
+    p.add_argument(
+        "--instructions", action="store_true", help="count instructions per call (valgrind) instead of timing"
+    )
     args = p.parse_args(argv)
+    if args.instructions:
+        record = RunRecord.start()
+        lines = instruction_table()
+        record.finish()
+        tail = f"\nCPU instructions per call (callgrind, mean of 200 calls); {record.footer()}"
+        print(tail)
+        if args.markdown is not None:
+            args.markdown.write_text("\n".join(lines) + "\n" + tail + "\n")
+        return 0
     if args.profile:
         profile("grpo", 1, args.n, args.group)
         profile("corrgrpo", 3, args.n, args.group)
