@@ -235,19 +235,21 @@ def _step(name: str, file: Path, out: TextIO) -> tuple[list[str], list[str], flo
 
 
 # Seconds each environment's steps and suite took on the 2-core machine: the order of a first run (the
-# longest first, so two jobs finish together); later runs use what the last run measured.
+# longest first, so two jobs finish together); later runs use what the last run measured. Two jobs at a
+# time and the study running (load about 7): main's last full run (8 Dec); verl and verl-oldest after
+# issue 36.7's changes (verl: 477 s with a warm mypy cache, plus the 70 s of a cold one).
 _TYPICAL_SECONDS = {
-    "verl": 300,
-    "trl": 270,
-    "core": 265,
-    "tasks": 140,
-    "openrlhf": 95,
-    "agents": 30,
-    "plain": 30,
-    "trl-oldest": 150,
-    "verl-oldest": 250,
-    "openrlhf-oldest": 120,
-    "wheel": 40,
+    "trl": 1130,
+    "verl": 550,
+    "tasks": 481,
+    "openrlhf-oldest": 463,
+    "openrlhf": 446,
+    "core": 434,
+    "verl-oldest": 426,
+    "trl-oldest": 236,
+    "agents": 214,
+    "wheel": 110,
+    "plain": 37,
 }
 _SECONDS = VENVS / ".seconds.json"
 _SECONDS_LOCK = threading.Lock()
