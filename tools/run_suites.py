@@ -15,13 +15,14 @@ Each folder ``ci/envs/NAME/`` describes one environment:
 Usage: ``python3 tools/run_suites.py [NAME | NAME/STEP ...] [--reuse] [--jobs N]``: ``core`` runs that
 environment's steps and its suite, ``core/lint`` only the step ``ci/envs/core/lint.cmd``.
 Environments are installed three at a time with uv (several times faster than pip), the longest
-suite's first, and each environment's steps and suite start as soon as its install ends, ``--jobs``
-environments at a time (default: two, or one on a single core): installs wait on the network, tests on
-the CPU, so the two overlap. What a step or suite prints goes to ``.venvs/NAME/suite.log`` (an install's to
-``.venvs/NAME/install.log``); stdout gets one line as each install, step and suite starts and one as it
-ends, with its counts and seconds, the end of the log under one that failed, a summary, and last
-``N passed, N failed, N skipped`` (tests, plus one per step command). The run exits 1 when any install
-or step command fails, or any suite fails, errors, or collects no test.
+suite's first, and each environment's steps and suite are ready to run as soon as its install ends,
+``--jobs`` environments at a time (default: two, or one on a single core), the longest of those ready
+first: installs wait on the network, tests on the CPU, so the two overlap. What a step or suite prints
+goes to ``.venvs/NAME/suite.log`` (an install's to ``.venvs/NAME/install.log``); stdout gets one line
+as each install, step and suite starts and one as it ends, with its counts and seconds, the end of the
+log under one that failed, a summary, and last ``N passed, N failed, N skipped`` (tests, plus one per
+step command). The run exits 1 when any install or step command fails, or any suite fails, errors, or
+collects no test.
 """
 
 from __future__ import annotations
@@ -211,12 +212,15 @@ def _commands(file: Path) -> list[list[str]]:
 def _step(name: str, file: Path, out: TextIO) -> tuple[list[str], list[str], float]:
     """Run the commands of one ``*.cmd`` file in the environment ``name``: (passed, failed) commands."""
     venv = VENVS / name
-    # Caches per environment: mypy's results depend on which packages are installed.
+    # Caches per environment (mypy's results depend on which packages are installed), beside the venv
+    # rather than in it, so that reinstalling it (``uv venv --clear``, every run without --reuse) keeps
+    # them: `run_suites.py verl/lint` (no --reuse) took 70 s, then 3 s (load 7). mypy checks each cached
+    # module against its source, so a changed package is read again.
     environ = dict(
         os.environ,
         PATH=f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
-        MYPY_CACHE_DIR=str(venv / ".mypy_cache"),
-        RUFF_CACHE_DIR=str(venv / ".ruff_cache"),
+        MYPY_CACHE_DIR=str(VENVS / ".mypy_cache" / name),
+        RUFF_CACHE_DIR=str(VENVS / ".ruff_cache" / name),
     )
     passed: list[str] = []
     failed: list[str] = []
@@ -231,19 +235,21 @@ def _step(name: str, file: Path, out: TextIO) -> tuple[list[str], list[str], flo
 
 
 # Seconds each environment's steps and suite took on the 2-core machine: the order of a first run (the
-# longest first, so two jobs finish together); later runs use what the last run measured.
+# longest first, so two jobs finish together); later runs use what the last run measured. Two jobs at a
+# time and the study running (load about 7): main's last full run (8 Dec); verl and verl-oldest after
+# issue 36.7's changes (verl: 477 s with a warm mypy cache, plus the 70 s of a cold one).
 _TYPICAL_SECONDS = {
-    "verl": 300,
-    "trl": 270,
-    "core": 265,
-    "tasks": 140,
-    "openrlhf": 95,
-    "agents": 30,
-    "plain": 30,
-    "trl-oldest": 150,
-    "verl-oldest": 250,
-    "openrlhf-oldest": 120,
-    "wheel": 40,
+    "trl": 1130,
+    "verl": 550,
+    "tasks": 481,
+    "openrlhf-oldest": 463,
+    "openrlhf": 446,
+    "core": 434,
+    "verl-oldest": 426,
+    "trl-oldest": 236,
+    "agents": 214,
+    "wheel": 110,
+    "plain": 37,
 }
 _SECONDS = VENVS / ".seconds.json"
 _SECONDS_LOCK = threading.Lock()
@@ -340,11 +346,24 @@ def _plan(parser: argparse.ArgumentParser, entries: list[str]) -> dict[str, set[
 
 
 def _install_and_run(plan: dict[str, set[str] | None], *, reuse: bool, jobs: int) -> list[Row]:
-    """Install the environments three at a time, the longest suite's first, and start each one's steps
-    and suite as soon as its install ends, ``jobs`` at a time: installs wait on the network, suites on
-    the CPU, so they overlap. The rows come back in ``plan``'s order."""
+    """Install the environments three at a time, the longest suite's first; as each install ends, its
+    steps and suite are ready, and ``jobs`` environments at a time run them, the longest ready one first
+    (installs end in no set order: a short suite whose install ended first must not take a worker from
+    a long one ready by the time it is free). Installs wait on the network, suites on the CPU, so they
+    overlap. The rows come back in ``plan``'s order."""
     order = sorted(plan, key=_last_seconds, reverse=True)
     results: dict[str, list[Row]] = {}
+    ready: list[str] = []
+    ready_lock = threading.Lock()
+
+    def longest_ready() -> tuple[str, list[Row]]:
+        # Submitted once per install that ends; run when a worker is free, it takes the longest
+        # environment ready then, which need not be the one whose install submitted it.
+        with ready_lock:
+            name = max(ready, key=_last_seconds)
+            ready.remove(name)
+        return name, _environment(name, plan[name])
+
     with (
         concurrent.futures.ThreadPoolExecutor(max_workers=3) as installs,
         concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as suites,
@@ -352,19 +371,22 @@ def _install_and_run(plan: dict[str, set[str] | None], *, reuse: bool, jobs: int
         for name in order:
             _say(f"start install {name}")
         pending = [installs.submit(_install, name, reuse=reuse) for name in order]
-        running: dict[str, concurrent.futures.Future[list[Row]]] = {}
+        running: list[concurrent.futures.Future[tuple[str, list[Row]]]] = []
         for future in concurrent.futures.as_completed(pending):
             name, code, secs, tail = future.result()
             if code == 0:
                 _say(f"end   install {name}: {'reused' if tail == 'reused' else 'ok'} [{secs:.0f} s]")
-                running[name] = suites.submit(_environment, name, plan[name])
+                with ready_lock:
+                    ready.append(name)
+                running.append(suites.submit(longest_ready))
                 continue
             _say(f"end   install {name}: FAILED (exit {code}) [{secs:.0f} s]")
             with _SAY_LOCK:
                 print(tail, flush=True)
             results[name] = [(f"install {name}", 0, 1, 0, secs, "")]
-        for name, suite in running.items():
-            results[name] = suite.result()
+        for suite in running:
+            name, rows = suite.result()
+            results[name] = rows
     return [row for name in plan for row in results[name]]
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -67,3 +68,31 @@ def test_a_failed_suite_ends_with_the_tail_of_its_log(
     assert "earlier step output" not in "\n".join(out)  # only what this suite printed
     assert len([line for line in out if line.startswith("    line ")]) == run_suites._FAILURE_LINES - 1
     assert out[-1].endswith("end   agents: ok, 5 passed, 0 failed, 1 skipped [2 s]")  # nothing under a pass
+
+
+def test_a_free_worker_takes_the_longest_suite_ready_whichever_install_ended_first(
+    run_suites: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(run_suites, "_SECONDS", tmp_path / "seconds.json")
+    (tmp_path / "seconds.json").write_text('{"long": 300, "mid": 100, "short": 10, "tiny": 5}')
+    ran: list[str] = []
+
+    def install(name: str, reuse: bool) -> tuple[str, int, float, str]:
+        time.sleep(0.2 if name == "long" else 0.0)  # the longest suite's install ends last
+        return name, 0, 0.0, "reused"
+
+    def environment(name: str, wanted: Any) -> list[Any]:
+        time.sleep(0.4 if not ran else 0.0)  # every install ends while the first suite runs
+        ran.append(name)
+        return [(name, 1, 0, 0, 1.0, "")]
+
+    monkeypatch.setattr(run_suites, "_install", install)
+    monkeypatch.setattr(run_suites, "_environment", environment)
+    plan = dict.fromkeys(["tiny", "short", "mid", "long"])
+    rows = run_suites._install_and_run(plan, reuse=True, jobs=1)
+    # In the order the installs ended the suites would run mid, short, tiny, long (or similar): after
+    # the first, the longest ready runs first.
+    assert sorted(ran) == sorted(plan)
+    assert ran[1:] == sorted(ran[1:], key=lambda name: -run_suites._last_seconds(name))
+    assert ran[1] == "long"
+    assert [row[0] for row in rows] == list(plan)  # the rows in the plan's order

@@ -3,11 +3,13 @@ synthetic batches, no GPU, no network."""
 
 from __future__ import annotations
 
+import functools
+import json
 import os
 import subprocess
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
@@ -96,11 +98,119 @@ def algorithm(**options: Any) -> Any:
     return OmegaConf.create({"adv_estimator": "corrgrpo", "norm_adv_by_std_in_grpo": True, **options})
 
 
+# A server for ``_run_python``: it imports once the packages every verl import pays for (torch and
+# tensordict alone are most of verl's 20 s import on this 2-core machine; with datasets and peft, 85%
+# of the 25 s the plugin tests' code takes to import) and that neither verl's plugin loading nor the
+# environment variables the tests set touch, then forks one child per request.
+# Each child is an interpreter in which nothing of verl or ours has been imported yet: it takes the
+# request's environment and PYTHONPATH, runs the code as ``python -c`` would, and exits; the server
+# sends back its exit status and output.
+_FORK_SERVER = r"""
+import builtins, importlib, importlib.util, json, os, signal, sys, tempfile, time, traceback, types
+
+
+def pythonpath(value):  # the folders PYTHONPATH=value puts on sys.path: "" is the working folder
+    folders = [os.path.abspath(p) if p else os.getcwd() for p in value.split(os.pathsep)] if value else []
+    return list(dict.fromkeys(folders))
+
+
+# sys.path less "" and PYTHONPATH's folders, taken before ray adds its own
+BASE_PATH = [p for p in sys.path[1:] if p not in pythonpath(os.environ.get("PYTHONPATH", ""))]
+for name in ("torch", "tensordict", "transformers", "ray", "datasets", "peft"):  # the preload
+    if importlib.util.find_spec(name) is not None:
+        importlib.import_module(name)
+
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("verl", "corrgrpo_core", "corrgrpo_adapters"))
+assert not loaded, f"the preload imported {loaded}: its children would not be fresh"
+
+
+def child(request, out, err):
+    importlib.invalidate_caches()  # files written since the server started (a test's PYTHONPATH folder)
+    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+    os.dup2(out.fileno(), 1)
+    os.dup2(err.fileno(), 2)
+    os.environ.clear()
+    os.environ.update(request["env"])
+    extra = pythonpath(request["env"].get("PYTHONPATH", ""))
+    sys.path[:] = ["", *extra, *(p for p in BASE_PATH if p not in extra)]  # as a fresh `python -c` has it
+    sys.argv[:] = ["-c"]
+    main = sys.modules["__main__"] = types.ModuleType("__main__")  # the server's own globals stay apart
+    main.__builtins__ = builtins
+    try:
+        exec(compile(request["code"], "<string>", "exec"), main.__dict__)
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if not isinstance(exc.code, int) and exc.code is not None:
+            print(exc.code, file=sys.stderr)
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    return code
+
+
+def serve():
+    for line in sys.stdin:
+        request = json.loads(line)
+        with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            pid = os.fork()
+            if pid == 0:
+                return child(request, out, err)  # the child leaves the loop and exits as `python -c` does
+            deadline = time.monotonic() + request["timeout"]
+            while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if done[0] == 0:
+                os.kill(pid, signal.SIGKILL)
+                done = os.waitpid(pid, 0)
+            out.seek(0)
+            err.seek(0)
+            reply = {"returncode": os.waitstatus_to_exitcode(done[1]), "stdout": out.read(),
+                     "stderr": err.read()}
+        print(json.dumps(reply), flush=True)
+    return 0
+
+
+sys.exit(serve())
+"""
+
+
+class _ForkServer:
+    """One ``_FORK_SERVER`` process per test session, started on first use."""
+
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen[str] | None = None
+
+    def run(self, code: str, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
+        if self.proc is None or self.proc.poll() is not None:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", _FORK_SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+            )
+        assert self.proc.stdin is not None
+        assert self.proc.stdout is not None
+        self.proc.stdin.write(json.dumps({"code": code, "env": env, "timeout": timeout}) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        assert line, f"the fork server exited with {self.proc.wait()}"
+        reply = json.loads(line)
+        return subprocess.CompletedProcess(
+            [sys.executable, "-c", code], reply["returncode"], reply["stdout"], reply["stderr"]
+        )
+
+    def close(self) -> None:
+        if self.proc is not None:
+            self.proc.communicate()  # end of input: the server returns
+
+
 def _run_python(
-    code: str, *, env: dict[str, str] | None = None, timeout: float = 120
+    code: str, *, env: dict[str, str] | None = None, timeout: float = 120, server: _ForkServer | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``code`` in a fresh interpreter of this environment (plugins load from installed metadata)."""
+    """Run ``code`` in a fresh interpreter of this environment (plugins load from installed metadata):
+    a new ``python -c``, or a child of ``server`` (the same, less the preloaded packages' import time)."""
     environ = dict(os.environ, **(env or {}))
+    if server is not None:
+        return server.run(code, environ, timeout)
     return subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,
@@ -190,9 +300,16 @@ def algo() -> Any:
     return algorithm
 
 
+@pytest.fixture(scope="session")
+def _fork_server() -> Iterator[_ForkServer]:
+    server = _ForkServer()
+    yield server
+    server.close()
+
+
 @pytest.fixture
-def run_python() -> Any:
-    return _run_python
+def run_python(_fork_server: _ForkServer) -> Any:
+    return functools.partial(_run_python, server=_fork_server)
 
 
 @pytest.fixture

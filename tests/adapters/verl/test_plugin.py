@@ -1,5 +1,8 @@
 """The ``verl.plugins`` entry point, in fresh interpreters: ``import verl`` alone registers everything, and a
-broken registration (which verl itself would only log at DEBUG level) fails loudly with its reason."""
+broken registration (which verl itself would only log at DEBUG level) fails loudly with its reason.
+
+Each interpreter is a child of the ``run_python`` fork server (conftest.py), in which torch and the other
+packages verl imports first are loaded already and nothing of verl or ours is."""
 
 from __future__ import annotations
 

@@ -27,22 +27,23 @@ pytestmark = pytest.mark.filterwarnings(
 )
 TOOLS = Path(__file__).resolve().parents[3] / "tasks" / "corrgrpo_tasks" / "tool_calling" / "fixtures"
 
+# The ranks are forked from a parent that has imported verl and transformers (20 s of CPU on this 2-core
+# machine), not spawned to import them each again.
 SAVE = """
 import os, sys
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from omegaconf import OmegaConf
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import fully_shard
+from transformers import AutoModelForCausalLM, AutoTokenizer
+from verl.utils.checkpoint.fsdp_checkpoint_manager import FSDPCheckpointManager
 
 
 def worker(rank, src, out, port):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port, RANK=str(rank), WORLD_SIZE="2",
                       LOCAL_RANK=str(rank))
     dist.init_process_group("gloo", rank=rank, world_size=2)
-    from omegaconf import OmegaConf
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import fully_shard
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    from verl.utils.checkpoint.fsdp_checkpoint_manager import FSDPCheckpointManager
-
     model = AutoModelForCausalLM.from_pretrained(src)
     fully_shard(model, mesh=init_device_mesh("cpu", (2,), mesh_dim_names=("fsdp",)))
     contents = OmegaConf.create({"save_contents": ["model"], "load_contents": ["model"]})
@@ -54,7 +55,7 @@ def worker(rank, src, out, port):
 
 
 if __name__ == "__main__":
-    mp.spawn(worker, args=tuple(sys.argv[1:4]), nprocs=2)
+    mp.start_processes(worker, args=tuple(sys.argv[1:4]), nprocs=2, start_method="fork")
 """
 
 
