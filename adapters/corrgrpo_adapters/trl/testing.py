@@ -34,7 +34,7 @@ def _char_tokenizer() -> object:
     # Fuse glues the characters back together on decode.
     core = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token="<unk>"))
     core.decoder = decoders.Fuse()
-    return PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
+    return PreTrainedTokenizerFast(
         tokenizer_object=core, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>", padding_side="left"
     )
 

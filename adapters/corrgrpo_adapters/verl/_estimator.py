@@ -174,7 +174,7 @@ def _scores(
 
 def _host(scores: np.ndarray | torch.Tensor) -> np.ndarray:
     if isinstance(scores, torch.Tensor):
-        return scores.to("cpu", torch.float64).numpy()
+        return np.asarray(scores.to("cpu", torch.float64).numpy())
     return scores
 
 

@@ -146,7 +146,7 @@ def work_dtype(xp: Namespace, dev: Any) -> Any:
     if is_jax_namespace(xp):
         import jax  # only reached on the jax namespace: jax is imported already
 
-        return xp.float64 if jax.config.read("jax_enable_x64") else xp.float32  # type: ignore[no-untyped-call]
+        return xp.float64 if jax.config.read("jax_enable_x64") else xp.float32
     if is_torch_namespace(xp) and getattr(dev, "type", "cpu") == "mps":
         return xp.float32
     return xp.float64
