@@ -36,15 +36,7 @@ from ._lib._compat import array_namespace
 from ._registry import compute_advantages, get_estimator
 from ._validation import NanPolicy
 
-__all__ = [
-    "CHUNK_ROWS",
-    "SCALE_BITS",
-    "GroupStats",
-    "group_matrices",
-    "group_stats",
-    "in_slices",
-    "whole_group_ranges",
-]
+__all__ = ["CHUNK_ROWS", "SCALE_BITS", "GroupStats", "group_matrices", "group_stats", "whole_group_ranges"]
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -363,26 +355,6 @@ def _advantages(x: F64, ids: Ints, name: str, options: Mapping[str, Any]) -> F64
     return np.asarray(compute_advantages(x, ids, estimator=name, **options), dtype=np.float64)
 
 
-def _binding(fn: Callable[..., Any]) -> Callable[..., Any] | None:
-    """A built-in's binding of its options to its formula (``_api``), None for an estimator
-    registered elsewhere."""
-    bind = inspect.unwrap(fn)
-    return None if getattr(fn, "__module__", None) != _api.__name__ or bind is fn else bind
-
-
-def in_slices(name: str, options: Mapping[str, Any] | None = None) -> bool:
-    """Whether :func:`group_stats` computes estimator ``name`` (called with ``options``) over slices
-    of whole groups, rows in group order: a group-local one, or a built-in written as passes. An
-    estimator registered elsewhere with batch scope gets the whole batch in one call, rows in input
-    order (so a caller that sorts the rows by group first changes the order its sums add them in).
-
-    >>> in_slices("gdpo"), in_slices("grpo")
-    (True, True)
-    """
-    spec = get_estimator(name)
-    return spec.group_local(options) or _binding(spec.fn) is not None
-
-
 # The options that say how a batch is read: estimators that read it alike share a prepared piece.
 _BATCH_OPTIONS = ("weights", "nan_policy", "singleton")
 
@@ -412,8 +384,8 @@ class _Estimator:
         params = inspect.signature(spec.fn).parameters
         reads = {o: opts.get(o, params[o].default if o in params else None) for o in _BATCH_OPTIONS}
         e = cls(name, opts, reads, spec.group_local(opts))
-        bind = _binding(spec.fn)
-        if bind is None:
+        bind = inspect.unwrap(spec.fn)  # a built-in's binding of its options to its formula (``_api``)
+        if getattr(spec.fn, "__module__", None) != _api.__name__ or bind is spec.fn:
             return e
         e.formula = bind(x, None, **opts)
         e.rtol = resolve_rtol(opts.get("zero_variance_rtol"), array_namespace(x), x.dtype)

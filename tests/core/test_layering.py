@@ -192,6 +192,13 @@ def test_known_exceptions_still_occur() -> None:
 
 # Code that shows users how the library is used, or measures what they get, uses what they can use.
 SCRIPTS = (Path("benchmarks"), Path("examples"))
+# Private imports a script needs, with the reason; an error once it no longer occurs (the list only shrinks).
+SCRIPT_KNOWN: dict[tuple[str, str], str] = {
+    ("benchmarks/explain_file.py", "corrgrpo_core._group_stats"): (
+        "--stages times the command's parts inside group_stats (where the time goes); the timed "
+        "figures run the public command"
+    ),
+}
 
 
 def _private_in_package(node: ast.Import | ast.ImportFrom) -> list[str]:
@@ -212,14 +219,19 @@ def _private_in_package(node: ast.Import | ast.ImportFrom) -> list[str]:
 def test_benchmarks_and_examples_use_public_modules_only() -> None:
     """A benchmark times what users call, by the name they call it; a private import would keep working
     after the public name changes what it does (or goes), and the figure would no longer be the user's."""
-    bad = []
+    bad, seen = [], set()
     for folder in SCRIPTS:
         for path in sorted((ROOT / folder).rglob("*.py")):
             for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
                 if isinstance(node, (ast.Import, ast.ImportFrom)):
                     for name in _private_in_package(node):
-                        bad.append(f"{path.relative_to(ROOT)}:{node.lineno} imports {name}")
+                        key = (path.relative_to(ROOT).as_posix(), name)
+                        if key in SCRIPT_KNOWN:
+                            seen.add(key)
+                        else:
+                            bad.append(f"{path.relative_to(ROOT)}:{node.lineno} imports {name}")
     assert not bad, "private imports in benchmarks or examples (use the public name):\n" + "\n".join(bad)
+    assert seen == set(SCRIPT_KNOWN), f"fixed, so remove from SCRIPT_KNOWN: {set(SCRIPT_KNOWN) - seen}"
 
 
 def test_every_package_and_private_module_is_seen() -> None:

@@ -20,7 +20,6 @@ import numpy as np
 import numpy.typing as npt
 
 import corrgrpo_core as cc
-from corrgrpo_core._group_stats import in_slices
 
 from .blas import one_blas_thread
 from .facts import default_estimators, in_reward_units
@@ -312,17 +311,16 @@ def explain_file(
     """:func:`explain_shown` of a reward file read whole (only the needed columns); returns the
     report and the index (in ``report.groups``) of ``plot_group`` (default: the first group).
     ``weights(names)`` gives the weights once the component names are known. The rows are read
-    sorted by group (:func:`corrgrpo_core.group_stats` then neither sorts nor gathers them) unless
-    an estimator takes the batch whole, in file order."""
-    names = default_estimators() if estimators is None else tuple(estimators)
-    known = set(cc.estimator_names())
+    sorted by group: :func:`corrgrpo_core.group_stats` then neither sorts nor gathers them (an
+    estimator registered elsewhere with batch scope, which it computes on the whole batch in one
+    call, sees them in that order)."""
     batch = read_rewards(
         path,
         group_col=group_col,
         components=components,
         file_format=file_format,
         allow_nan=nan_policy == "ignore",
-        group_order=all(e in known and in_slices(e, {"nan_policy": nan_policy}) for e in names),
+        group_order=True,
     )
     if batch.n_groups and batch.n_groups == batch.group_ids.size:
         raise CliError(
